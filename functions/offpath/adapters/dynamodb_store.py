@@ -1,0 +1,446 @@
+"""The job store on one DynamoDB table. Every state change is one conditional write.
+
+Item layout (key `pk`):
+- `JOB#<job_id>`: the job, which is also its idempotency record (the id derives from tenant + key).
+- `ONCE#<job_id>#<name>`: a `ctx.once` mark.
+Indexes: `by_tenant` (tenant, created) and `by_tenant_status` (tenant#status, created) for listing.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, cast
+
+import botocore.exceptions
+from botocore.config import Config
+
+from offpath.domain.errors import (
+    IdempotencyConflictError,
+    InvalidRequestError,
+    JobConflictError,
+    JobNotFoundError,
+    StoreUnavailableError,
+)
+from offpath.domain.job import CANCELLABLE_FROM, CLAIMABLE_FROM, Job, JobStatus, Progress
+from offpath.domain.ports import CreateOutcome, JobPage
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.client import DynamoDBClient
+    from mypy_boto3_dynamodb.type_defs import AttributeValueTypeDef
+
+INDEX_BY_TENANT = "by_tenant"
+INDEX_BY_TENANT_STATUS = "by_tenant_status"
+CONFLICT = "ConditionalCheckFailedException"
+SDK_CONFIG = Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=2, read_timeout=5)
+
+Item = dict[str, "AttributeValueTypeDef"]
+
+
+def default_client() -> DynamoDBClient:
+    import boto3
+
+    return boto3.client("dynamodb", config=SDK_CONFIG)
+
+
+class DynamoDbJobStore:
+    def __init__(self, table_name: str, client: DynamoDBClient | None = None) -> None:
+        self.table_name = table_name
+        self.client = client or default_client()
+
+    # -- submit -----------------------------------------------------------------------------
+
+    def create(self, job: Job) -> CreateOutcome:
+        try:
+            self._call(
+                self.client.put_item,
+                TableName=self.table_name,
+                Item=to_item(job),
+                ConditionExpression="attribute_not_exists(pk)",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+            return CreateOutcome(job, replayed=False)
+        except _ConditionFailed as failed:
+            existing = from_item(failed.item)
+        if existing.submission_id == job.submission_id:
+            # An SDK retry of our own write that had landed: the job is ours, and new.
+            return CreateOutcome(existing, replayed=False)
+        if existing.tenant != job.tenant or existing.payload_hash != job.payload_hash:
+            raise IdempotencyConflictError(existing)
+        return CreateOutcome(existing, replayed=True)
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def get(self, job_id: str) -> Job | None:
+        response = self._call(
+            self.client.get_item, TableName=self.table_name, Key={"pk": {"S": job_key(job_id)}}, ConsistentRead=True
+        )
+        item = response.get("Item")
+        return from_item(item) if item else None
+
+    def list_jobs(
+        self, tenant: str, *, status: JobStatus | None, job_type: str | None, limit: int, cursor: str | None
+    ) -> JobPage:
+        if status is None:
+            index, key_name, key_value = INDEX_BY_TENANT, "gsi1pk", tenant
+        else:
+            index, key_name, key_value = INDEX_BY_TENANT_STATUS, "gsi2pk", status_key(tenant, status)
+        request: dict[str, Any] = {
+            "TableName": self.table_name,
+            "IndexName": index,
+            "KeyConditionExpression": "#k = :k",
+            "ExpressionAttributeNames": {"#k": key_name},
+            "ExpressionAttributeValues": {":k": {"S": key_value}},
+            "ScanIndexForward": False,
+            "Limit": limit,
+        }
+        if job_type is not None:
+            request["FilterExpression"] = "#t = :t"
+            request["ExpressionAttributeNames"]["#t"] = "type"
+            request["ExpressionAttributeValues"][":t"] = {"S": job_type}
+        if cursor is not None:
+            request["ExclusiveStartKey"] = decode_cursor(cursor, key_name, key_value)
+        response = self._call(self.client.query, **request)
+        last = response.get("LastEvaluatedKey")
+        jobs = [from_item(item) for item in response.get("Items", [])]
+        return JobPage(jobs, encode_cursor(last) if last else None)
+
+    # -- worker -----------------------------------------------------------------------------
+
+    def claim(self, job_id: str, *, tenant: str, now: datetime, lease_until: datetime, max_attempts: int) -> Job:
+        claimable = ", ".join(f":from{i}" for i in range(len(CLAIMABLE_FROM)))
+        values: Item = {f":from{i}": {"S": s.value} for i, s in enumerate(sorted(CLAIMABLE_FROM))}
+        values.update(
+            {
+                ":running": {"S": JobStatus.RUNNING.value},
+                ":gsi2": {"S": status_key(tenant, JobStatus.RUNNING)},
+                ":tenant": {"S": tenant},
+                ":one": {"N": "1"},
+                ":max": {"N": str(max_attempts)},
+                ":now": {"S": iso(now)},
+                ":lease": {"S": iso(lease_until)},
+            }
+        )
+        try:
+            response = self._call(
+                self.client.update_item,
+                TableName=self.table_name,
+                Key={"pk": {"S": job_key(job_id)}},
+                UpdateExpression=(
+                    "SET #s = :running, gsi2pk = :gsi2, attempt = attempt + :one, lease_until = :lease, "
+                    "started_at = if_not_exists(started_at, :now), updated_at = :now REMOVE next_attempt_at"
+                ),
+                ConditionExpression=(
+                    f"tenant = :tenant AND attempt < :max AND "
+                    f"(#s IN ({claimable}) OR (#s = :running AND lease_until <= :now))"
+                ),
+                ExpressionAttributeNames={"#s": "status"},
+                ExpressionAttributeValues=values,
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except _ConditionFailed as failed:
+            if not failed.item:
+                raise JobNotFoundError(job_id) from None
+            current = from_item(failed.item)
+            if current.tenant != tenant:
+                raise JobConflictError(None, "message tenant does not match the job") from None
+            raise JobConflictError(current, f"job is {current.status.value}") from None
+        return from_item(response["Attributes"])
+
+    def record_success(self, job: Job, *, result: Any, now: datetime, expires_at: datetime) -> None:
+        self._finish(
+            job,
+            JobStatus.SUCCEEDED,
+            now,
+            "result_json = :result, finished_at = :now, expires_at = :ttl REMOVE lease_until, #e",
+            {":result": {"S": json.dumps(result, default=str)}, ":ttl": {"N": str(epoch(expires_at))}},
+            names={"#e": "error"},
+        )
+
+    def record_retry(self, job: Job, *, error: str, now: datetime, next_attempt_at: datetime) -> None:
+        self._finish(
+            job,
+            JobStatus.RETRYING,
+            now,
+            "#e = :error, next_attempt_at = :next REMOVE lease_until",
+            {":error": {"S": error}, ":next": {"S": iso(next_attempt_at)}},
+            names={"#e": "error"},
+        )
+
+    def record_failure(self, job: Job, *, error: str, now: datetime, expires_at: datetime) -> None:
+        self._finish(
+            job,
+            JobStatus.FAILED,
+            now,
+            "#e = :error, finished_at = :now, expires_at = :ttl REMOVE lease_until",
+            {":error": {"S": error}, ":ttl": {"N": str(epoch(expires_at))}},
+            names={"#e": "error"},
+        )
+
+    def fail_expired_lease(self, job: Job, *, now: datetime, expires_at: datetime) -> None:
+        self._finish(
+            job,
+            JobStatus.FAILED,
+            now,
+            "#e = :error, finished_at = :now, expires_at = :ttl REMOVE lease_until",
+            {":error": {"S": "lease expired"}, ":ttl": {"N": str(epoch(expires_at))}},
+            names={"#e": "error"},
+            extra_condition="lease_until <= :now",
+        )
+
+    def _finish(
+        self,
+        job: Job,
+        status: JobStatus,
+        now: datetime,
+        update: str,
+        values: Item,
+        *,
+        names: dict[str, str],
+        extra_condition: str = "",
+    ) -> None:
+        """Write an attempt's outcome, fenced: only while that attempt still holds the job."""
+        condition = "#s = :running AND attempt = :attempt"
+        if extra_condition:
+            condition += f" AND {extra_condition}"
+        try:
+            self._call(
+                self.client.update_item,
+                TableName=self.table_name,
+                Key={"pk": {"S": job_key(job.job_id)}},
+                UpdateExpression=f"SET #s = :status, gsi2pk = :gsi2, updated_at = :now, {update}",
+                ConditionExpression=condition,
+                ExpressionAttributeNames={"#s": "status", **names},
+                ExpressionAttributeValues={
+                    ":status": {"S": status.value},
+                    ":gsi2": {"S": status_key(job.tenant, status)},
+                    ":running": {"S": JobStatus.RUNNING.value},
+                    ":attempt": {"N": str(job.attempt)},
+                    ":now": {"S": iso(now)},
+                    **values,
+                },
+            )
+        except _ConditionFailed as failed:
+            current = from_item(failed.item) if failed.item else None
+            raise JobConflictError(current, f"attempt {job.attempt} no longer holds the job") from None
+
+    def set_progress(self, job_id: str, *, attempt: int, progress: Progress, now: datetime) -> None:
+        try:
+            self._call(
+                self.client.update_item,
+                TableName=self.table_name,
+                Key={"pk": {"S": job_key(job_id)}},
+                UpdateExpression="SET progress_fraction = :f, progress_message = :m, updated_at = :now",
+                ConditionExpression="#s = :running AND attempt = :attempt",
+                ExpressionAttributeNames={"#s": "status"},
+                ExpressionAttributeValues={
+                    ":f": {"N": repr(progress.fraction)},
+                    ":m": {"S": progress.message},
+                    ":now": {"S": iso(now)},
+                    ":running": {"S": JobStatus.RUNNING.value},
+                    ":attempt": {"N": str(attempt)},
+                },
+            )
+        except _ConditionFailed:
+            raise JobConflictError(None, f"attempt {attempt} no longer holds the job") from None
+
+    def mark_once(self, job_id: str, name: str, *, now: datetime, expires_at: datetime) -> bool:
+        try:
+            self._call(
+                self.client.put_item,
+                TableName=self.table_name,
+                Item={
+                    "pk": {"S": f"ONCE#{job_id}#{name}"},
+                    "marked_at": {"S": iso(now)},
+                    "expires_at": {"N": str(epoch(expires_at))},
+                },
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+            return True
+        except _ConditionFailed:
+            return False
+
+    # -- api --------------------------------------------------------------------------------
+
+    def cancel(self, job_id: str, *, tenant: str, now: datetime, expires_at: datetime) -> Job:
+        cancellable = ", ".join(f":from{i}" for i in range(len(CANCELLABLE_FROM)))
+        values: Item = {f":from{i}": {"S": s.value} for i, s in enumerate(sorted(CANCELLABLE_FROM))}
+        try:
+            response = self._call(
+                self.client.update_item,
+                TableName=self.table_name,
+                Key={"pk": {"S": job_key(job_id)}},
+                UpdateExpression=(
+                    "SET #s = :cancelled, gsi2pk = :gsi2, updated_at = :now, finished_at = :now, expires_at = :ttl"
+                ),
+                ConditionExpression=f"tenant = :tenant AND #s IN ({cancellable})",
+                ExpressionAttributeNames={"#s": "status"},
+                ExpressionAttributeValues={
+                    **values,
+                    ":cancelled": {"S": JobStatus.CANCELLED.value},
+                    ":gsi2": {"S": status_key(tenant, JobStatus.CANCELLED)},
+                    ":tenant": {"S": tenant},
+                    ":now": {"S": iso(now)},
+                    ":ttl": {"N": str(epoch(expires_at))},
+                },
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except _ConditionFailed as failed:
+            current = from_item(failed.item) if failed.item else None
+            if current is None or current.tenant != tenant:
+                raise JobNotFoundError(job_id) from None
+            raise JobConflictError(current, f"a {current.status.value} job cannot be cancelled") from None
+        return from_item(response["Attributes"])
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def _call(self, operation: Callable[..., Any], **request: Any) -> Any:
+        try:
+            return operation(**request)
+        except botocore.exceptions.ClientError as error:
+            code = error.response.get("Error", {}).get("Code", "")
+            if code == CONFLICT:
+                raise _ConditionFailed(cast("Item", error.response.get("Item") or {})) from None
+            raise StoreUnavailableError(f"DynamoDB {code or 'error'}") from error
+        except botocore.exceptions.BotoCoreError as error:
+            raise StoreUnavailableError(f"DynamoDB unreachable: {type(error).__name__}") from error
+
+
+class _ConditionFailed(Exception):
+    def __init__(self, item: Item) -> None:
+        self.item = item
+
+
+def job_key(job_id: str) -> str:
+    return f"JOB#{job_id}"
+
+
+def status_key(tenant: str, status: JobStatus) -> str:
+    return f"{tenant}#{status.value}"
+
+
+def iso(when: datetime) -> str:
+    """Fixed-width UTC text, so string order is time order inside condition expressions."""
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_iso(text: str) -> datetime:
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+
+
+def epoch(when: datetime) -> int:
+    return int(when.timestamp())
+
+
+def to_item(job: Job) -> Item:
+    created = iso(job.created_at)
+    item: Item = {
+        "pk": {"S": job_key(job.job_id)},
+        "job_id": {"S": job.job_id},
+        "tenant": {"S": job.tenant},
+        "type": {"S": job.type},
+        "queue": {"S": job.queue},
+        "status": {"S": job.status.value},
+        "payload_json": {"S": json.dumps(job.payload, separators=(",", ":"))},
+        "payload_hash": {"S": job.payload_hash},
+        "attempt": {"N": str(job.attempt)},
+        "max_attempts": {"N": str(job.max_attempts)},
+        "submission_id": {"S": job.submission_id},
+        "created_at": {"S": created},
+        "updated_at": {"S": iso(job.updated_at)},
+        "redrives": {"N": str(job.redrives)},
+        "gsi1pk": {"S": job.tenant},
+        "gsi2pk": {"S": status_key(job.tenant, job.status)},
+        "gsi_sk": {"S": f"{created}#{job.job_id}"},
+    }
+    optional_text = {
+        "idempotency_key": job.idempotency_key,
+        "schedule_name": job.schedule_name,
+        "error": job.error,
+    }
+    for name, text in optional_text.items():
+        if text is not None:
+            item[name] = {"S": text}
+    optional_times = {
+        "run_at": job.run_at,
+        "lease_until": job.lease_until,
+        "started_at": job.started_at,
+        "finished_at": job.finished_at,
+        "next_attempt_at": job.next_attempt_at,
+    }
+    for name, when in optional_times.items():
+        if when is not None:
+            item[name] = {"S": iso(when)}
+    if job.expires_at is not None:
+        item["expires_at"] = {"N": str(epoch(job.expires_at))}
+    if job.result is not None:
+        item["result_json"] = {"S": json.dumps(job.result, default=str)}
+    if job.progress is not None:
+        item["progress_fraction"] = {"N": repr(job.progress.fraction)}
+        item["progress_message"] = {"S": job.progress.message}
+    return item
+
+
+def from_item(item: Any) -> Job:
+    def text(name: str) -> str | None:
+        value = item.get(name)
+        return value["S"] if value else None
+
+    def when(name: str) -> datetime | None:
+        value = text(name)
+        return parse_iso(value) if value else None
+
+    progress = None
+    if "progress_fraction" in item:
+        progress = Progress(float(item["progress_fraction"]["N"]), text("progress_message") or "")
+    result_json = text("result_json")
+    expires = item.get("expires_at")
+    return Job(
+        job_id=item["job_id"]["S"],
+        tenant=item["tenant"]["S"],
+        type=item["type"]["S"],
+        queue=item["queue"]["S"],
+        payload=json.loads(item["payload_json"]["S"]),
+        payload_hash=item["payload_hash"]["S"],
+        status=JobStatus(item["status"]["S"]),
+        created_at=parse_iso(item["created_at"]["S"]),
+        updated_at=parse_iso(item["updated_at"]["S"]),
+        max_attempts=int(item["max_attempts"]["N"]),
+        attempt=int(item["attempt"]["N"]),
+        idempotency_key=text("idempotency_key"),
+        submission_id=text("submission_id") or "",
+        run_at=when("run_at"),
+        lease_until=when("lease_until"),
+        started_at=when("started_at"),
+        finished_at=when("finished_at"),
+        next_attempt_at=when("next_attempt_at"),
+        progress=progress,
+        result=json.loads(result_json) if result_json is not None else None,
+        error=text("error"),
+        expires_at=datetime.fromtimestamp(int(expires["N"]), UTC) if expires else None,
+        schedule_name=text("schedule_name"),
+        redrives=int(item.get("redrives", {"N": "0"})["N"]),
+    )
+
+
+def encode_cursor(key: dict[str, Any]) -> str:
+    plain = {name: value["S"] for name, value in key.items()}
+    return base64.urlsafe_b64encode(json.dumps(plain, separators=(",", ":")).encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str, key_name: str, key_value: str) -> Item:
+    """A cursor is only accepted for the listing (and tenant) it came from."""
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        plain = json.loads(base64.urlsafe_b64decode(padded.encode()))
+        if not isinstance(plain, dict) or plain.get(key_name) != key_value:
+            raise ValueError("cursor belongs to another listing")
+        if set(plain) != {"pk", key_name, "gsi_sk"} or not all(isinstance(v, str) for v in plain.values()):
+            raise ValueError("cursor has the wrong keys")
+    except (ValueError, TypeError):
+        raise InvalidRequestError("cursor", "cursor is not one this listing returned") from None
+    return {name: {"S": value} for name, value in plain.items()}

@@ -1,0 +1,174 @@
+"""The job queues on SQS: one queue and one DLQ per queue class."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import botocore.exceptions
+from botocore.config import Config
+
+from offpath.domain.errors import QueueUnavailableError
+from offpath.domain.ports import JobMessage, QueueStats
+
+if TYPE_CHECKING:
+    from mypy_boto3_cloudwatch.client import CloudWatchClient
+    from mypy_boto3_sqs.client import SQSClient
+
+SDK_CONFIG = Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=2, read_timeout=5)
+MAX_DELAY_S = 900
+SEND_BATCH_LIMIT = 10
+REASON_ATTRIBUTE = "offpath-failure-reason"
+
+
+def default_client() -> SQSClient:
+    import boto3
+
+    return boto3.client("sqs", config=SDK_CONFIG)
+
+
+class SqsJobQueue:
+    def __init__(
+        self, queue_urls: Mapping[str, str], dlq_urls: Mapping[str, str], client: SQSClient | None = None
+    ) -> None:
+        self.queue_urls = dict(queue_urls)
+        self.dlq_urls = dict(dlq_urls)
+        self.client = client or default_client()
+
+    def send(self, queue: str, message: JobMessage, *, delay_s: int = 0) -> None:
+        self._call(
+            self.client.send_message,
+            QueueUrl=self.queue_urls[queue],
+            MessageBody=message.to_body(),
+            DelaySeconds=max(0, min(MAX_DELAY_S, delay_s)),
+        )
+
+    def send_batch(self, queue: str, messages: list[JobMessage]) -> list[JobMessage]:
+        unsent: list[JobMessage] = []
+        for start in range(0, len(messages), SEND_BATCH_LIMIT):
+            chunk = messages[start : start + SEND_BATCH_LIMIT]
+            try:
+                response = self._call(
+                    self.client.send_message_batch,
+                    QueueUrl=self.queue_urls[queue],
+                    Entries=[{"Id": str(i), "MessageBody": m.to_body()} for i, m in enumerate(chunk)],
+                )
+            except QueueUnavailableError:
+                unsent.extend(chunk)
+                continue
+            unsent.extend(chunk[int(failure["Id"])] for failure in response.get("Failed", []))
+        return unsent
+
+    def change_visibility(self, queue: str, receipt_handle: str, timeout_s: int) -> None:
+        self._call(
+            self.client.change_message_visibility,
+            QueueUrl=self.queue_urls[queue],
+            ReceiptHandle=receipt_handle,
+            VisibilityTimeout=timeout_s,
+        )
+
+    def send_to_dlq(self, queue: str, message: JobMessage, *, reason: str) -> None:
+        self._call(
+            self.client.send_message,
+            QueueUrl=self.dlq_urls[queue],
+            MessageBody=message.to_body(),
+            MessageAttributes={REASON_ATTRIBUTE: {"DataType": "String", "StringValue": reason[:1000] or "failed"}},
+        )
+
+    def _call(self, operation: Callable[..., Any], **request: Any) -> Any:
+        try:
+            return operation(**request)
+        except botocore.exceptions.ClientError as error:
+            code = error.response.get("Error", {}).get("Code", "")
+            raise QueueUnavailableError(f"SQS {code or 'error'}") from error
+        except botocore.exceptions.BotoCoreError as error:
+            raise QueueUnavailableError(f"SQS unreachable: {type(error).__name__}") from error
+
+
+class SqsQueueMonitor:
+    """Queue depths from SQS attributes; the oldest message's age from CloudWatch, which is the only
+    place SQS publishes it (None until CloudWatch has a data point)."""
+
+    def __init__(
+        self,
+        queue_urls: Mapping[str, str],
+        dlq_urls: Mapping[str, str],
+        client: SQSClient | None = None,
+        cloudwatch: CloudWatchClient | None = None,
+    ) -> None:
+        self.queue_urls = dict(queue_urls)
+        self.dlq_urls = dict(dlq_urls)
+        self.client = client or default_client()
+        self._cloudwatch = cloudwatch
+
+    def stats(self) -> list[QueueStats]:
+        ages = self._oldest_ages()
+        result = []
+        for name, url in sorted(self.queue_urls.items()):
+            attributes = self._attributes(url)
+            dlq = self._attributes(self.dlq_urls[name]) if name in self.dlq_urls else {}
+            result.append(
+                QueueStats(
+                    name=name,
+                    visible=int(attributes.get("ApproximateNumberOfMessages", 0)),
+                    in_flight=int(attributes.get("ApproximateNumberOfMessagesNotVisible", 0)),
+                    delayed=int(attributes.get("ApproximateNumberOfMessagesDelayed", 0)),
+                    oldest_age_s=ages.get(url.rsplit("/", 1)[-1]),
+                    dlq_depth=int(dlq.get("ApproximateNumberOfMessages", 0)),
+                )
+            )
+        return result
+
+    def _attributes(self, url: str) -> dict[str, str]:
+        try:
+            response = self.client.get_queue_attributes(
+                QueueUrl=url,
+                AttributeNames=[
+                    "ApproximateNumberOfMessages",
+                    "ApproximateNumberOfMessagesNotVisible",
+                    "ApproximateNumberOfMessagesDelayed",
+                ],
+            )
+        except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as error:
+            raise QueueUnavailableError(f"SQS unavailable: {type(error).__name__}") from error
+        return {str(k): v for k, v in response.get("Attributes", {}).items()}
+
+    def _oldest_ages(self) -> dict[str, float]:
+        import datetime as dt
+
+        if self._cloudwatch is None:
+            import boto3
+
+            self._cloudwatch = boto3.client("cloudwatch", config=SDK_CONFIG)
+        names = [url.rsplit("/", 1)[-1] for url in self.queue_urls.values()]
+        now = dt.datetime.now(dt.UTC)
+        queries = [
+            {
+                "Id": f"q{i}",
+                "MetricStat": {
+                    "Metric": {
+                        "Namespace": "AWS/SQS",
+                        "MetricName": "ApproximateAgeOfOldestMessage",
+                        "Dimensions": [{"Name": "QueueName", "Value": name}],
+                    },
+                    "Period": 60,
+                    "Stat": "Maximum",
+                },
+            }
+            for i, name in enumerate(names)
+        ]
+        try:
+            response = self._cloudwatch.get_metric_data(
+                MetricDataQueries=queries,  # type: ignore[arg-type]
+                StartTime=now - dt.timedelta(minutes=10),
+                EndTime=now,
+                ScanBy="TimestampDescending",
+            )
+        except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError):
+            return {}
+        ages: dict[str, float] = {}
+        for series in response.get("MetricDataResults", []):
+            values = series.get("Values", [])
+            if values:
+                ages[names[int(series["Id"][1:])]] = float(values[0])
+        return ages

@@ -1,0 +1,54 @@
+"""What a job function gets besides its payload."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from offpath.domain.clock import Clock
+from offpath.domain.job import Job, Progress
+from offpath.domain.ports import JobStore
+
+ONCE_RETENTION = timedelta(days=30)
+
+
+class JobContext:
+    def __init__(
+        self,
+        job: Job,
+        *,
+        store: JobStore,
+        clock: Clock,
+        remaining_ms: Callable[[], int],
+        logger: logging.LoggerAdapter[Any] | Any,
+    ) -> None:
+        self.job_id = job.job_id
+        self.attempt = job.attempt
+        self.max_attempts = job.max_attempts
+        self.tenant = job.tenant
+        self.logger = logger
+        self._store = store
+        self._clock = clock
+        self._remaining_ms = remaining_ms
+
+    @property
+    def remaining_time_s(self) -> float:
+        return self._remaining_ms() / 1000.0
+
+    def progress(self, fraction: float, message: str = "") -> None:
+        """Persist how far the job is (0.0 to 1.0) so `GET /jobs/{id}` shows it."""
+        clamped = min(1.0, max(0.0, float(fraction)))
+        self._store.set_progress(
+            self.job_id, attempt=self.attempt, progress=Progress(clamped, message[:200]), now=self._clock.now()
+        )
+
+    def once(self, name: str) -> bool:
+        """True exactly once per job and name, however often the job runs: guard a side effect with it.
+
+        The mark is written before the side effect (at most once): a crash between the mark and
+        the effect loses the effect rather than repeating it.
+        """
+        now = self._clock.now()
+        return self._store.mark_once(self.job_id, name, now=now, expires_at=now + ONCE_RETENTION)

@@ -1,0 +1,76 @@
+"""Domain errors. No SDK error leaves an adapter: it becomes one of these."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from offpath.domain.job import Job, JobStatus
+
+
+class OffpathError(Exception):
+    """Base of every error offpath raises on purpose."""
+
+
+class PermanentError(OffpathError):
+    """Raised by a job function when retrying cannot help (bad input, like an HTTP 4xx)."""
+
+
+class JobTimeoutError(OffpathError):
+    """A job function ran past its `timeout_s`. Retryable."""
+
+
+class TransitionError(OffpathError):
+    def __init__(self, current: JobStatus, target: JobStatus, detail: str = "") -> None:
+        self.current = current
+        self.target = target
+        suffix = f": {detail}" if detail else ""
+        super().__init__(f"cannot move a {current.value} job to {target.value}{suffix}")
+
+
+class JobNotFoundError(OffpathError):
+    pass
+
+
+class IdempotencyConflictError(OffpathError):
+    """The idempotency key was used before with another payload."""
+
+    def __init__(self, existing: Job) -> None:
+        self.existing = existing
+        super().__init__("idempotency key already used with a different payload")
+
+
+class JobConflictError(OffpathError):
+    """A conditional write found the job in a state that does not allow the change."""
+
+    def __init__(self, job: Job | None, detail: str) -> None:
+        self.job = job
+        super().__init__(detail)
+
+
+class StoreUnavailableError(OffpathError):
+    """The job store kept failing (throttling, 5xx, timeouts) after bounded retries."""
+
+
+class QueueUnavailableError(OffpathError):
+    """The queue kept failing after bounded retries."""
+
+
+class RegistryError(OffpathError):
+    """A job type, queue class or schedule was declared wrongly."""
+
+
+class InvalidRequestError(OffpathError):
+    """A request that can never succeed as sent. `field` names the offending part."""
+
+    def __init__(self, field: str, message: str, code: str = "invalid_request") -> None:
+        self.field = field
+        self.code = code
+        super().__init__(message)
+
+
+class PayloadTooLargeError(OffpathError):
+    def __init__(self, size: int, limit: int) -> None:
+        self.size = size
+        self.limit = limit
+        super().__init__(f"payload is {size} bytes; the limit is {limit} bytes")

@@ -1,0 +1,107 @@
+"""The ports the logic talks to. Adapters implement them; tests use in-memory fakes."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from offpath.domain.job import Job, JobStatus, Progress
+
+
+@dataclass(frozen=True)
+class JobMessage:
+    """What travels on a queue: just enough to claim the job. The payload stays in the store."""
+
+    job_id: str
+    type: str
+    tenant: str
+
+    @classmethod
+    def of(cls, job: Job) -> JobMessage:
+        return cls(job.job_id, job.type, job.tenant)
+
+    def to_body(self) -> str:
+        return json.dumps({"job_id": self.job_id, "type": self.type, "tenant": self.tenant}, separators=(",", ":"))
+
+    @classmethod
+    def from_body(cls, body: str) -> JobMessage:
+        data = json.loads(body)
+        return cls(job_id=str(data["job_id"]), type=str(data["type"]), tenant=str(data["tenant"]))
+
+
+@dataclass(frozen=True)
+class CreateOutcome:
+    job: Job
+    replayed: bool
+
+
+@dataclass(frozen=True)
+class JobPage:
+    jobs: list[Job]
+    cursor: str | None
+
+
+class JobStore(Protocol):
+    def create(self, job: Job) -> CreateOutcome:
+        """One conditional write: new job, replay of the same submission, or IdempotencyConflictError."""
+
+    def get(self, job_id: str) -> Job | None: ...
+
+    def list_jobs(
+        self, tenant: str, *, status: JobStatus | None, job_type: str | None, limit: int, cursor: str | None
+    ) -> JobPage: ...
+
+    def claim(self, job_id: str, *, tenant: str, now: datetime, lease_until: datetime, max_attempts: int) -> Job:
+        """One conditional write takes the job for its next attempt and returns it (no read).
+        JobConflictError carries the job as it is when it cannot be claimed."""
+
+    # The outcome writes are fenced by the attempt number of the job they are given.
+    def record_success(self, job: Job, *, result: Any, now: datetime, expires_at: datetime) -> None: ...
+
+    def record_retry(self, job: Job, *, error: str, now: datetime, next_attempt_at: datetime) -> None: ...
+
+    def record_failure(self, job: Job, *, error: str, now: datetime, expires_at: datetime) -> None: ...
+
+    def fail_expired_lease(self, job: Job, *, now: datetime, expires_at: datetime) -> None: ...
+
+    def cancel(self, job_id: str, *, tenant: str, now: datetime, expires_at: datetime) -> Job: ...
+
+    def set_progress(self, job_id: str, *, attempt: int, progress: Progress, now: datetime) -> None: ...
+
+    def mark_once(self, job_id: str, name: str, *, now: datetime, expires_at: datetime) -> bool:
+        """True the first time (job_id, name) is marked, False ever after. One conditional write."""
+
+
+class JobQueue(Protocol):
+    def send(self, queue: str, message: JobMessage, *, delay_s: int = 0) -> None: ...
+
+    def send_batch(self, queue: str, messages: list[JobMessage]) -> list[JobMessage]:
+        """Send up to any number of messages; returns the ones that could not be sent."""
+
+    def change_visibility(self, queue: str, receipt_handle: str, timeout_s: int) -> None: ...
+
+    def send_to_dlq(self, queue: str, message: JobMessage, *, reason: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    name: str
+    visible: int
+    in_flight: int
+    delayed: int
+    oldest_age_s: float | None
+    dlq_depth: int
+
+
+class QueueMonitor(Protocol):
+    def stats(self) -> list[QueueStats]: ...
+
+
+class Metrics(Protocol):
+    def count(self, name: str, value: float = 1, *, queue: str, job_type: str) -> None: ...
+
+    def milliseconds(self, name: str, value: float, *, queue: str, job_type: str) -> None: ...
+
+    def flush(self) -> None: ...

@@ -1,0 +1,170 @@
+"""The registry: the single source of truth for queue classes and job types.
+
+The worker, the api, the CDK stack and the local runtime all read it. A job type is registered by
+decorating a function in `offpath/jobs/`; nothing else needs an edit.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pydantic import BaseModel
+
+from offpath.domain.backoff import Backoff
+from offpath.domain.errors import RegistryError
+
+if TYPE_CHECKING:
+    from offpath.domain.context import JobContext
+
+NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_.-]{0,62}$")
+QUEUE_NAME_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
+
+# The Lambda hard limit; a worker's timeout must stay under it with room for bookkeeping.
+MAX_WORKER_TIMEOUT_S = 900
+WORKER_TIMEOUT_MARGIN_S = 10
+# maxReceiveCount is a safety net for crashes, kept above every job type's max_attempts.
+RECEIVE_COUNT_HEADROOM = 3
+
+JobFunction = Callable[[Any, "JobContext"], Any]
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True)
+class QueueClass:
+    """A class of work with its own queue, DLQ, worker and concurrency."""
+
+    name: str
+    batch_size: int = 10
+    batching_window_s: int = 0
+    max_concurrency: int = 5
+    retention_days: int = 4
+    dlq_retention_days: int = 14
+    oldest_age_alarm_s: int = 300
+
+    def __post_init__(self) -> None:
+        if not QUEUE_NAME_PATTERN.match(self.name):
+            raise RegistryError(f"queue class {self.name!r}: name must match {QUEUE_NAME_PATTERN.pattern}")
+        if not 1 <= self.batch_size <= 10_000:
+            raise RegistryError(f"queue class {self.name!r}: batch_size must be 1..10000")
+        if self.batch_size > 10 and self.batching_window_s < 1:
+            raise RegistryError(f"queue class {self.name!r}: batch_size over 10 needs a batching window")
+        if not 0 <= self.batching_window_s <= 300:
+            raise RegistryError(f"queue class {self.name!r}: batching_window_s must be 0..300")
+        if not 2 <= self.max_concurrency <= 1000:
+            raise RegistryError(f"queue class {self.name!r}: max_concurrency must be 2..1000")
+        if self.dlq_retention_days <= self.retention_days or self.dlq_retention_days > 14:
+            raise RegistryError(
+                f"queue class {self.name!r}: DLQ retention must be longer than the queue's and at most 14 days"
+            )
+
+
+@dataclass(frozen=True)
+class JobType:
+    name: str
+    function: JobFunction
+    payload_model: type[BaseModel]
+    queue: str
+    max_attempts: int
+    timeout_s: int
+    backoff: Backoff
+
+    def parse_payload(self, payload: dict[str, Any]) -> BaseModel:
+        return self.payload_model.model_validate(payload)
+
+
+@dataclass
+class Registry:
+    queues: dict[str, QueueClass] = field(default_factory=dict)
+    job_types: dict[str, JobType] = field(default_factory=dict)
+
+    def add_queue(self, queue: QueueClass) -> QueueClass:
+        if queue.name in self.queues and self.queues[queue.name] != queue:
+            raise RegistryError(f"queue class {queue.name!r} is declared twice with different settings")
+        self.queues[queue.name] = queue
+        return queue
+
+    def add_job_type(self, job_type: JobType) -> JobType:
+        if not NAME_PATTERN.match(job_type.name):
+            raise RegistryError(f"job type {job_type.name!r}: name must match {NAME_PATTERN.pattern}")
+        existing = self.job_types.get(job_type.name)
+        if existing is not None and existing.function is not job_type.function:
+            raise RegistryError(f"job type {job_type.name!r} is registered twice")
+        if job_type.queue not in self.queues:
+            raise RegistryError(
+                f"job type {job_type.name!r}: queue class {job_type.queue!r} is not declared "
+                f"(declared: {', '.join(sorted(self.queues))})"
+            )
+        if not 1 <= job_type.max_attempts <= 100:
+            raise RegistryError(f"job type {job_type.name!r}: max_attempts must be 1..100")
+        if not 1 <= job_type.timeout_s <= MAX_WORKER_TIMEOUT_S - WORKER_TIMEOUT_MARGIN_S:
+            raise RegistryError(
+                f"job type {job_type.name!r}: timeout_s must be 1..{MAX_WORKER_TIMEOUT_S - WORKER_TIMEOUT_MARGIN_S}"
+            )
+        self.job_types[job_type.name] = job_type
+        return job_type
+
+    def job_type(self, name: str) -> JobType | None:
+        return self.job_types.get(name)
+
+    def job_types_on(self, queue: str) -> Iterable[JobType]:
+        return (jt for jt in self.job_types.values() if jt.queue == queue)
+
+    def worker_timeout_s(self, queue: str) -> int:
+        """The worker function's timeout for a queue class: its slowest job type plus a margin."""
+        slowest = max((jt.timeout_s for jt in self.job_types_on(queue)), default=30)
+        return min(MAX_WORKER_TIMEOUT_S, slowest + WORKER_TIMEOUT_MARGIN_S)
+
+    def visibility_timeout_s(self, queue: str) -> int:
+        """AWS guidance: at least six times the function timeout (SQS caps it at 12 hours)."""
+        return min(43_200, 6 * self.worker_timeout_s(queue))
+
+    def max_receive_count(self, queue: str) -> int:
+        most = max((jt.max_attempts for jt in self.job_types_on(queue)), default=1)
+        return most + RECEIVE_COUNT_HEADROOM
+
+
+REGISTRY = Registry()
+
+for _queue in (
+    QueueClass("critical", batch_size=1, max_concurrency=10, oldest_age_alarm_s=60),
+    QueueClass("default", batch_size=10, max_concurrency=5),
+    QueueClass("bulk", batch_size=10, batching_window_s=5, max_concurrency=2, oldest_age_alarm_s=3600),
+):
+    REGISTRY.add_queue(_queue)
+
+
+def queue_class(name: str, **settings: Any) -> QueueClass:
+    """Declare a new queue class (its queue, DLQ, worker and alarms follow from this)."""
+    return REGISTRY.add_queue(QueueClass(name, **settings))
+
+
+def job(
+    name: str,
+    *,
+    payload: type[BaseModel],
+    queue: str = "default",
+    max_attempts: int = 5,
+    timeout_s: int = 60,
+    backoff_base_s: float = 2.0,
+    backoff_cap_s: float = 900.0,
+) -> Callable[[F], F]:
+    """Register a job function with its payload model and policy."""
+
+    def register(function: F) -> F:
+        REGISTRY.add_job_type(
+            JobType(
+                name=name,
+                function=function,
+                payload_model=payload,
+                queue=queue,
+                max_attempts=max_attempts,
+                timeout_s=timeout_s,
+                backoff=Backoff(base_s=backoff_base_s, cap_s=backoff_cap_s),
+            )
+        )
+        return function
+
+    return register

@@ -1,0 +1,57 @@
+"""Demo job types that show the whole life cycle within seconds (short backoffs)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from offpath.domain.context import JobContext
+from offpath.domain.errors import PermanentError
+from offpath.domain.registry import job
+
+# Short backoffs so a local run shows retries within seconds.
+BASE_S, CAP_S = 1.0, 5.0
+
+
+class EchoPayload(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class SleepPayload(BaseModel):
+    ms: int = Field(ge=0, le=600_000)
+
+
+class FlakyPayload(BaseModel):
+    fail_first: int = Field(default=1, ge=0, le=100)
+
+
+class PoisonPayload(BaseModel):
+    reason: str = Field(default="poison message", max_length=200)
+
+
+@job("demo.echo", payload=EchoPayload, max_attempts=3, timeout_s=10, backoff_base_s=BASE_S, backoff_cap_s=CAP_S)
+def echo(payload: EchoPayload, ctx: JobContext) -> dict[str, Any]:
+    return payload.model_dump()
+
+
+@job("demo.sleep", payload=SleepPayload, max_attempts=3, timeout_s=60, backoff_base_s=BASE_S, backoff_cap_s=CAP_S)
+def sleep(payload: SleepPayload, ctx: JobContext) -> dict[str, Any]:
+    steps = 4
+    for step in range(steps):
+        time.sleep(payload.ms / 1000 / steps)
+        ctx.progress((step + 1) / steps, f"slept {(step + 1) * payload.ms // steps} ms")
+    return {"slept_ms": payload.ms}
+
+
+@job("demo.flaky", payload=FlakyPayload, max_attempts=5, timeout_s=10, backoff_base_s=BASE_S, backoff_cap_s=CAP_S)
+def flaky(payload: FlakyPayload, ctx: JobContext) -> dict[str, Any]:
+    if ctx.attempt <= payload.fail_first:
+        raise RuntimeError(f"flaky failure on attempt {ctx.attempt} of the first {payload.fail_first}")
+    return {"succeeded_on_attempt": ctx.attempt}
+
+
+@job("demo.poison", payload=PoisonPayload, max_attempts=3, timeout_s=10, backoff_base_s=BASE_S, backoff_cap_s=CAP_S)
+def poison(payload: PoisonPayload, ctx: JobContext) -> None:
+    raise PermanentError(payload.reason)

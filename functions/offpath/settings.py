@@ -1,0 +1,48 @@
+"""Configuration, read once per function from its environment (set by the CDK stack or the local runtime).
+
+| variable | used by | meaning |
+|---|---|---|
+| `OFFPATH_TABLE_NAME` | all | the jobs table |
+| `OFFPATH_QUEUE_URLS` | all | JSON object: queue class -> queue URL |
+| `OFFPATH_DLQ_URLS` | all | JSON object: queue class -> DLQ URL |
+| `OFFPATH_QUEUE_CLASS` | worker | the queue class this worker serves |
+| `OFFPATH_PAYLOAD_LIMIT_BYTES` | api | largest accepted payload (default 65536) |
+| `OFFPATH_RETENTION_DAYS` | all | how long finished jobs are kept (TTL, default 7) |
+| `OFFPATH_LOG_LEVEL` | all | default INFO |
+| `AWS_ENDPOINT_URL` | all | boto3's own: points every client at an emulator |
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from datetime import timedelta
+
+from pydantic import BaseModel, Field, field_validator
+
+
+class Settings(BaseModel):
+    table_name: str
+    queue_urls: dict[str, str] = Field(default_factory=dict)
+    dlq_urls: dict[str, str] = Field(default_factory=dict)
+    queue_class: str | None = None
+    payload_limit_bytes: int = Field(default=64 * 1024, ge=1, le=256 * 1024)
+    retention_days: int = Field(default=7, ge=1, le=365)
+    log_level: str = "INFO"
+
+    @field_validator("queue_urls", "dlq_urls", mode="before")
+    @classmethod
+    def _json_object(cls, value: object) -> object:
+        return json.loads(value) if isinstance(value, str) else value
+
+    @property
+    def retention(self) -> timedelta:
+        return timedelta(days=self.retention_days)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if environ is None else environ
+        prefix = "OFFPATH_"
+        values = {key[len(prefix) :].lower(): value for key, value in env.items() if key.startswith(prefix)}
+        return cls.model_validate(values)

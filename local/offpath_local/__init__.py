@@ -1,0 +1,1 @@
+"""The embedded runtime and the `offpath` command line (kept out of the Lambda asset)."""
