@@ -8,7 +8,13 @@ TTL_ATTRIBUTE = "expires_at"
 TABLE_INDEXES = (
     ("by_tenant", "gsi1pk", "gsi_sk"),
     ("by_tenant_status", "gsi2pk", "gsi_sk"),
+    # Sparse: only jobs the sweeper must look at again (not yet final) carry sweep_pk.
+    ("sweep", "sweep_pk", "sweep_at"),
 )
+SCHEDULE_GROUP_SUFFIX = "schedules"
+# What EventBridge Scheduler puts in the enqueue function's event (context attributes substituted).
+SCHEDULED_TIME = "<aws.scheduler.scheduled-time>"
+EXECUTION_ID = "<aws.scheduler.execution-id>"
 
 
 def queue_name(prefix: str, queue_class: str) -> str:

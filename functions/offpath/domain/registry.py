@@ -9,11 +9,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
 from offpath.domain.backoff import Backoff
+from offpath.domain.cron import CronExpression, RateExpression, load_zone, parse_cron, parse_rate
 from offpath.domain.errors import RegistryError
 
 if TYPE_CHECKING:
@@ -21,6 +23,7 @@ if TYPE_CHECKING:
 
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_.-]{0,62}$")
 QUEUE_NAME_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
+SCHEDULE_NAME_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,47}$")
 
 # The Lambda hard limit; a worker's timeout must stay under it with room for bookkeeping.
 MAX_WORKER_TIMEOUT_S = 900
@@ -75,10 +78,57 @@ class JobType:
         return self.payload_model.model_validate(payload)
 
 
+OVERLAP_POLICIES = ("skip", "allow")
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A recurring job, fired by EventBridge Scheduler (never by cron on a server)."""
+
+    name: str
+    expression: str  # "cron(...)" or "rate(...)", as EventBridge Scheduler takes it
+    timezone: str
+    job: str
+    payload: dict[str, Any]
+    overlap: str = "skip"
+    flexible_window_min: int | None = None
+    enabled: bool = True
+    parsed: CronExpression | RateExpression | None = field(default=None, compare=False, repr=False)
+
+    def next_after(self, after: datetime, anchor: datetime | None = None) -> datetime | None:
+        """The next slot after `after` (UTC); a rate counts from `anchor` (when it was created)."""
+        if isinstance(self.parsed, RateExpression):
+            return self.parsed.next_after(after, anchor or after)
+        assert isinstance(self.parsed, CronExpression)
+        return self.parsed.next_after(after, load_zone(self.timezone))
+
+
 @dataclass
 class Registry:
     queues: dict[str, QueueClass] = field(default_factory=dict)
     job_types: dict[str, JobType] = field(default_factory=dict)
+    schedules: dict[str, Schedule] = field(default_factory=dict)
+
+    def add_schedule(self, schedule: Schedule) -> Schedule:
+        where = f"schedule {schedule.name!r}"
+        if not SCHEDULE_NAME_PATTERN.match(schedule.name):
+            raise RegistryError(f"{where}: name must match {SCHEDULE_NAME_PATTERN.pattern}")
+        if schedule.name in self.schedules:
+            raise RegistryError(f"{where} is declared twice")
+        if schedule.overlap not in OVERLAP_POLICIES:
+            raise RegistryError(f"{where}: overlap must be one of {', '.join(OVERLAP_POLICIES)}")
+        if schedule.flexible_window_min is not None and not 1 <= schedule.flexible_window_min <= 1440:
+            raise RegistryError(f"{where}: flexible_window_min must be 1..1440")
+        load_zone(schedule.timezone)
+        job_type = self.job_types.get(schedule.job)
+        if job_type is None:
+            raise RegistryError(f"{where}: job type {schedule.job!r} is not registered (register it first)")
+        try:
+            job_type.parse_payload(schedule.payload)
+        except ValueError as error:
+            raise RegistryError(f"{where}: payload does not match {schedule.job!r}: {error}") from None
+        self.schedules[schedule.name] = schedule
+        return schedule
 
     def add_queue(self, queue: QueueClass) -> QueueClass:
         if queue.name in self.queues and self.queues[queue.name] != queue:
@@ -168,3 +218,41 @@ def job(
         return function
 
     return register
+
+
+def schedule(
+    name: str,
+    *,
+    job: str,
+    cron: str | None = None,
+    rate: str | None = None,
+    timezone: str = "UTC",
+    payload: dict[str, Any] | None = None,
+    overlap: str = "skip",
+    flexible_window_min: int | None = None,
+    enabled: bool = True,
+) -> Schedule:
+    """Declare a recurring job next to its job type. The expression is checked now, at import time.
+
+    `cron` takes EventBridge Scheduler's six fields ("0 3 * * ? *"); `rate` takes "5 minutes".
+    """
+    if (cron is None) == (rate is None):
+        raise RegistryError(f"schedule {name!r}: give exactly one of cron= and rate=")
+    parsed: CronExpression | RateExpression
+    try:
+        parsed = parse_cron(cron) if cron is not None else parse_rate(rate or "")
+    except ValueError as error:
+        raise RegistryError(f"schedule {name!r}: {error}") from None
+    return REGISTRY.add_schedule(
+        Schedule(
+            name=name,
+            expression=parsed.text,
+            timezone=timezone,
+            job=job,
+            payload=dict(payload or {}),
+            overlap=overlap,
+            flexible_window_min=flexible_window_min,
+            enabled=enabled,
+            parsed=parsed,
+        )
+    )
