@@ -109,7 +109,7 @@ class EmfMetrics:
                     "CloudWatchMetrics": [
                         {
                             "Namespace": self.namespace,
-                            "Dimensions": [["queue", "job_type"], ["queue"]],
+                            "Dimensions": [["queue", "job_type"], ["queue"], []],
                             "Metrics": [{"Name": name, "Unit": unit} for name, (unit, _) in metrics.items()],
                         }
                     ],

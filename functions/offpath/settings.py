@@ -9,6 +9,12 @@
 | `OFFPATH_PAYLOAD_LIMIT_BYTES` | api | largest accepted payload (default 65536) |
 | `OFFPATH_RETENTION_DAYS` | all | how long finished jobs are kept (TTL, default 7) |
 | `OFFPATH_LOG_LEVEL` | all | default INFO |
+| `OFFPATH_SCHEDULE_GROUP` | api, enqueue, sweeper | the EventBridge Scheduler group for one-time schedules |
+| `OFFPATH_SCHEDULER_ROLE_ARN` | api, sweeper | the role the Scheduler assumes to invoke the enqueue function |
+| `OFFPATH_ENQUEUE_FUNCTION_ARN` | api, sweeper | the one-time schedules' target |
+| `OFFPATH_SCHEDULE_DLQ_ARN` | api, sweeper | the one-time schedules' dead-letter queue |
+| `OFFPATH_SWEEP_GRACE_S` | api, enqueue, sweeper | how long after a job is due the sweeper checks on it (default 120) |
+| `OFFPATH_REDRIVE_MODE` | api | `move_task` (StartMessageMoveTask, default) or `copy` (for emulators) |
 | `AWS_ENDPOINT_URL` | all | boto3's own: points every client at an emulator |
 """
 
@@ -18,6 +24,7 @@ import json
 import os
 from collections.abc import Mapping
 from datetime import timedelta
+from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -30,6 +37,12 @@ class Settings(BaseModel):
     payload_limit_bytes: int = Field(default=64 * 1024, ge=1, le=256 * 1024)
     retention_days: int = Field(default=7, ge=1, le=365)
     log_level: str = "INFO"
+    schedule_group: str | None = None
+    scheduler_role_arn: str | None = None
+    enqueue_function_arn: str | None = None
+    schedule_dlq_arn: str | None = None
+    sweep_grace_s: int = Field(default=120, ge=1, le=3600)
+    redrive_mode: Literal["move_task", "copy"] = "move_task"
 
     @field_validator("queue_urls", "dlq_urls", mode="before")
     @classmethod
@@ -39,6 +52,10 @@ class Settings(BaseModel):
     @property
     def retention(self) -> timedelta:
         return timedelta(days=self.retention_days)
+
+    @property
+    def sweep_grace(self) -> timedelta:
+        return timedelta(seconds=self.sweep_grace_s)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:

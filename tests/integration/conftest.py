@@ -11,7 +11,7 @@ import pytest
 from moto import mock_aws
 
 from offpath.adapters.dynamodb_store import DynamoDbJobStore
-from offpath.adapters.sqs_queue import SqsJobQueue, SqsQueueMonitor
+from offpath.adapters.sqs_queue import SqsJobQueue, SqsQueueMonitor, SqsRedriver
 from offpath.domain.clock import SystemClock
 from offpath.domain.registry import Registry
 from offpath.handlers import api, worker
@@ -102,6 +102,7 @@ class Pipeline:
             ports=Ports(registry=registry, store=self.store, queue=self.queue, clock=self.clock, metrics=metrics),
             policy=SubmitPolicy(payload_limit_bytes=self.settings.payload_limit_bytes),
             monitor=SqsQueueMonitor(resources.queue_urls, resources.dlq_urls, client=clients["sqs"]),
+            redriver=SqsRedriver(resources.queue_urls, resources.dlq_urls, mode="copy", client=clients["sqs"]),
             settings=self.settings,
         )
         self.rng: random.Random = NoJitter()

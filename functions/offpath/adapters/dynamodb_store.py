@@ -25,7 +25,7 @@ from offpath.domain.errors import (
     StoreUnavailableError,
 )
 from offpath.domain.job import CANCELLABLE_FROM, CLAIMABLE_FROM, Job, JobStatus, Progress
-from offpath.domain.ports import CreateOutcome, JobPage
+from offpath.domain.ports import CreateOutcome, Firing, JobPage, ScheduleState
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
@@ -33,6 +33,9 @@ if TYPE_CHECKING:
 
 INDEX_BY_TENANT = "by_tenant"
 INDEX_BY_TENANT_STATUS = "by_tenant_status"
+INDEX_SWEEP = "sweep"
+# The sweep index's partition key is spread over shards so no single partition takes every write.
+SWEEP_SHARDS = 4
 CONFLICT = "ConditionalCheckFailedException"
 SDK_CONFIG = Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=2, read_timeout=5)
 
@@ -155,7 +158,7 @@ class DynamoDbJobStore:
             job,
             JobStatus.SUCCEEDED,
             now,
-            "result_json = :result, finished_at = :now, expires_at = :ttl REMOVE lease_until, #e",
+            "result_json = :result, finished_at = :now, expires_at = :ttl REMOVE lease_until, #e, sweep_pk, sweep_at",
             {":result": {"S": json.dumps(result, default=str)}, ":ttl": {"N": str(epoch(expires_at))}},
             names={"#e": "error"},
         )
@@ -175,7 +178,7 @@ class DynamoDbJobStore:
             job,
             JobStatus.FAILED,
             now,
-            "#e = :error, finished_at = :now, expires_at = :ttl REMOVE lease_until",
+            "#e = :error, finished_at = :now, expires_at = :ttl REMOVE lease_until, sweep_pk, sweep_at",
             {":error": {"S": error}, ":ttl": {"N": str(epoch(expires_at))}},
             names={"#e": "error"},
         )
@@ -185,7 +188,7 @@ class DynamoDbJobStore:
             job,
             JobStatus.FAILED,
             now,
-            "#e = :error, finished_at = :now, expires_at = :ttl REMOVE lease_until",
+            "#e = :error, finished_at = :now, expires_at = :ttl REMOVE lease_until, sweep_pk, sweep_at",
             {":error": {"S": "lease expired"}, ":ttl": {"N": str(epoch(expires_at))}},
             names={"#e": "error"},
             extra_condition="lease_until <= :now",
@@ -263,6 +266,165 @@ class DynamoDbJobStore:
         except _ConditionFailed:
             return False
 
+    # -- scheduling, sweeping and redrive -----------------------------------------------------
+
+    def enqueue_scheduled(self, job_id: str, *, tenant: str, now: datetime, sweep_at: datetime) -> Job:
+        return self._move_to_queued(
+            job_id, tenant=tenant, now=now, sweep_at=sweep_at, from_status=JobStatus.SCHEDULED, extra_set=""
+        )
+
+    def reset_for_redrive(self, job_id: str, *, tenant: str, now: datetime, sweep_at: datetime) -> Job:
+        return self._move_to_queued(
+            job_id,
+            tenant=tenant,
+            now=now,
+            sweep_at=sweep_at,
+            from_status=JobStatus.FAILED,
+            extra_set=(
+                ", attempt = :zero, redrives = redrives + :one, resends = :zero REMOVE #e, finished_at, expires_at"
+            ),
+        )
+
+    def _move_to_queued(
+        self, job_id: str, *, tenant: str, now: datetime, sweep_at: datetime, from_status: JobStatus, extra_set: str
+    ) -> Job:
+        names = {"#s": "status"}
+        values: Item = {
+            ":from": {"S": from_status.value},
+            ":queued": {"S": JobStatus.QUEUED.value},
+            ":gsi2": {"S": status_key(tenant, JobStatus.QUEUED)},
+            ":tenant": {"S": tenant},
+            ":now": {"S": iso(now)},
+            ":shard": {"S": sweep_shard(job_id)},
+            ":sweep": {"S": iso(sweep_at)},
+        }
+        if extra_set:
+            names["#e"] = "error"
+            values[":zero"] = {"N": "0"}
+            values[":one"] = {"N": "1"}
+        try:
+            response = self._call(
+                self.client.update_item,
+                TableName=self.table_name,
+                Key={"pk": {"S": job_key(job_id)}},
+                UpdateExpression=(
+                    "SET #s = :queued, gsi2pk = :gsi2, updated_at = :now, sweep_pk = :shard, sweep_at = :sweep"
+                    + extra_set
+                ),
+                ConditionExpression="tenant = :tenant AND #s = :from",
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except _ConditionFailed as failed:
+            if not failed.item:
+                raise JobNotFoundError(job_id) from None
+            current = from_item(failed.item)
+            if current.tenant != tenant:
+                raise JobNotFoundError(job_id) from None
+            raise JobConflictError(current, f"job is {current.status.value}") from None
+        return from_item(response["Attributes"])
+
+    def requeue_expired_lease(self, job: Job, *, now: datetime, sweep_at: datetime) -> Job:
+        try:
+            response = self._call(
+                self.client.update_item,
+                TableName=self.table_name,
+                Key={"pk": {"S": job_key(job.job_id)}},
+                UpdateExpression=(
+                    "SET #s = :queued, gsi2pk = :gsi2, updated_at = :now, sweep_at = :sweep, "
+                    "resends = resends + :one REMOVE lease_until"
+                ),
+                ConditionExpression="#s = :running AND attempt = :attempt AND lease_until <= :now AND attempt < :max",
+                ExpressionAttributeNames={"#s": "status"},
+                ExpressionAttributeValues={
+                    ":queued": {"S": JobStatus.QUEUED.value},
+                    ":running": {"S": JobStatus.RUNNING.value},
+                    ":gsi2": {"S": status_key(job.tenant, JobStatus.QUEUED)},
+                    ":now": {"S": iso(now)},
+                    ":sweep": {"S": iso(sweep_at)},
+                    ":one": {"N": "1"},
+                    ":attempt": {"N": str(job.attempt)},
+                    ":max": {"N": str(job.max_attempts)},
+                },
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except _ConditionFailed as failed:
+            current = from_item(failed.item) if failed.item else None
+            raise JobConflictError(current, "the job's lease is no longer expired at that attempt") from None
+        return from_item(response["Attributes"])
+
+    def due_for_sweep(self, *, now: datetime, limit: int) -> list[Job]:
+        due: list[Job] = []
+        for shard in range(SWEEP_SHARDS):
+            request: dict[str, Any] = {
+                "TableName": self.table_name,
+                "IndexName": INDEX_SWEEP,
+                "KeyConditionExpression": "sweep_pk = :shard AND sweep_at <= :now",
+                "ExpressionAttributeValues": {":shard": {"S": f"SWEEP#{shard}"}, ":now": {"S": iso(now)}},
+                "Limit": limit,
+            }
+            response = self._call(self.client.query, **request)
+            due.extend(from_item(item) for item in response.get("Items", []))
+        due.sort(key=lambda job: job.sweep_at or job.created_at)
+        return due[:limit]
+
+    def reschedule_sweep(self, job: Job, *, sweep_at: datetime, resent: bool) -> None:
+        if job.sweep_at is None:
+            raise JobConflictError(job, "the job has no sweep time")
+        try:
+            self._call(
+                self.client.update_item,
+                TableName=self.table_name,
+                Key={"pk": {"S": job_key(job.job_id)}},
+                UpdateExpression="SET sweep_at = :next, resends = resends + :inc",
+                ConditionExpression="sweep_at = :seen",
+                ExpressionAttributeValues={
+                    ":next": {"S": iso(sweep_at)},
+                    ":seen": {"S": iso(job.sweep_at)},
+                    ":inc": {"N": "1" if resent else "0"},
+                },
+            )
+        except _ConditionFailed:
+            raise JobConflictError(None, "another sweep handled the job") from None
+
+    def get_schedule_state(self, name: str) -> ScheduleState | None:
+        response = self._call(
+            self.client.get_item,
+            TableName=self.table_name,
+            Key={"pk": {"S": schedule_key(name)}},
+            ConsistentRead=True,
+        )
+        item = response.get("Item")
+        return schedule_state_from_item(name, item) if item else None
+
+    def record_firing(self, name: str, firing: Firing, *, keep: int) -> ScheduleState:
+        for _ in range(5):
+            current = self.get_schedule_state(name) or ScheduleState(name, None, (), version=0)
+            others = tuple(f for f in current.firings if f.slot != firing.slot)
+            updated = ScheduleState(
+                name,
+                firing.job_id or current.last_job_id,
+                ((firing, *others))[:keep],
+                version=current.version + 1,
+            )
+            condition = "attribute_not_exists(pk)" if current.version == 0 else "version = :seen"
+            values: Item = {":seen": {"N": str(current.version)}} if current.version else {}
+            try:
+                self._call(
+                    self.client.put_item,
+                    TableName=self.table_name,
+                    Item=schedule_state_to_item(updated),
+                    ConditionExpression=condition,
+                    **({"ExpressionAttributeValues": values} if values else {}),
+                )
+                return updated
+            except _ConditionFailed:
+                continue
+        raise StoreUnavailableError(f"schedule {name} is being updated too often to record a firing")
+
     # -- api --------------------------------------------------------------------------------
 
     def cancel(self, job_id: str, *, tenant: str, now: datetime, expires_at: datetime) -> Job:
@@ -274,7 +436,8 @@ class DynamoDbJobStore:
                 TableName=self.table_name,
                 Key={"pk": {"S": job_key(job_id)}},
                 UpdateExpression=(
-                    "SET #s = :cancelled, gsi2pk = :gsi2, updated_at = :now, finished_at = :now, expires_at = :ttl"
+                    "SET #s = :cancelled, gsi2pk = :gsi2, updated_at = :now, finished_at = :now, expires_at = :ttl "
+                    "REMOVE sweep_pk, sweep_at"
                 ),
                 ConditionExpression=f"tenant = :tenant AND #s IN ({cancellable})",
                 ExpressionAttributeNames={"#s": "status"},
@@ -317,6 +480,43 @@ class _ConditionFailed(Exception):
 
 def job_key(job_id: str) -> str:
     return f"JOB#{job_id}"
+
+
+def schedule_key(name: str) -> str:
+    return f"SCHEDULE#{name}"
+
+
+def sweep_shard(job_id: str) -> str:
+    return f"SWEEP#{int(job_id[:2], 16) % SWEEP_SHARDS}"
+
+
+def schedule_state_to_item(state: ScheduleState) -> Item:
+    firings = [
+        {"slot": f.slot, "fired_at": iso(f.fired_at), "job_id": f.job_id, "skipped_reason": f.skipped_reason}
+        for f in state.firings
+    ]
+    item: Item = {
+        "pk": {"S": schedule_key(state.name)},
+        "firings_json": {"S": json.dumps(firings, separators=(",", ":"))},
+        "version": {"N": str(state.version)},
+    }
+    if state.last_job_id:
+        item["last_job_id"] = {"S": state.last_job_id}
+    return item
+
+
+def schedule_state_from_item(name: str, item: Any) -> ScheduleState:
+    firings = tuple(
+        Firing(
+            slot=f["slot"],
+            fired_at=parse_iso(f["fired_at"]),
+            job_id=f.get("job_id"),
+            skipped_reason=f.get("skipped_reason"),
+        )
+        for f in json.loads(item["firings_json"]["S"])
+    )
+    last = item.get("last_job_id")
+    return ScheduleState(name, last["S"] if last else None, firings, version=int(item["version"]["N"]))
 
 
 def status_key(tenant: str, status: JobStatus) -> str:
@@ -377,6 +577,10 @@ def to_item(job: Job) -> Item:
             item[name] = {"S": iso(when)}
     if job.expires_at is not None:
         item["expires_at"] = {"N": str(epoch(job.expires_at))}
+    item["resends"] = {"N": str(job.resends)}
+    if job.sweep_at is not None and not job.status.is_final:
+        item["sweep_pk"] = {"S": sweep_shard(job.job_id)}
+        item["sweep_at"] = {"S": iso(job.sweep_at)}
     if job.result is not None:
         item["result_json"] = {"S": json.dumps(job.result, default=str)}
     if job.progress is not None:
@@ -424,6 +628,8 @@ def from_item(item: Any) -> Job:
         expires_at=datetime.fromtimestamp(int(expires["N"]), UTC) if expires else None,
         schedule_name=text("schedule_name"),
         redrives=int(item.get("redrives", {"N": "0"})["N"]),
+        sweep_at=when("sweep_at"),
+        resends=int(item.get("resends", {"N": "0"})["N"]),
     )
 
 

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 import botocore.exceptions
 from botocore.config import Config
 
-from offpath.domain.errors import QueueUnavailableError
-from offpath.domain.ports import JobMessage, QueueStats
+from offpath.domain.errors import QueueUnavailableError, RedriveInProgressError
+from offpath.domain.ports import JobMessage, QueueStats, RedriveTask
 
 if TYPE_CHECKING:
     from mypy_boto3_cloudwatch.client import CloudWatchClient
@@ -19,6 +19,17 @@ SDK_CONFIG = Config(retries={"mode": "standard", "max_attempts": 3}, connect_tim
 MAX_DELAY_S = 900
 SEND_BATCH_LIMIT = 10
 REASON_ATTRIBUTE = "offpath-failure-reason"
+
+
+def _call(operation: Callable[..., Any], **request: Any) -> Any:
+    """Call the SDK; no raw SDK error leaves this module."""
+    try:
+        return operation(**request)
+    except botocore.exceptions.ClientError as error:
+        code = error.response.get("Error", {}).get("Code", "")
+        raise QueueUnavailableError(f"SQS {code or 'error'}") from error
+    except botocore.exceptions.BotoCoreError as error:
+        raise QueueUnavailableError(f"SQS unreachable: {type(error).__name__}") from error
 
 
 def default_client() -> SQSClient:
@@ -36,7 +47,7 @@ class SqsJobQueue:
         self.client = client or default_client()
 
     def send(self, queue: str, message: JobMessage, *, delay_s: int = 0) -> None:
-        self._call(
+        _call(
             self.client.send_message,
             QueueUrl=self.queue_urls[queue],
             MessageBody=message.to_body(),
@@ -48,7 +59,7 @@ class SqsJobQueue:
         for start in range(0, len(messages), SEND_BATCH_LIMIT):
             chunk = messages[start : start + SEND_BATCH_LIMIT]
             try:
-                response = self._call(
+                response = _call(
                     self.client.send_message_batch,
                     QueueUrl=self.queue_urls[queue],
                     Entries=[{"Id": str(i), "MessageBody": m.to_body()} for i, m in enumerate(chunk)],
@@ -60,7 +71,7 @@ class SqsJobQueue:
         return unsent
 
     def change_visibility(self, queue: str, receipt_handle: str, timeout_s: int) -> None:
-        self._call(
+        _call(
             self.client.change_message_visibility,
             QueueUrl=self.queue_urls[queue],
             ReceiptHandle=receipt_handle,
@@ -68,21 +79,12 @@ class SqsJobQueue:
         )
 
     def send_to_dlq(self, queue: str, message: JobMessage, *, reason: str) -> None:
-        self._call(
+        _call(
             self.client.send_message,
             QueueUrl=self.dlq_urls[queue],
             MessageBody=message.to_body(),
             MessageAttributes={REASON_ATTRIBUTE: {"DataType": "String", "StringValue": reason[:1000] or "failed"}},
         )
-
-    def _call(self, operation: Callable[..., Any], **request: Any) -> Any:
-        try:
-            return operation(**request)
-        except botocore.exceptions.ClientError as error:
-            code = error.response.get("Error", {}).get("Code", "")
-            raise QueueUnavailableError(f"SQS {code or 'error'}") from error
-        except botocore.exceptions.BotoCoreError as error:
-            raise QueueUnavailableError(f"SQS unreachable: {type(error).__name__}") from error
 
 
 class SqsQueueMonitor:
@@ -172,3 +174,102 @@ class SqsQueueMonitor:
             if values:
                 ages[names[int(series["Id"][1:])]] = float(values[0])
         return ages
+
+
+class SqsRedriver:
+    """Moves a queue class's DLQ messages back to its queue.
+
+    `move_task` uses SQS StartMessageMoveTask (asynchronous, rate-limitable, one task per queue).
+    `copy` receives, re-sends and deletes in this process: for emulators that lack move tasks.
+    Either way the messages keep their attributes, so the worker knows a delivery is a redrive.
+    """
+
+    COPY_LIMIT = 10_000
+
+    def __init__(
+        self,
+        queue_urls: Mapping[str, str],
+        dlq_urls: Mapping[str, str],
+        *,
+        mode: str = "move_task",
+        client: SQSClient | None = None,
+    ) -> None:
+        self.queue_urls = dict(queue_urls)
+        self.dlq_urls = dict(dlq_urls)
+        self.mode = mode
+        self.client = client or default_client()
+        self._last_copy: dict[str, RedriveTask] = {}
+
+    def start(self, queue: str, *, max_per_second: int | None) -> RedriveTask:
+        if self.mode == "copy":
+            return self._copy(queue, max_per_second)
+        request: dict[str, Any] = {"SourceArn": self._arn(self.dlq_urls[queue])}
+        if max_per_second:
+            request["MaxNumberOfMessagesPerSecond"] = max_per_second
+        try:
+            response = self.client.start_message_move_task(**request)
+        except botocore.exceptions.ClientError as error:
+            code = error.response.get("Error", {}).get("Code", "")
+            message = error.response.get("Error", {}).get("Message", "")
+            if "already" in message.lower() or code in {"AlreadyExists", "ResourceInUseException"}:
+                raise RedriveInProgressError(f"a redrive of {queue} is already running") from None
+            raise QueueUnavailableError(f"SQS {code or 'error'}") from error
+        except botocore.exceptions.BotoCoreError as error:
+            raise QueueUnavailableError(f"SQS unreachable: {type(error).__name__}") from error
+        return RedriveTask(queue=queue, status="RUNNING", task_id=response.get("TaskHandle"))
+
+    def latest(self, queue: str) -> RedriveTask | None:
+        if self.mode == "copy":
+            return self._last_copy.get(queue)
+        try:
+            response = self.client.list_message_move_tasks(SourceArn=self._arn(self.dlq_urls[queue]), MaxResults=1)
+        except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError):
+            return None
+        results = response.get("Results", [])
+        if not results:
+            return None
+        task = results[0]
+        return RedriveTask(
+            queue=queue,
+            status=str(task.get("Status", "UNKNOWN")),
+            moved=task.get("ApproximateNumberOfMessagesMoved"),
+            to_move=task.get("ApproximateNumberOfMessagesToMove"),
+            task_id=task.get("TaskHandle"),
+        )
+
+    def _copy(self, queue: str, max_per_second: int | None) -> RedriveTask:
+        import time
+
+        moved = 0
+        started = time.monotonic()
+        while moved < self.COPY_LIMIT:
+            response = _call(
+                self.client.receive_message,
+                QueueUrl=self.dlq_urls[queue],
+                MaxNumberOfMessages=10,
+                MessageAttributeNames=["All"],
+                VisibilityTimeout=60,
+            )
+            messages = response.get("Messages", [])
+            if not messages:
+                break
+            for message in messages:
+                _call(
+                    self.client.send_message,
+                    QueueUrl=self.queue_urls[queue],
+                    MessageBody=message["Body"],
+                    MessageAttributes=message.get("MessageAttributes", {}),
+                )
+                _call(self.client.delete_message, QueueUrl=self.dlq_urls[queue], ReceiptHandle=message["ReceiptHandle"])
+                moved += 1
+                if max_per_second:
+                    ahead = moved / max_per_second - (time.monotonic() - started)
+                    if ahead > 0:
+                        time.sleep(ahead)
+        task = RedriveTask(queue=queue, status="COMPLETED", moved=moved, to_move=0)
+        self._last_copy[queue] = task
+        return task
+
+    def _arn(self, url: str) -> str:
+        response = _call(self.client.get_queue_attributes, QueueUrl=url, AttributeNames=["QueueArn"])
+        return str(response["Attributes"]["QueueArn"])

@@ -12,6 +12,7 @@ from offpath.domain.job import Job, Progress
 from offpath.domain.ports import JobStore
 
 ONCE_RETENTION = timedelta(days=30)
+ACROSS_JOBS_RETENTION = timedelta(days=400)
 
 
 class JobContext:
@@ -28,6 +29,7 @@ class JobContext:
         self.attempt = job.attempt
         self.max_attempts = job.max_attempts
         self.tenant = job.tenant
+        self.created_at = job.created_at
         self.logger = logger
         self._store = store
         self._clock = clock
@@ -44,11 +46,15 @@ class JobContext:
             self.job_id, attempt=self.attempt, progress=Progress(clamped, message[:200]), now=self._clock.now()
         )
 
-    def once(self, name: str) -> bool:
+    def once(self, name: str, *, across_jobs: bool = False) -> bool:
         """True exactly once per job and name, however often the job runs: guard a side effect with it.
+        With `across_jobs=True` the mark belongs to the tenant instead, so no other job of the tenant
+        passes the same name again either (e.g. "charge:customer-42:2026-12").
 
         The mark is written before the side effect (at most once): a crash between the mark and
         the effect loses the effect rather than repeating it.
         """
         now = self._clock.now()
-        return self._store.mark_once(self.job_id, name, now=now, expires_at=now + ONCE_RETENTION)
+        scope = f"tenant:{self.tenant}" if across_jobs else self.job_id
+        retention = ACROSS_JOBS_RETENTION if across_jobs else ONCE_RETENTION
+        return self._store.mark_once(scope, name, now=now, expires_at=now + retention)

@@ -74,3 +74,11 @@ class PayloadTooLargeError(OffpathError):
         self.size = size
         self.limit = limit
         super().__init__(f"payload is {size} bytes; the limit is {limit} bytes")
+
+
+class RedriveInProgressError(OffpathError):
+    """SQS allows one active message move task per queue."""
+
+
+class UnknownScheduleError(OffpathError):
+    pass

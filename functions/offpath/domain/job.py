@@ -68,6 +68,9 @@ class Job:
     expires_at: datetime | None = None
     schedule_name: str | None = None
     redrives: int = 0
+    # When the sweeper should next look at this job (None once it is final); see logic/sweep.py.
+    sweep_at: datetime | None = None
+    resends: int = 0
 
     def replace(self, **changes: Any) -> Job:
         return dataclasses.replace(self, **changes)
@@ -107,6 +110,7 @@ def succeed(job: Job, *, attempt: int, result: Any, now: datetime, retention: ti
         finished_at=now,
         updated_at=now,
         expires_at=now + retention,
+        sweep_at=None,
     )
 
 
@@ -130,6 +134,7 @@ def fail(job: Job, *, attempt: int, error: str, now: datetime, retention: timede
         finished_at=now,
         updated_at=now,
         expires_at=now + retention,
+        sweep_at=None,
     )
 
 
@@ -144,6 +149,7 @@ def fail_expired_lease(job: Job, *, now: datetime, retention: timedelta) -> Job:
         finished_at=now,
         updated_at=now,
         expires_at=now + retention,
+        sweep_at=None,
     )
 
 
@@ -156,23 +162,27 @@ def cancel(job: Job, *, now: datetime, retention: timedelta) -> Job:
         finished_at=now,
         updated_at=now,
         expires_at=now + retention,
+        sweep_at=None,
     )
 
 
-def enqueue_scheduled(job: Job, *, now: datetime) -> Job:
+def enqueue_scheduled(job: Job, *, now: datetime, sweep_at: datetime) -> Job:
+    """SCHEDULED -> QUEUED when its time has come."""
     if job.status not in ENQUEUE_FROM:
         raise TransitionError(job.status, JobStatus.QUEUED)
-    return job.replace(status=JobStatus.QUEUED, updated_at=now)
+    return job.replace(status=JobStatus.QUEUED, updated_at=now, sweep_at=sweep_at)
 
 
-def requeue_expired_lease(job: Job, *, now: datetime) -> Job:
+def requeue_expired_lease(job: Job, *, now: datetime, sweep_at: datetime) -> Job:
     """A RUNNING job whose worker vanished, with attempts left: back to QUEUED for another try."""
     if not job.lease_expired(now):
         raise TransitionError(job.status, JobStatus.QUEUED, "lease still held")
-    return job.replace(status=JobStatus.QUEUED, lease_until=None, updated_at=now)
+    if job.attempt >= job.max_attempts:
+        raise TransitionError(job.status, JobStatus.QUEUED, "no attempts left")
+    return job.replace(status=JobStatus.QUEUED, lease_until=None, updated_at=now, sweep_at=sweep_at)
 
 
-def redrive(job: Job, *, now: datetime) -> Job:
+def redrive(job: Job, *, now: datetime, sweep_at: datetime) -> Job:
     """FAILED -> QUEUED with a fresh attempt budget; the redrive is counted on the job."""
     if job.status is not JobStatus.FAILED:
         raise TransitionError(job.status, JobStatus.QUEUED, "only a failed job is redriven")
@@ -184,4 +194,14 @@ def redrive(job: Job, *, now: datetime) -> Job:
         expires_at=None,
         updated_at=now,
         redrives=job.redrives + 1,
+        sweep_at=sweep_at,
+        resends=0,
     )
+
+
+def reschedule_sweep(job: Job, *, seen: datetime | None, sweep_at: datetime, resent: bool) -> Job:
+    """The sweeper looked at the job: when to look again. Fenced on the sweep time it saw, so two
+    overlapping sweeps act on a job once."""
+    if job.status.is_final or job.sweep_at != seen:
+        raise TransitionError(job.status, job.status, "another sweep handled the job")
+    return job.replace(sweep_at=sweep_at, resends=job.resends + (1 if resent else 0))

@@ -38,6 +38,24 @@ class CreateOutcome:
 
 
 @dataclass(frozen=True)
+class Firing:
+    """One firing of a recurring schedule: the job it made, or why it made none."""
+
+    slot: str  # the Scheduler's <aws.scheduler.scheduled-time>, or "manual:<time>" for a trigger
+    fired_at: datetime
+    job_id: str | None
+    skipped_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class ScheduleState:
+    name: str
+    last_job_id: str | None
+    firings: tuple[Firing, ...]
+    version: int = 0
+
+
+@dataclass(frozen=True)
 class JobPage:
     jobs: list[Job]
     cursor: str | None
@@ -73,6 +91,28 @@ class JobStore(Protocol):
     def mark_once(self, job_id: str, name: str, *, now: datetime, expires_at: datetime) -> bool:
         """True the first time (job_id, name) is marked, False ever after. One conditional write."""
 
+    # -- scheduling, sweeping and redrive ---------------------------------------------------
+
+    def enqueue_scheduled(self, job_id: str, *, tenant: str, now: datetime, sweep_at: datetime) -> Job:
+        """SCHEDULED -> QUEUED; JobConflictError carries the job when it is no longer SCHEDULED."""
+
+    def reset_for_redrive(self, job_id: str, *, tenant: str, now: datetime, sweep_at: datetime) -> Job:
+        """FAILED -> QUEUED with a fresh attempt budget and the redrive counted."""
+
+    def requeue_expired_lease(self, job: Job, *, now: datetime, sweep_at: datetime) -> Job: ...
+
+    def due_for_sweep(self, *, now: datetime, limit: int) -> list[Job]:
+        """Jobs whose sweep time has passed, through the sparse sweep index (never a scan)."""
+
+    def reschedule_sweep(self, job: Job, *, sweep_at: datetime, resent: bool) -> None:
+        """Move the job's sweep time on, fenced on the sweep time in `job`; JobConflictError if
+        another sweep got there first."""
+
+    def get_schedule_state(self, name: str) -> ScheduleState | None: ...
+
+    def record_firing(self, name: str, firing: Firing, *, keep: int) -> ScheduleState:
+        """Add a firing to the schedule's history (newest first, at most `keep`, one per slot)."""
+
 
 class JobQueue(Protocol):
     def send(self, queue: str, message: JobMessage, *, delay_s: int = 0) -> None: ...
@@ -105,3 +145,26 @@ class Metrics(Protocol):
     def milliseconds(self, name: str, value: float, *, queue: str, job_type: str) -> None: ...
 
     def flush(self) -> None: ...
+
+
+class JobScheduler(Protocol):
+    """One-time schedules (EventBridge Scheduler `at()`) that enqueue a delayed job when due."""
+
+    def create_one_time(self, job: Job) -> None: ...
+
+    def exists(self, job_id: str) -> bool: ...
+
+
+@dataclass(frozen=True)
+class RedriveTask:
+    queue: str
+    status: str
+    moved: int | None = None
+    to_move: int | None = None
+    task_id: str | None = None
+
+
+class Redriver(Protocol):
+    def start(self, queue: str, *, max_per_second: int | None) -> RedriveTask: ...
+
+    def latest(self, queue: str) -> RedriveTask | None: ...

@@ -10,9 +10,7 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 
-from offpath.adapters.dynamodb_store import DynamoDbJobStore
-from offpath.adapters.sqs_queue import SqsJobQueue, SqsQueueMonitor
-from offpath.domain.clock import SystemClock
+from offpath.adapters.sqs_queue import SqsJobQueue, SqsQueueMonitor, SqsRedriver
 from offpath.domain.errors import (
     IdempotencyConflictError,
     InvalidRequestError,
@@ -20,10 +18,12 @@ from offpath.domain.errors import (
     JobNotFoundError,
     PayloadTooLargeError,
     QueueUnavailableError,
+    RedriveInProgressError,
     StoreUnavailableError,
+    UnknownScheduleError,
 )
 from offpath.domain.job import JobStatus
-from offpath.domain.ports import QueueMonitor
+from offpath.domain.ports import QueueMonitor, Redriver
 from offpath.handlers.api_models import (
     BatchBody,
     SubmitBody,
@@ -31,12 +31,13 @@ from offpath.handlers.api_models import (
     openapi_document,
     parse_body,
 )
-from offpath.jobs import load_job_types
+from offpath.handlers.composition import build_ports, submit_policy
 from offpath.logic import queries
+from offpath.logic.schedules import SYSTEM_TENANT, describe_schedules, fire_schedule
 from offpath.logic.submit import Ports, SubmitPolicy, SubmitRequest, submit_batch, submit_job
-from offpath.observability import EmfMetrics, bind_request_id, configure_logging
+from offpath.observability import bind_request_id, configure_logging
 from offpath.settings import Settings
-from offpath.tenancy import tenant_of
+from offpath.tenancy import is_admin, tenant_of
 
 logger = logging.getLogger("offpath.api")
 
@@ -51,6 +52,7 @@ class ApiServices:
     ports: Ports
     policy: SubmitPolicy
     monitor: QueueMonitor
+    redriver: Redriver
     settings: Settings
 
 
@@ -58,18 +60,13 @@ class ApiServices:
 def default_services() -> ApiServices:
     settings = Settings.from_env()
     configure_logging("api", settings.log_level)
-    store = DynamoDbJobStore(settings.table_name)
-    queue = SqsJobQueue(settings.queue_urls, settings.dlq_urls)
+    ports = build_ports(settings, "api")
+    sqs = ports.queue.client if isinstance(ports.queue, SqsJobQueue) else None
     return ApiServices(
-        ports=Ports(
-            registry=load_job_types(),
-            store=store,
-            queue=queue,
-            clock=SystemClock(),
-            metrics=EmfMetrics("api"),
-        ),
-        policy=SubmitPolicy(payload_limit_bytes=settings.payload_limit_bytes),
-        monitor=SqsQueueMonitor(settings.queue_urls, settings.dlq_urls, client=queue.client),
+        ports=ports,
+        policy=submit_policy(settings),
+        monitor=SqsQueueMonitor(settings.queue_urls, settings.dlq_urls, client=sqs),
+        redriver=SqsRedriver(settings.queue_urls, settings.dlq_urls, mode=settings.redrive_mode, client=sqs),
         settings=settings,
     )
 
@@ -130,6 +127,16 @@ class _Unauthorized(Exception):
     pass
 
 
+class _Forbidden(Exception):
+    pass
+
+
+def _require_admin() -> None:
+    _tenant()
+    if not is_admin(app.current_event.raw_event):
+        raise _Forbidden()
+
+
 class _MalformedJson(Exception):
     pass
 
@@ -160,6 +167,7 @@ def submit() -> Response[str]:
         payload=body.payload,
         idempotency_key=app.current_event.headers.get("idempotency-key"),
         queue=body.queue,
+        run_at=body.run_at,
     )
     submitted = submit_job(request, services.ports, services.policy)
     if submitted.replayed:
@@ -175,7 +183,12 @@ def submit_many() -> Response[str]:
     body: BatchBody = parse_body(BatchBody, _decoded_json(limit))
     requests = [
         SubmitRequest(
-            tenant=tenant, type=item.type, payload=item.payload, idempotency_key=item.idempotency_key, queue=item.queue
+            tenant=tenant,
+            type=item.type,
+            payload=item.payload,
+            idempotency_key=item.idempotency_key,
+            queue=item.queue,
+            run_at=item.run_at,
         )
         for item in body.jobs
     ]
@@ -193,7 +206,15 @@ def submit_many() -> Response[str]:
 @app.get("/jobs/<job_id>")
 def get_job(job_id: str) -> Response[str]:
     services = _services()
-    job = queries.get_job(_checked_job_id(job_id), tenant=_tenant(), store=services.ports.store)
+    tenant = _tenant()
+    checked = _checked_job_id(job_id)
+    try:
+        job = queries.get_job(checked, tenant=tenant, store=services.ports.store)
+    except JobNotFoundError:
+        if not is_admin(app.current_event.raw_event):
+            raise
+        # Admins also read the jobs that schedules made.
+        job = queries.get_job(checked, tenant=SYSTEM_TENANT, store=services.ports.store)
     return _json(200, job_view(job))
 
 
@@ -238,8 +259,50 @@ def cancel_job(job_id: str) -> Response[str]:
 def list_queues() -> Response[str]:
     services = _services()
     _tenant()
-    stats = services.monitor.stats()
-    return _json(200, {"queues": [vars(s) for s in stats]})
+    views = []
+    for stats in services.monitor.stats():
+        task = services.redriver.latest(stats.name)
+        views.append({**vars(stats), "redrive": vars(task) if task else None})
+    return _json(200, {"queues": views})
+
+
+@app.post("/queues/<name>/redrive")
+def redrive_queue(name: str) -> Response[str]:
+    services = _services()
+    _require_admin()
+    if name not in services.ports.registry.queues:
+        return _error(404, "not_found", "no such queue")
+    params = app.current_event.query_string_parameters or {}
+    rate_text = params.get("max_per_second")
+    if rate_text is not None and (not rate_text.isdigit() or not 1 <= int(rate_text) <= 500):
+        raise InvalidRequestError("max_per_second", "max_per_second must be a whole number from 1 to 500")
+    task = services.redriver.start(name, max_per_second=int(rate_text) if rate_text else None)
+    return _json(202, {"redrive": vars(task)})
+
+
+@app.get("/schedules")
+def list_schedules() -> Response[str]:
+    services = _services()
+    _tenant()
+    return _json(200, {"schedules": describe_schedules(services.ports, services.ports.clock.now())})
+
+
+@app.post("/schedules/<name>/trigger")
+def trigger_schedule(name: str) -> Response[str]:
+    services = _services()
+    _require_admin()
+    now = services.ports.clock.now()
+    slot = f"manual:{now.isoformat().replace('+00:00', 'Z')}"
+    outcome = fire_schedule(name, slot, services.ports, services.policy)
+    firing = outcome.firing
+    body = {
+        "schedule": name,
+        "slot": firing.slot,
+        "job_id": firing.job_id,
+        "skipped_reason": firing.skipped_reason,
+        "job": job_view(outcome.job) if outcome.job else None,
+    }
+    return _json(202 if outcome.job else 200, body)
 
 
 def _checked_job_id(job_id: str) -> str:
@@ -279,6 +342,21 @@ def on_malformed(error: Exception) -> Response[str]:
 @app.exception_handler(_Unauthorized)
 def on_unauthorized(error: Exception) -> Response[str]:
     return _error(401, "unauthorized", "no authenticated caller in the request")
+
+
+@app.exception_handler(_Forbidden)
+def on_forbidden(error: Exception) -> Response[str]:
+    return _error(403, "forbidden", "this route needs the admin scope")
+
+
+@app.exception_handler(UnknownScheduleError)
+def on_unknown_schedule(error: Exception) -> Response[str]:
+    return _error(404, "not_found", "no such schedule")
+
+
+@app.exception_handler(RedriveInProgressError)
+def on_redrive_running(error: Exception) -> Response[str]:
+    return _error(409, "redrive_in_progress", "a redrive of this queue is already running")
 
 
 @app.exception_handler(JobNotFoundError)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from offpath.adapters.dynamodb_store import DynamoDbJobStore
-from offpath.adapters.sqs_queue import SqsJobQueue
+from offpath.adapters.sqs_queue import REASON_ATTRIBUTE, SqsJobQueue
 from offpath.domain.clock import SystemClock
 from offpath.jobs import load_job_types
 from offpath.logic.process import Delivery, WorkerPolicy, WorkerPorts, process_batch
@@ -38,7 +38,7 @@ def default_services() -> WorkerServices:
             clock=SystemClock(),
             metrics=EmfMetrics(f"worker-{settings.queue_class}"),
         ),
-        policy=WorkerPolicy(queue=settings.queue_class, retention=settings.retention),
+        policy=WorkerPolicy(queue=settings.queue_class, retention=settings.retention, sweep_grace=settings.sweep_grace),
     )
 
 
@@ -50,6 +50,7 @@ def handler(event: dict[str, Any], context: Any, services: WorkerServices | None
             receipt_handle=record["receiptHandle"],
             body=record["body"],
             receive_count=int(record.get("attributes", {}).get("ApproximateReceiveCount", "1")),
+            redriven=REASON_ATTRIBUTE in (record.get("messageAttributes") or {}),
         )
         for record in event.get("Records", [])
     ]

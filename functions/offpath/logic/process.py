@@ -45,6 +45,8 @@ class Delivery:
     receipt_handle: str
     body: str
     receive_count: int = 1
+    # The message carries the failure reason the worker put on its DLQ copy: it was redriven.
+    redriven: bool = False
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,7 @@ class WorkerPolicy:
     lease_margin: timedelta = timedelta(seconds=30)
     # A record is only started when the invocation has at least its timeout plus this left.
     start_margin_ms: int = 2_000
+    sweep_grace: timedelta = timedelta(minutes=2)
 
 
 @dataclass
@@ -117,20 +120,20 @@ def _claim_and_run(
 ) -> bool:
     now = ports.clock.now()
     try:
-        job = ports.store.claim(
-            message.job_id,
-            tenant=message.tenant,
-            now=now,
-            lease_until=now + timedelta(seconds=job_type.timeout_s) + policy.lease_margin,
-            max_attempts=job_type.max_attempts,
-        )
+        job = _claim(message, job_type, ports, policy, now)
     except JobNotFoundError:
         logger.warning("message for a job that does not exist (expired or never written); dropped")
         return True
     except JobConflictError as conflict:
         if conflict.job is None:
             return True
-        return _not_claimed(delivery, conflict.job, ports, policy, now)
+        if conflict.job.status is JobStatus.FAILED and delivery.redriven:
+            try:
+                job = _redrive_and_claim(message, job_type, ports, policy, now)
+            except JobConflictError as again:
+                return again.job is None or _not_claimed(delivery, again.job, ports, policy, now)
+        else:
+            return _not_claimed(delivery, conflict.job, ports, policy, now)
 
     queue, job_type_name = job.queue, job.type
     ports.metrics.count("JobsStarted", queue=queue, job_type=job_type_name)
@@ -159,6 +162,29 @@ def _claim_and_run(
     ports.metrics.count("JobsSucceeded", queue=queue, job_type=job_type_name)
     logger.info("job succeeded", extra={"attempt": job.attempt})
     return True
+
+
+def _claim(message: JobMessage, job_type: JobType, ports: WorkerPorts, policy: WorkerPolicy, now: datetime) -> Job:
+    return ports.store.claim(
+        message.job_id,
+        tenant=message.tenant,
+        now=now,
+        lease_until=now + timedelta(seconds=job_type.timeout_s) + policy.lease_margin,
+        max_attempts=job_type.max_attempts,
+    )
+
+
+def _redrive_and_claim(
+    message: JobMessage, job_type: JobType, ports: WorkerPorts, policy: WorkerPolicy, now: datetime
+) -> Job:
+    """A redriven message for a FAILED job: a fresh attempt budget (one conditional write, so a
+    redrive resets the job once), then the usual claim."""
+    reset = ports.store.reset_for_redrive(
+        message.job_id, tenant=message.tenant, now=now, sweep_at=now + policy.sweep_grace
+    )
+    ports.metrics.count("JobsRedriven", queue=reset.queue, job_type=reset.type)
+    logger.info("redriven job reset to QUEUED (redrive %d)", reset.redrives)
+    return _claim(message, job_type, ports, policy, now)
 
 
 def _run(job: Job, job_type: JobType, ports: WorkerPorts, remaining_ms: Callable[[], int]) -> Any:

@@ -5,12 +5,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import re
 import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import ValidationError
@@ -24,7 +25,7 @@ from offpath.domain.errors import (
     QueueUnavailableError,
 )
 from offpath.domain.job import Job, JobStatus
-from offpath.domain.ports import JobMessage, JobQueue, JobStore, Metrics
+from offpath.domain.ports import JobMessage, JobQueue, JobScheduler, JobStore, Metrics
 from offpath.domain.registry import Registry
 
 logger = logging.getLogger(__name__)
@@ -38,6 +39,9 @@ SQS_MAX_DELAY_S = 900
 @dataclass(frozen=True)
 class SubmitPolicy:
     payload_limit_bytes: int = 64 * 1024
+    # How long after a job is due the sweeper first checks that its message went out.
+    sweep_grace: timedelta = timedelta(minutes=2)
+    max_schedule_ahead: timedelta = timedelta(days=365)
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,8 @@ class SubmitRequest:
     payload: dict[str, Any]
     idempotency_key: str | None = None
     queue: str | None = None
+    run_at: str | None = None
+    schedule_name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -62,6 +68,7 @@ class Ports:
     queue: JobQueue
     clock: Clock
     metrics: Metrics
+    scheduler: JobScheduler | None = None
 
 
 def canonical_json(value: Any) -> str:
@@ -106,6 +113,9 @@ def build_job(request: SubmitRequest, ports: Ports, policy: SubmitPolicy, now: d
     size = len(canonical_json(payload).encode())
     if size > policy.payload_limit_bytes:
         raise PayloadTooLargeError(size, policy.payload_limit_bytes)
+    run_at = parse_run_at(request.run_at, now, policy) if request.run_at is not None else None
+    due = max(now, run_at) if run_at is not None else now
+    scheduled = due - now > timedelta(seconds=SQS_MAX_DELAY_S)
     return Job(
         job_id=job_id_for(request.tenant, key),
         tenant=request.tenant,
@@ -113,13 +123,37 @@ def build_job(request: SubmitRequest, ports: Ports, policy: SubmitPolicy, now: d
         queue=job_type.queue,
         payload=payload,
         payload_hash=payload_hash(job_type.name, payload),
-        status=JobStatus.QUEUED,
+        status=JobStatus.SCHEDULED if scheduled else JobStatus.QUEUED,
         created_at=now,
         updated_at=now,
         max_attempts=job_type.max_attempts,
         idempotency_key=key,
         submission_id=uuid.uuid4().hex,
+        run_at=run_at,
+        schedule_name=request.schedule_name,
+        sweep_at=due + policy.sweep_grace,
     )
+
+
+def parse_run_at(text: str, now: datetime, policy: SubmitPolicy) -> datetime:
+    """ISO 8601 with a time zone; in the past means now; at most `max_schedule_ahead` ahead."""
+    try:
+        if len(text) > 64:
+            raise ValueError
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise InvalidRequestError("run_at", "run_at must be an ISO 8601 date-time, e.g. 2026-01-31T09:00:00Z") from None
+    if when.tzinfo is None:
+        raise InvalidRequestError("run_at", "run_at must carry a time zone (Z or an offset such as +01:00)")
+    if when - now > policy.max_schedule_ahead:
+        raise InvalidRequestError("run_at", f"run_at may be at most {policy.max_schedule_ahead.days} days ahead")
+    return when.astimezone(now.tzinfo)
+
+
+def delay_seconds(job: Job, now: datetime) -> int:
+    if job.run_at is None or job.run_at <= now:
+        return 0
+    return min(SQS_MAX_DELAY_S, math.ceil((job.run_at - now).total_seconds()))
 
 
 def submit_job(request: SubmitRequest, ports: Ports, policy: SubmitPolicy) -> Submitted:
@@ -129,15 +163,26 @@ def submit_job(request: SubmitRequest, ports: Ports, policy: SubmitPolicy) -> Su
         ports.metrics.count("JobsDeduplicated", queue=job.queue, job_type=job.type)
         return Submitted(outcome.job, replayed=True)
     ports.metrics.count("JobsSubmitted", queue=job.queue, job_type=job.type)
-    _send_or_leave_to_sweeper(ports, outcome.job)
+    dispatch(ports, outcome.job)
     return Submitted(outcome.job, replayed=False)
 
 
-def _send_or_leave_to_sweeper(ports: Ports, job: Job) -> None:
+def dispatch(ports: Ports, job: Job) -> None:
+    """Send a newly accepted job's message, or create its one-time schedule. A failure here loses
+    nothing: the job is durable and the sweeper sends (or enqueues) it when it is overdue."""
+    if job.status is JobStatus.SCHEDULED:
+        if ports.scheduler is None:
+            logger.error("no scheduler configured; the sweeper will enqueue the job when due")
+            return
+        try:
+            ports.scheduler.create_one_time(job)
+        except OffpathError:
+            logger.warning("one-time schedule not created; the sweeper will enqueue the job when due")
+            ports.metrics.count("ScheduleCreateFailed", queue=job.queue, job_type=job.type)
+        return
     try:
-        ports.queue.send(job.queue, JobMessage.of(job))
+        ports.queue.send(job.queue, JobMessage.of(job), delay_s=delay_seconds(job, ports.clock.now()))
     except QueueUnavailableError:
-        # The job is durable; the sweeper sends what was accepted but never sent.
         logger.warning("send failed; the sweeper will send the job", extra={"job_id": job.job_id})
         ports.metrics.count("SendFailed", queue=job.queue, job_type=job.type)
 
@@ -174,7 +219,10 @@ def submit_batch(requests: Sequence[SubmitRequest], ports: Ports, policy: Submit
             ports.metrics.count("JobsDeduplicated", queue=r.submitted.job.queue, job_type=r.submitted.job.type)
     by_queue: dict[str, list[JobMessage]] = {}
     for job in new_jobs:
-        by_queue.setdefault(job.queue, []).append(JobMessage.of(job))
+        if job.status is JobStatus.SCHEDULED or job.run_at is not None:
+            dispatch(ports, job)
+        else:
+            by_queue.setdefault(job.queue, []).append(JobMessage.of(job))
     for queue_name, messages in by_queue.items():
         try:
             unsent = ports.queue.send_batch(queue_name, messages)

@@ -1,0 +1,37 @@
+"""The sweeper, run by EventBridge Scheduler every minute (see logic/sweep.py)."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+from offpath.handlers.composition import build_ports
+from offpath.logic.submit import Ports
+from offpath.logic.sweep import SweepPolicy, sweep
+from offpath.observability import configure_logging
+from offpath.settings import Settings
+
+
+@dataclass
+class SweeperServices:
+    ports: Ports
+    policy: SweepPolicy
+
+
+@functools.lru_cache(maxsize=1)
+def default_services() -> SweeperServices:
+    settings = Settings.from_env()
+    configure_logging("sweeper", settings.log_level)
+    return SweeperServices(
+        build_ports(settings, "sweeper"), SweepPolicy(grace=settings.sweep_grace, retention=settings.retention)
+    )
+
+
+def handler(event: dict[str, Any], context: Any, services: SweeperServices | None = None) -> dict[str, Any]:
+    services = services or default_services()
+    try:
+        report = sweep(services.ports, services.policy)
+    finally:
+        services.ports.metrics.flush()
+    return {**vars(report), "stuck": report.stuck}
