@@ -11,13 +11,15 @@ import pytest
 from moto import mock_aws
 
 from offpath.adapters.dynamodb_store import DynamoDbJobStore
+from offpath.adapters.scheduler import EventBridgeJobScheduler
 from offpath.adapters.sqs_queue import SqsJobQueue, SqsQueueMonitor, SqsRedriver
-from offpath.domain.clock import SystemClock
+from offpath.domain.clock import Clock, SystemClock
 from offpath.domain.registry import Registry
-from offpath.handlers import api, worker
+from offpath.handlers import api, enqueue, sweeper, worker
 from offpath.jobs import load_job_types
 from offpath.logic.process import WorkerPolicy, WorkerPorts
 from offpath.logic.submit import Ports, SubmitPolicy
+from offpath.logic.sweep import SweepPolicy
 from offpath.settings import Settings
 from offpath_local.event_source import SqsEventSource
 from offpath_local.resources import Resources, create_resources
@@ -82,11 +84,19 @@ def metrics() -> RecordingMetrics:
     return RecordingMetrics()
 
 
+SCHEDULE_GROUP = "offpath-schedules"
+
+
 class Pipeline:
     """Drives the real api and worker handlers against moto, as API Gateway and the ESM would."""
 
     def __init__(
-        self, resources: Resources, clients: dict[str, Any], registry: Registry, metrics: RecordingMetrics
+        self,
+        resources: Resources,
+        clients: dict[str, Any],
+        registry: Registry,
+        metrics: RecordingMetrics,
+        clock: Clock | None = None,
     ) -> None:
         self.resources = resources
         self.clients = clients
@@ -94,18 +104,43 @@ class Pipeline:
         self.metrics = metrics
         self.store = DynamoDbJobStore(resources.table_name, client=clients["dynamodb"])
         self.queue = SqsJobQueue(resources.queue_urls, resources.dlq_urls, client=clients["sqs"])
-        self.clock = SystemClock()
+        self.clock: Clock = clock or SystemClock()
         self.settings = Settings.model_validate(
             {"table_name": resources.table_name, "queue_urls": resources.queue_urls, "dlq_urls": resources.dlq_urls}
         )
+        scheduler_client = boto3.client("scheduler")
+        scheduler_client.create_schedule_group(Name=SCHEDULE_GROUP)
+        self.scheduler = EventBridgeJobScheduler(
+            SCHEDULE_GROUP,
+            target_arn="arn:aws:lambda:us-east-1:123456789012:function:offpath-enqueue",
+            role_arn="arn:aws:iam::123456789012:role/offpath-scheduler",
+            dlq_arn="arn:aws:sqs:us-east-1:123456789012:offpath-schedules-dlq",
+            client=scheduler_client,
+        )
+        self.ports = Ports(
+            registry=registry,
+            store=self.store,
+            queue=self.queue,
+            clock=self.clock,
+            metrics=metrics,
+            scheduler=self.scheduler,
+        )
         self.api_services = api.ApiServices(
-            ports=Ports(registry=registry, store=self.store, queue=self.queue, clock=self.clock, metrics=metrics),
+            ports=self.ports,
             policy=SubmitPolicy(payload_limit_bytes=self.settings.payload_limit_bytes),
             monitor=SqsQueueMonitor(resources.queue_urls, resources.dlq_urls, client=clients["sqs"]),
             redriver=SqsRedriver(resources.queue_urls, resources.dlq_urls, mode="copy", client=clients["sqs"]),
             settings=self.settings,
         )
         self.rng: random.Random = NoJitter()
+
+    def enqueue(self, event: dict[str, Any]) -> dict[str, Any]:
+        services = enqueue.EnqueueServices(self.ports, self.api_services.policy)
+        return enqueue.handler(event, None, services=services)
+
+    def sweep(self) -> dict[str, Any]:
+        services = sweeper.SweeperServices(self.ports, SweepPolicy(grace=self.api_services.policy.sweep_grace))
+        return sweeper.handler({"kind": "sweep"}, None, services=services)
 
     def call(self, method: str, path: str, **kwargs: Any) -> tuple[int, Any, dict[str, str]]:
         response = api.handler(http_event(method, path, **kwargs), None, services=self.api_services)
