@@ -28,7 +28,6 @@ from offpath.handlers.api_models import (
     BatchBody,
     SubmitBody,
     job_view,
-    openapi_document,
     parse_body,
 )
 from offpath.handlers.composition import build_ports, submit_policy
@@ -151,6 +150,8 @@ def health() -> Response[str]:
 
 @app.get("/openapi.json")
 def openapi() -> Response[str]:
+    from offpath.handlers.openapi import openapi_document
+
     return _json(200, openapi_document())
 
 

@@ -1,0 +1,298 @@
+"""The OpenAPI document of the HTTP API, built from pydantic models of every body it sends and takes.
+
+Kept apart from api_models so that only a request for /openapi.json pays for building these models.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from offpath.domain.job import JobStatus
+from offpath.handlers.api_models import BatchBody, SubmitBody
+
+
+class ProgressView(BaseModel):
+    fraction: float
+    message: str
+
+
+class JobView(BaseModel):
+    job_id: str
+    type: str
+    queue: str
+    status: JobStatus
+    attempts: int
+    max_attempts: int
+    progress: ProgressView | None = None
+    result: Any = None
+    error: str | None = None
+    idempotency_key: str | None = None
+    run_at: datetime | None = None
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    next_attempt_at: datetime | None = None
+    redrives: int = 0
+
+
+class JobPageView(BaseModel):
+    jobs: list[JobView]
+    cursor: str | None
+
+
+class BatchItemView(BaseModel):
+    index: int
+    status: int
+    job: JobView | None = None
+    error: ErrorBody | None = None
+
+
+class BatchView(BaseModel):
+    results: list[BatchItemView]
+
+
+class ErrorBody(BaseModel):
+    code: str
+    message: str
+    field: str | None = None
+
+
+class ErrorView(BaseModel):
+    error: ErrorBody
+
+
+class QueueView(BaseModel):
+    name: str
+    visible: int
+    in_flight: int
+    delayed: int
+    oldest_age_s: float | None
+    dlq_depth: int
+    redrive: RedriveTaskView | None = None
+
+
+class QueuesView(BaseModel):
+    queues: list[QueueView]
+
+
+class RedriveTaskView(BaseModel):
+    queue: str
+    status: str
+    moved: int | None = None
+    to_move: int | None = None
+    task_id: str | None = None
+
+
+class RedriveView(BaseModel):
+    redrive: RedriveTaskView
+
+
+class FiringView(BaseModel):
+    slot: str
+    fired_at: datetime
+    job_id: str | None
+    skipped_reason: str | None
+
+
+class ScheduleView(BaseModel):
+    name: str
+    expression: str
+    timezone: str
+    job: str
+    overlap: str
+    enabled: bool
+    flexible_window_min: int | None
+    next_firing: str | None
+    last_firings: list[FiringView]
+
+
+class SchedulesView(BaseModel):
+    schedules: list[ScheduleView]
+
+
+class TriggerView(BaseModel):
+    schedule: str
+    slot: str
+    job_id: str | None
+    skipped_reason: str | None
+    job: JobView | None
+
+
+class HealthView(BaseModel):
+    status: Literal["ok"]
+
+
+BatchItemView.model_rebuild()
+
+
+def openapi_document(server_url: str | None = None) -> dict[str, Any]:
+    """The OpenAPI 3.1 document of the HTTP API, with schemas generated from the models above."""
+    schemas: dict[str, Any] = {}
+    for model in (
+        SubmitBody,
+        BatchBody,
+        JobView,
+        JobPageView,
+        BatchView,
+        ErrorView,
+        QueuesView,
+        RedriveView,
+        SchedulesView,
+        TriggerView,
+        HealthView,
+    ):
+        schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+        schemas.update(schema.pop("$defs", {}))
+        schemas[model.__name__] = schema
+
+    def ref(name: str) -> dict[str, Any]:
+        return {"$ref": f"#/components/schemas/{name}"}
+
+    def answer(description: str, schema: str) -> dict[str, Any]:
+        return {"description": description, "content": {"application/json": {"schema": ref(schema)}}}
+
+    errors = {
+        "401": answer("no or invalid credentials", "ErrorView"),
+        "503": answer("the job store is unavailable; retry after Retry-After seconds", "ErrorView"),
+    }
+    job_id = {"name": "job_id", "in": "path", "required": True, "schema": {"type": "string"}}
+    idempotency = {"name": "Idempotency-Key", "in": "header", "required": False, "schema": {"type": "string"}}
+    document: dict[str, Any] = {
+        "openapi": "3.1.0",
+        "info": {"title": "offpath", "version": "1.0.0", "description": "Background jobs on AWS serverless."},
+        "paths": {
+            "/jobs": {
+                "post": {
+                    "operationId": "submitJob",
+                    "parameters": [idempotency],
+                    "requestBody": {"required": True, "content": {"application/json": {"schema": ref("SubmitBody")}}},
+                    "responses": {
+                        "202": answer("accepted", "JobView"),
+                        "200": answer("replay of an earlier submission with the same key", "JobView"),
+                        "400": answer("malformed JSON", "ErrorView"),
+                        "413": answer("payload over the limit", "ErrorView"),
+                        "422": answer("invalid body, unknown type, payload mismatch, key reuse", "ErrorView"),
+                        **errors,
+                    },
+                },
+                "get": {
+                    "operationId": "listJobs",
+                    "parameters": [
+                        {
+                            "name": "status",
+                            "in": "query",
+                            "schema": {"type": "string", "enum": [s.value for s in JobStatus]},
+                        },
+                        {"name": "type", "in": "query", "schema": {"type": "string"}},
+                        {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 100}},
+                        {"name": "cursor", "in": "query", "schema": {"type": "string"}},
+                    ],
+                    "responses": {
+                        "200": answer("a page of jobs, newest first", "JobPageView"),
+                        "422": answer("bad query", "ErrorView"),
+                        **errors,
+                    },
+                },
+            },
+            "/jobs/batch": {
+                "post": {
+                    "operationId": "submitBatch",
+                    "requestBody": {"required": True, "content": {"application/json": {"schema": ref("BatchBody")}}},
+                    "responses": {
+                        "207": answer("one result per item", "BatchView"),
+                        "400": answer("malformed JSON", "ErrorView"),
+                        "413": answer("body over the limit", "ErrorView"),
+                        "422": answer("invalid body", "ErrorView"),
+                        **errors,
+                    },
+                }
+            },
+            "/jobs/{job_id}": {
+                "get": {
+                    "operationId": "getJob",
+                    "parameters": [job_id],
+                    "responses": {
+                        "200": answer("the job", "JobView"),
+                        "404": answer("no such job", "ErrorView"),
+                        **errors,
+                    },
+                }
+            },
+            "/jobs/{job_id}/cancel": {
+                "post": {
+                    "operationId": "cancelJob",
+                    "parameters": [job_id],
+                    "responses": {
+                        "200": answer("cancelled", "JobView"),
+                        "404": answer("no such job", "ErrorView"),
+                        "409": answer("running or finished", "ErrorView"),
+                        **errors,
+                    },
+                }
+            },
+            "/queues": {
+                "get": {
+                    "operationId": "listQueues",
+                    "responses": {"200": answer("queue depths", "QueuesView"), **errors},
+                }
+            },
+            "/queues/{name}/redrive": {
+                "post": {
+                    "operationId": "redriveQueue",
+                    "description": "Admin: move the queue's DLQ messages back; their jobs get fresh attempts.",
+                    "parameters": [
+                        {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}},
+                        {
+                            "name": "max_per_second",
+                            "in": "query",
+                            "schema": {"type": "integer", "minimum": 1, "maximum": 500},
+                        },
+                    ],
+                    "responses": {
+                        "202": answer("redrive started", "RedriveView"),
+                        "403": answer("not an admin", "ErrorView"),
+                        "404": answer("no such queue", "ErrorView"),
+                        "409": answer("a redrive is already running", "ErrorView"),
+                        **errors,
+                    },
+                }
+            },
+            "/schedules": {
+                "get": {
+                    "operationId": "listSchedules",
+                    "responses": {
+                        "200": answer("schedules with next firing and last firings", "SchedulesView"),
+                        **errors,
+                    },
+                }
+            },
+            "/schedules/{name}/trigger": {
+                "post": {
+                    "operationId": "triggerSchedule",
+                    "description": "Admin: fire the schedule now (its overlap policy applies).",
+                    "parameters": [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}],
+                    "responses": {
+                        "202": answer("a job was made", "TriggerView"),
+                        "200": answer("skipped by the overlap policy", "TriggerView"),
+                        "403": answer("not an admin", "ErrorView"),
+                        "404": answer("no such schedule", "ErrorView"),
+                        **errors,
+                    },
+                }
+            },
+            "/openapi.json": {
+                "get": {"operationId": "openapi", "responses": {"200": {"description": "this document"}}}
+            },
+            "/health": {
+                "get": {"operationId": "health", "security": [], "responses": {"200": answer("alive", "HealthView")}}
+            },
+        },
+        "components": {"schemas": schemas},
+    }
+    if server_url:
+        document["servers"] = [{"url": server_url}]
+    return document
