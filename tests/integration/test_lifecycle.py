@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from tests.integration.conftest import Pipeline
 
 
@@ -52,3 +54,20 @@ def test_sleep_job_reports_progress(pipeline: Pipeline) -> None:
     _, view, _ = pipeline.call("GET", f"/jobs/{job['job_id']}")
     assert view["status"] == "SUCCEEDED"
     assert view["progress"] == {"fraction": 1.0, "message": "slept 20 ms"}
+
+
+def test_result_over_the_limit_fails_the_job_with_the_reason(pipeline: Pipeline) -> None:
+    original = pipeline.registry.job_types["demo.echo"]
+    pipeline.registry.job_types["demo.echo"] = dataclasses.replace(
+        original, function=lambda payload, ctx: {"blob": "x" * 70_000}
+    )
+    try:
+        _, job, _ = pipeline.submit("demo.echo", {})
+        pipeline.drain()
+    finally:
+        pipeline.registry.job_types["demo.echo"] = original
+
+    _, view, _ = pipeline.call("GET", f"/jobs/{job['job_id']}")
+    assert view["status"] == "FAILED"
+    assert "the limit is 65536 bytes" in view["error"]
+    assert [d["job_id"] for d in pipeline.dlq_bodies()] == [job["job_id"]]

@@ -6,6 +6,7 @@ It never raises for one record: every record ends as "ack" (delete the message) 
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 from collections.abc import Callable, Sequence
@@ -35,6 +36,8 @@ logger = logging.getLogger("offpath.worker")
 
 MAX_VISIBILITY_S = 43_200
 MAX_ERROR_LENGTH = 1_000
+# Results live on the job item (DynamoDB's item limit is 400 KB); larger results belong in S3.
+MAX_RESULT_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -154,6 +157,9 @@ def _claim_and_run(
 
     finished = ports.clock.now()
     ports.metrics.milliseconds("JobDuration", _ms(finished - started), queue=queue, job_type=job_type_name)
+    result_size = len(json.dumps(result, default=str).encode())
+    if result_size > MAX_RESULT_BYTES:
+        return _fail(job, f"result is {result_size} bytes; the limit is {MAX_RESULT_BYTES} bytes", ports, policy)
     try:
         ports.store.record_success(job, result=result, now=finished, expires_at=finished + policy.retention)
     except JobConflictError:
