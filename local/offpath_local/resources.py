@@ -27,8 +27,8 @@ class Resources:
 
 def create_table(dynamodb: Any, table_name: str) -> None:
     attributes = {TABLE_PARTITION_KEY}
-    for _, pk, sk in TABLE_INDEXES:
-        attributes |= {pk, sk}
+    for index in TABLE_INDEXES:
+        attributes |= {index.partition_key, index.sort_key}
     dynamodb.create_table(
         TableName=table_name,
         BillingMode="PAY_PER_REQUEST",
@@ -36,11 +36,15 @@ def create_table(dynamodb: Any, table_name: str) -> None:
         KeySchema=[{"AttributeName": TABLE_PARTITION_KEY, "KeyType": "HASH"}],
         GlobalSecondaryIndexes=[
             {
-                "IndexName": name,
-                "KeySchema": [{"AttributeName": pk, "KeyType": "HASH"}, {"AttributeName": sk, "KeyType": "RANGE"}],
-                "Projection": {"ProjectionType": "ALL"},
+                "IndexName": index.name,
+                "KeySchema": [
+                    {"AttributeName": index.partition_key, "KeyType": "HASH"},
+                    {"AttributeName": index.sort_key, "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": index.projection}
+                | ({"NonKeyAttributes": list(index.attributes)} if index.attributes else {}),
             }
-            for name, pk, sk in TABLE_INDEXES
+            for index in TABLE_INDEXES
         ],
     )
     dynamodb.update_time_to_live(

@@ -3,7 +3,8 @@
 Item layout (key `pk`):
 - `JOB#<job_id>`: the job, which is also its idempotency record (the id derives from tenant + key).
 - `ONCE#<job_id>#<name>`: a `ctx.once` mark.
-Indexes: `by_tenant` (tenant, created) and `by_tenant_status` (tenant#status, created) for listing.
+Indexes (offpath.naming.TABLE_INDEXES): `by_tenant` (tenant, created) for listings and the sparse
+`sweep` index (shard, sweep time) for the sweeper.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb.type_defs import AttributeValueTypeDef
 
 INDEX_BY_TENANT = "by_tenant"
-INDEX_BY_TENANT_STATUS = "by_tenant_status"
 INDEX_SWEEP = "sweep"
 # The sweep index's partition key is spread over shards so no single partition takes every write.
 SWEEP_SHARDS = 4
@@ -86,29 +86,55 @@ class DynamoDbJobStore:
     def list_jobs(
         self, tenant: str, *, status: JobStatus | None, job_type: str | None, limit: int, cursor: str | None
     ) -> JobPage:
-        if status is None:
-            index, key_name, key_value = INDEX_BY_TENANT, "gsi1pk", tenant
-        else:
-            index, key_name, key_value = INDEX_BY_TENANT_STATUS, "gsi2pk", status_key(tenant, status)
+        """One index query (status and type filtered on the projected attributes), then one batch
+        read of the page's items. A filtered page can hold fewer than `limit` jobs and still have
+        a cursor: DynamoDB applies the limit before the filter."""
         request: dict[str, Any] = {
             "TableName": self.table_name,
-            "IndexName": index,
-            "KeyConditionExpression": "#k = :k",
-            "ExpressionAttributeNames": {"#k": key_name},
-            "ExpressionAttributeValues": {":k": {"S": key_value}},
+            "IndexName": INDEX_BY_TENANT,
+            "KeyConditionExpression": "gsi1pk = :k",
+            "ExpressionAttributeValues": {":k": {"S": tenant}},
             "ScanIndexForward": False,
             "Limit": limit,
         }
+        filters, names = [], {}
+        if status is not None:
+            filters.append("#s = :s")
+            names["#s"] = "status"
+            request["ExpressionAttributeValues"][":s"] = {"S": status.value}
         if job_type is not None:
-            request["FilterExpression"] = "#t = :t"
-            request["ExpressionAttributeNames"]["#t"] = "type"
+            filters.append("#t = :t")
+            names["#t"] = "type"
             request["ExpressionAttributeValues"][":t"] = {"S": job_type}
+        if filters:
+            request["FilterExpression"] = " AND ".join(filters)
+            request["ExpressionAttributeNames"] = names
         if cursor is not None:
-            request["ExclusiveStartKey"] = decode_cursor(cursor, key_name, key_value)
+            request["ExclusiveStartKey"] = decode_cursor(cursor, "gsi1pk", tenant)
         response = self._call(self.client.query, **request)
         last = response.get("LastEvaluatedKey")
-        jobs = [from_item(item) for item in response.get("Items", [])]
+        keys = [item["pk"]["S"] for item in response.get("Items", [])]
+        jobs = [job for job in self._get_many(keys) if job.tenant == tenant]
         return JobPage(jobs, encode_cursor(last) if last else None)
+
+    def _get_many(self, keys: list[str]) -> list[Job]:
+        """BatchGetItem in chunks of 100, retrying unprocessed keys; returns jobs in `keys` order."""
+        found: dict[str, Job] = {}
+        for start in range(0, len(keys), 100):
+            pending: list[dict[str, Any]] = [{"pk": {"S": key}} for key in keys[start : start + 100]]
+            for _ in range(5):
+                if not pending:
+                    break
+                response = self._call(
+                    self.client.batch_get_item,
+                    RequestItems={self.table_name: {"Keys": pending, "ConsistentRead": True}},
+                )
+                for item in response.get("Responses", {}).get(self.table_name, []):
+                    found[item["pk"]["S"]] = from_item(item)
+                pending = list(response.get("UnprocessedKeys", {}).get(self.table_name, {}).get("Keys", []))
+            if pending:
+                raise StoreUnavailableError("DynamoDB kept some keys unprocessed")
+        return [found[key] for key in keys if key in found]
 
     # -- worker -----------------------------------------------------------------------------
 
@@ -118,7 +144,6 @@ class DynamoDbJobStore:
         values.update(
             {
                 ":running": {"S": JobStatus.RUNNING.value},
-                ":gsi2": {"S": status_key(tenant, JobStatus.RUNNING)},
                 ":tenant": {"S": tenant},
                 ":one": {"N": "1"},
                 ":max": {"N": str(max_attempts)},
@@ -132,7 +157,7 @@ class DynamoDbJobStore:
                 TableName=self.table_name,
                 Key={"pk": {"S": job_key(job_id)}},
                 UpdateExpression=(
-                    "SET #s = :running, gsi2pk = :gsi2, attempt = attempt + :one, lease_until = :lease, "
+                    "SET #s = :running, attempt = attempt + :one, lease_until = :lease, "
                     "started_at = if_not_exists(started_at, :now), updated_at = :now REMOVE next_attempt_at"
                 ),
                 ConditionExpression=(
@@ -214,12 +239,11 @@ class DynamoDbJobStore:
                 self.client.update_item,
                 TableName=self.table_name,
                 Key={"pk": {"S": job_key(job.job_id)}},
-                UpdateExpression=f"SET #s = :status, gsi2pk = :gsi2, updated_at = :now, {update}",
+                UpdateExpression=f"SET #s = :status, updated_at = :now, {update}",
                 ConditionExpression=condition,
                 ExpressionAttributeNames={"#s": "status", **names},
                 ExpressionAttributeValues={
                     ":status": {"S": status.value},
-                    ":gsi2": {"S": status_key(job.tenant, status)},
                     ":running": {"S": JobStatus.RUNNING.value},
                     ":attempt": {"N": str(job.attempt)},
                     ":now": {"S": iso(now)},
@@ -292,7 +316,6 @@ class DynamoDbJobStore:
         values: Item = {
             ":from": {"S": from_status.value},
             ":queued": {"S": JobStatus.QUEUED.value},
-            ":gsi2": {"S": status_key(tenant, JobStatus.QUEUED)},
             ":tenant": {"S": tenant},
             ":now": {"S": iso(now)},
             ":shard": {"S": sweep_shard(job_id)},
@@ -308,8 +331,7 @@ class DynamoDbJobStore:
                 TableName=self.table_name,
                 Key={"pk": {"S": job_key(job_id)}},
                 UpdateExpression=(
-                    "SET #s = :queued, gsi2pk = :gsi2, updated_at = :now, sweep_pk = :shard, sweep_at = :sweep"
-                    + extra_set
+                    "SET #s = :queued, updated_at = :now, sweep_pk = :shard, sweep_at = :sweep" + extra_set
                 ),
                 ConditionExpression="tenant = :tenant AND #s = :from",
                 ExpressionAttributeNames=names,
@@ -333,7 +355,7 @@ class DynamoDbJobStore:
                 TableName=self.table_name,
                 Key={"pk": {"S": job_key(job.job_id)}},
                 UpdateExpression=(
-                    "SET #s = :queued, gsi2pk = :gsi2, updated_at = :now, sweep_at = :sweep, "
+                    "SET #s = :queued, updated_at = :now, sweep_at = :sweep, "
                     "resends = resends + :one REMOVE lease_until"
                 ),
                 ConditionExpression="#s = :running AND attempt = :attempt AND lease_until <= :now AND attempt < :max",
@@ -341,7 +363,6 @@ class DynamoDbJobStore:
                 ExpressionAttributeValues={
                     ":queued": {"S": JobStatus.QUEUED.value},
                     ":running": {"S": JobStatus.RUNNING.value},
-                    ":gsi2": {"S": status_key(job.tenant, JobStatus.QUEUED)},
                     ":now": {"S": iso(now)},
                     ":sweep": {"S": iso(sweep_at)},
                     ":one": {"N": "1"},
@@ -357,7 +378,7 @@ class DynamoDbJobStore:
         return from_item(response["Attributes"])
 
     def due_for_sweep(self, *, now: datetime, limit: int) -> list[Job]:
-        due: list[Job] = []
+        keys: list[str] = []
         for shard in range(SWEEP_SHARDS):
             request: dict[str, Any] = {
                 "TableName": self.table_name,
@@ -367,7 +388,9 @@ class DynamoDbJobStore:
                 "Limit": limit,
             }
             response = self._call(self.client.query, **request)
-            due.extend(from_item(item) for item in response.get("Items", []))
+            keys.extend(item["pk"]["S"] for item in response.get("Items", []))
+        # The index holds keys only; the items themselves are read consistently.
+        due = [job for job in self._get_many(keys) if job.sweep_at is not None and job.sweep_at <= now]
         due.sort(key=lambda job: job.sweep_at or job.created_at)
         return due[:limit]
 
@@ -436,7 +459,7 @@ class DynamoDbJobStore:
                 TableName=self.table_name,
                 Key={"pk": {"S": job_key(job_id)}},
                 UpdateExpression=(
-                    "SET #s = :cancelled, gsi2pk = :gsi2, updated_at = :now, finished_at = :now, expires_at = :ttl "
+                    "SET #s = :cancelled, updated_at = :now, finished_at = :now, expires_at = :ttl "
                     "REMOVE sweep_pk, sweep_at"
                 ),
                 ConditionExpression=f"tenant = :tenant AND #s IN ({cancellable})",
@@ -444,7 +467,6 @@ class DynamoDbJobStore:
                 ExpressionAttributeValues={
                     **values,
                     ":cancelled": {"S": JobStatus.CANCELLED.value},
-                    ":gsi2": {"S": status_key(tenant, JobStatus.CANCELLED)},
                     ":tenant": {"S": tenant},
                     ":now": {"S": iso(now)},
                     ":ttl": {"N": str(epoch(expires_at))},
@@ -519,10 +541,6 @@ def schedule_state_from_item(name: str, item: Any) -> ScheduleState:
     return ScheduleState(name, last["S"] if last else None, firings, version=int(item["version"]["N"]))
 
 
-def status_key(tenant: str, status: JobStatus) -> str:
-    return f"{tenant}#{status.value}"
-
-
 def iso(when: datetime) -> str:
     """Fixed-width UTC text, so string order is time order inside condition expressions."""
     return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -554,7 +572,6 @@ def to_item(job: Job) -> Item:
         "updated_at": {"S": iso(job.updated_at)},
         "redrives": {"N": str(job.redrives)},
         "gsi1pk": {"S": job.tenant},
-        "gsi2pk": {"S": status_key(job.tenant, job.status)},
         "gsi_sk": {"S": f"{created}#{job.job_id}"},
     }
     optional_text = {
