@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: run test lint typecheck unit venv clean
+.PHONY: run test lint typecheck unit venv clean synth diff deploy destroy
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,3 +32,27 @@ run: $(STAMP)
 
 clean:
 	rm -rf $(VENV) cdk.out .pytest_cache .mypy_cache .ruff_cache
+
+# AWS (docs/deploy.md): the CDK CLI pinned in package-lock.json, installed into node_modules.
+# Context options go in CDK_ARGS, e.g. make deploy CDK_ARGS="-c alarm_email=ops@example.com".
+CDK := node_modules/.bin/cdk
+CDK_ARGS ?=
+CDK_STAMP := node_modules/.installed
+
+$(CDK_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund
+	touch $(CDK_STAMP)
+
+# cfn-lint W3005 is left out: CDK adds an explicit DependsOn on each function's role next to its GetAtt.
+synth: $(STAMP) $(CDK_STAMP)
+	$(CDK) synth --quiet $(CDK_ARGS)
+	$(BIN)/cfn-lint --ignore-checks W3005 -- cdk.out/*.template.json
+
+diff: $(STAMP) $(CDK_STAMP)
+	$(CDK) diff $(CDK_ARGS)
+
+deploy: $(STAMP) $(CDK_STAMP)
+	$(CDK) deploy --require-approval broadening $(CDK_ARGS)
+
+destroy: $(STAMP) $(CDK_STAMP)
+	$(CDK) destroy $(CDK_ARGS)

@@ -1,0 +1,201 @@
+"""The HTTP API (API Gateway HTTP API, payload format 2.0) in front of the api function.
+
+Authorisation is IAM (SigV4) by default, or a JWT authorizer when `jwt_issuer` and `jwt_audience` are given.
+Admin routes are separate routes: with JWT they need the `offpath/admin` scope; with IAM a policy grants them
+separately (`execute-api:Invoke` on `.../POST/queues/*/redrive`). `GET /health` alone has no authorizer: load
+balancers and uptime checks call it without credentials, and it answers a constant without touching any data.
+"""
+
+from __future__ import annotations
+
+import json
+
+import aws_cdk as cdk
+import jsii
+from aws_cdk import aws_apigateway as apigw
+from aws_cdk import aws_apigatewayv2 as apigwv2
+from aws_cdk import aws_apigatewayv2_authorizers as authorizers
+from aws_cdk import aws_apigatewayv2_integrations as integrations
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from infra.lambda_function import FunctionKit, ServiceFunction
+from infra.nag import acknowledge
+from infra.queues import JobQueues
+from infra.schedules import Schedules
+from infra.table import JobTable
+from offpath.tenancy import ADMIN_SCOPE
+
+API_HANDLER = "offpath.handlers.api.handler"
+# API Gateway's integration timeout is 30 s; the function gives up first.
+API_TIMEOUT = cdk.Duration.seconds(29)
+
+ROUTES: tuple[tuple[str, str], ...] = (
+    ("POST", "/jobs"),
+    ("POST", "/jobs/batch"),
+    ("GET", "/jobs"),
+    ("GET", "/jobs/{id}"),
+    ("POST", "/jobs/{id}/cancel"),
+    ("GET", "/queues"),
+    ("GET", "/schedules"),
+    ("GET", "/openapi.json"),
+)
+ADMIN_ROUTES: tuple[tuple[str, str], ...] = (
+    ("POST", "/queues/{name}/redrive"),
+    ("POST", "/schedules/{name}/trigger"),
+)
+PUBLIC_ROUTES: tuple[tuple[str, str], ...] = (("GET", "/health"),)
+HEALTH_REASON = (
+    "GET /health is deliberately unauthenticated for load balancers and uptime checks; it returns a constant "
+    "and reads no data. Every other route has an authorizer."
+)
+ACCESS_LOG_FIELDS = {
+    "requestId": "$context.requestId",
+    "ip": "$context.identity.sourceIp",
+    "requestTime": "$context.requestTime",
+    "httpMethod": "$context.httpMethod",
+    "routeKey": "$context.routeKey",
+    "status": "$context.status",
+    "protocol": "$context.protocol",
+    "responseLength": "$context.responseLength",
+    "responseLatency": "$context.responseLatency",
+    "integrationLatency": "$context.integrationLatency",
+    "integrationError": "$context.integrationErrorMessage",
+    "authorizerError": "$context.authorizer.error",
+}
+
+
+def route_id(method: str, path: str) -> str:
+    """A construct id for a route ("/" is not allowed in ids): `POST /jobs/{id}/cancel` -> `POST-jobs-id-cancel`."""
+    return method + "".join(c if c.isalnum() or c == "." else "-" for c in path.replace("{", "").replace("}", ""))
+
+
+@jsii.implements(apigwv2.IAccessLogSettings)
+class _AccessLog:
+    def __init__(self, log_group: logs.ILogGroup) -> None:
+        self._destination = apigwv2.LogGroupLogDestination(log_group)
+
+    @property
+    def destination(self) -> apigwv2.IAccessLogDestination:
+        return self._destination
+
+    @property
+    def format(self) -> apigw.AccessLogFormat:
+        return apigw.AccessLogFormat.custom(json.dumps(ACCESS_LOG_FIELDS, separators=(",", ":")))
+
+
+class JobApi(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        kit: FunctionKit,
+        table: JobTable,
+        queues: JobQueues,
+        schedules: Schedules,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        options = kit.options
+        self.handler = ServiceFunction(
+            self,
+            "Handler",
+            kit=kit,
+            name=f"{options.prefix}-api",
+            handler=API_HANDLER,
+            description="offpath: the HTTP API (submit, status, queues, schedules, redrive)",
+            timeout=API_TIMEOUT,
+            memory_mb=512,
+            environment={
+                "OFFPATH_PAYLOAD_LIMIT_BYTES": str(options.payload_limit_bytes),
+                **schedules.environment,
+            },
+        )
+        self._grant(table, queues, schedules)
+
+        self.authorizer: apigwv2.IHttpRouteAuthorizer
+        if options.jwt_issuer is not None:
+            self.authorizer = authorizers.HttpJwtAuthorizer(
+                "Jwt", options.jwt_issuer, jwt_audience=list(options.jwt_audience)
+            )
+        else:
+            self.authorizer = authorizers.HttpIamAuthorizer()
+        self.http_api = apigwv2.HttpApi(
+            self,
+            "HttpApi",
+            api_name=options.prefix,
+            description="offpath: background jobs over HTTP",
+            default_authorizer=self.authorizer,
+            create_default_stage=False,
+        )
+        self.access_logs = logs.LogGroup(
+            self,
+            "AccessLogs",
+            retention=options.log_retention,
+            removal_policy=cdk.RemovalPolicy.DESTROY,
+        )
+        self.stage = apigwv2.HttpStage(
+            self,
+            "Stage",
+            http_api=self.http_api,
+            stage_name="$default",
+            auto_deploy=True,
+            throttle=apigwv2.ThrottleSettings(rate_limit=options.api_rate_limit, burst_limit=options.api_burst_limit),
+            access_log_settings=_AccessLog(self.access_logs),
+        )
+
+        integration = integrations.HttpLambdaIntegration("Integration", self.handler.function)
+        self.routes: dict[str, apigwv2.HttpRoute] = {}
+        for method, path in ROUTES:
+            self._route(method, path, integration, self.authorizer)
+        admin_scopes = [ADMIN_SCOPE] if options.jwt else None
+        for method, path in ADMIN_ROUTES:
+            self._route(method, path, integration, self.authorizer, scopes=admin_scopes)
+        for method, path in PUBLIC_ROUTES:
+            route = self._route(method, path, integration, apigwv2.HttpNoneAuthorizer())
+            acknowledge(route, "AwsSolutions-APIG4", HEALTH_REASON)
+
+    @property
+    def url(self) -> str:
+        return self.stage.url
+
+    def _route(
+        self,
+        method: str,
+        path: str,
+        integration: apigwv2.HttpRouteIntegration,
+        authorizer: apigwv2.IHttpRouteAuthorizer,
+        scopes: list[str] | None = None,
+    ) -> apigwv2.HttpRoute:
+        route = apigwv2.HttpRoute(
+            self,
+            route_id(method, path),
+            http_api=self.http_api,
+            route_key=apigwv2.HttpRouteKey.with_(path, apigwv2.HttpMethod(method)),
+            integration=integration,
+            authorizer=authorizer,
+            authorization_scopes=scopes,
+        )
+        self.routes[f"{method} {path}"] = route
+        return route
+
+    def _grant(self, table: JobTable, queues: JobQueues, schedules: Schedules) -> None:
+        api = self.handler
+        # BatchGetItem: a listing reads its page's items after querying the keys-and-status index.
+        table.grant(api, ["PutItem", "GetItem", "UpdateItem", "BatchGetItem"], query_indexes=table.listing_indexes)
+        api.grant(["sqs:SendMessage", "sqs:GetQueueAttributes"], queues.all_arns())
+        # Redrive: a message move task from each DLQ (or, on emulators, receive + delete + send).
+        api.grant(
+            [
+                "sqs:StartMessageMoveTask",
+                "sqs:ListMessageMoveTasks",
+                "sqs:ReceiveMessage",
+                "sqs:DeleteMessage",
+                "sqs:GetQueueAttributes",
+            ],
+            [dlq.queue_arn for dlq in queues.dlqs.values()],
+        )
+        # The oldest message's age per queue (GET /queues); GetMetricData has no resource-level permissions.
+        api.grant(["cloudwatch:GetMetricData"], ["*"])
+        # Delayed jobs: one-time schedules, which delete themselves after they fire.
+        schedules.grant_one_time_schedules(api, ["scheduler:CreateSchedule"])

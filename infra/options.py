@@ -1,0 +1,126 @@
+"""The deployment's options, read once from CDK context (`cdk.json`, or `-c key=value` on the command line).
+
+- `prefix` (default `offpath`): the stack name and the prefix of every named resource, at most 20 characters.
+  Two deployments in one account and region need two prefixes.
+- `powertools_layer_arn` (default: AWS's public SSM parameter, resolved at deploy time): pin the Powertools
+  layer to one layer version ARN.
+- `jwt_issuer` and `jwt_audience` (comma-separated): both given, a JWT authorizer replaces IAM authorisation.
+- `alarm_email`: an e-mail address subscribed to the alarm topic.
+- `deletion_protection` (default `true`): the jobs table's deletion protection; `false` also lets
+  `cdk destroy` delete the table.
+- `retention_days` (default 7): how long finished jobs are kept (`OFFPATH_RETENTION_DAYS`, the table's TTL).
+- `log_retention_days` (default 30): retention of every function's log group and of the API access log
+  (1, 3, 5, 7, 14, 30, 60, 90, 180 or 365).
+- `log_level` (default `INFO`): the functions' log level.
+- `payload_limit_bytes` (default 65536): the largest accepted job payload.
+- `api_rate_limit`, `api_burst_limit` (default 50, 100): the API stage's default throttling.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import Any
+
+from aws_cdk import aws_logs as logs
+
+TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
+FALSE_WORDS = frozenset({"0", "false", "no", "off"})
+POWERTOOLS_LAYER_PARAMETER = "/aws/service/powertools/python/arm64/python3.14/latest"
+# Room for the longest derived name: a worker function, "<prefix>-worker-<queue class>", has at most 64 characters.
+PREFIX_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,19}$")
+LOG_RETENTION = {
+    1: logs.RetentionDays.ONE_DAY,
+    3: logs.RetentionDays.THREE_DAYS,
+    5: logs.RetentionDays.FIVE_DAYS,
+    7: logs.RetentionDays.ONE_WEEK,
+    14: logs.RetentionDays.TWO_WEEKS,
+    30: logs.RetentionDays.ONE_MONTH,
+    60: logs.RetentionDays.TWO_MONTHS,
+    90: logs.RetentionDays.THREE_MONTHS,
+    180: logs.RetentionDays.SIX_MONTHS,
+    365: logs.RetentionDays.ONE_YEAR,
+}
+
+
+class OptionsError(ValueError):
+    """A context value that cannot be used; the message names the key."""
+
+
+@dataclass(frozen=True)
+class StackOptions:
+    prefix: str = "offpath"
+    powertools_layer_arn: str | None = None
+    jwt_issuer: str | None = None
+    jwt_audience: tuple[str, ...] = ()
+    alarm_email: str | None = None
+    deletion_protection: bool = True
+    retention_days: int = 7
+    log_retention_days: int = 30
+    log_level: str = "INFO"
+    payload_limit_bytes: int = 64 * 1024
+    api_rate_limit: int = 50
+    api_burst_limit: int = 100
+
+    def __post_init__(self) -> None:
+        if not PREFIX_PATTERN.match(self.prefix):
+            raise OptionsError(f"prefix {self.prefix!r} must match {PREFIX_PATTERN.pattern}")
+        if bool(self.jwt_issuer) != bool(self.jwt_audience):
+            raise OptionsError("give both jwt_issuer and jwt_audience, or neither")
+        if self.jwt_issuer is not None and not self.jwt_issuer.startswith("https://"):
+            raise OptionsError("jwt_issuer must be an https:// URL")
+        if not 1 <= self.retention_days <= 365:
+            raise OptionsError("retention_days must be 1..365")
+        if self.log_retention_days not in LOG_RETENTION:
+            raise OptionsError(f"log_retention_days must be one of {', '.join(map(str, LOG_RETENTION))}")
+        if not 1 <= self.payload_limit_bytes <= 256 * 1024:
+            raise OptionsError("payload_limit_bytes must be 1..262144")
+        if self.api_rate_limit < 1 or self.api_burst_limit < 1:
+            raise OptionsError("api_rate_limit and api_burst_limit must be positive")
+
+    @property
+    def jwt(self) -> bool:
+        return self.jwt_issuer is not None
+
+    @property
+    def log_retention(self) -> logs.RetentionDays:
+        return LOG_RETENTION[self.log_retention_days]
+
+    @classmethod
+    def from_context(cls, get: Callable[[str], Any]) -> StackOptions:
+        """`get` is `node.try_get_context`; values from the command line arrive as text."""
+        values: dict[str, Any] = {}
+        for item in fields(cls):
+            raw = get(item.name)
+            if raw is None or raw == "":
+                continue
+            default = item.default
+            if isinstance(default, bool):
+                values[item.name] = _boolean(item.name, raw)
+            elif isinstance(default, int):
+                values[item.name] = _integer(item.name, raw)
+            elif isinstance(default, tuple):
+                parts = raw if isinstance(raw, list) else str(raw).split(",")
+                values[item.name] = tuple(str(part).strip() for part in parts if str(part).strip())
+            else:
+                values[item.name] = str(raw)
+        return cls(**values)
+
+
+def _boolean(key: str, raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text in TRUE_WORDS:
+        return True
+    if text in FALSE_WORDS:
+        return False
+    raise OptionsError(f"context {key} must be true or false, not {raw!r}")
+
+
+def _integer(key: str, raw: Any) -> int:
+    try:
+        return int(raw)
+    except (TypeError, ValueError):
+        raise OptionsError(f"context {key} must be a whole number, not {raw!r}") from None

@@ -1,0 +1,68 @@
+"""One worker function per queue class, so `critical` never waits behind `bulk`: each has its own event source
+mapping with the batch size, batching window and maximum concurrency of its queue class."""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_lambda_event_sources as event_sources
+from constructs import Construct
+
+from infra.lambda_function import FunctionKit, ServiceFunction
+from infra.nag import acknowledge
+from infra.queues import JobQueues
+from infra.table import JobTable
+from offpath.domain.registry import Registry
+
+WORKER_HANDLER = "offpath.handlers.worker.handler"
+WORKER_MEMORY_MB = 1024
+ESM_DESTINATION_REASON = (
+    "Lambda supports no on-failure destination for SQS event sources; failed messages go to the queue's DLQ "
+    "through its redrive policy (maxReceiveCount above every job type's max_attempts)."
+)
+
+
+def worker_name(prefix: str, queue: str) -> str:
+    return f"{prefix}-worker-{queue}"
+
+
+class Workers(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        registry: Registry,
+        kit: FunctionKit,
+        table: JobTable,
+        queues: JobQueues,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.workers: dict[str, ServiceFunction] = {}
+        for name, settings in sorted(registry.queues.items()):
+            worker = ServiceFunction(
+                self,
+                name,
+                kit=kit,
+                name=worker_name(kit.options.prefix, name),
+                handler=WORKER_HANDLER,
+                description=f"offpath: runs the jobs of queue class {name}",
+                timeout=cdk.Duration.seconds(registry.worker_timeout_s(name)),
+                memory_mb=WORKER_MEMORY_MB,
+                environment={"OFFPATH_QUEUE_CLASS": name},
+            )
+            table.grant(worker, ["UpdateItem", "PutItem"])
+            queue = queues.queues[name]
+            source = event_sources.SqsEventSource(
+                queue,
+                batch_size=settings.batch_size,
+                max_batching_window=(
+                    cdk.Duration.seconds(settings.batching_window_s) if settings.batching_window_s else None
+                ),
+                max_concurrency=settings.max_concurrency,
+                report_batch_item_failures=True,
+            )
+            # Receive, delete and change visibility (the backoff of a retry) on its own queue.
+            worker.function.add_event_source(source)
+            worker.grant(["sqs:SendMessage"], [queues.dlqs[name].queue_arn])
+            acknowledge(worker, "Serverless-LambdaEventSourceMappingDestination", ESM_DESTINATION_REASON)
+            self.workers[name] = worker

@@ -1,0 +1,82 @@
+"""TESTPLAN 30 (routes): every route but GET /health has an authorizer; admin routes stand apart."""
+
+from __future__ import annotations
+
+from infra.api import ADMIN_ROUTES, PUBLIC_ROUTES, ROUTES
+from offpath.tenancy import ADMIN_SCOPE
+from tests.infra.stacks import EXTENDED_CONTEXT, Synthesized
+from tests.infra.template_view import of_type, render
+
+EXPECTED_ROUTES = {
+    "POST /jobs",
+    "POST /jobs/batch",
+    "GET /jobs",
+    "GET /jobs/{id}",
+    "POST /jobs/{id}/cancel",
+    "GET /queues",
+    "GET /schedules",
+    "GET /openapi.json",
+    "GET /health",
+    "POST /queues/{name}/redrive",
+    "POST /schedules/{name}/trigger",
+}
+
+
+def routes(stack: Synthesized) -> dict[str, dict[str, object]]:
+    return {
+        r["Properties"]["RouteKey"]: r["Properties"] for r in of_type(stack.json, "AWS::ApiGatewayV2::Route").values()
+    }
+
+
+def test_the_api_has_exactly_the_documented_routes(any_stack: Synthesized) -> None:
+    assert set(routes(any_stack)) == EXPECTED_ROUTES
+    assert {f"{m} {p}" for m, p in ROUTES + ADMIN_ROUTES + PUBLIC_ROUTES} == EXPECTED_ROUTES
+
+
+def test_every_route_but_health_needs_iam_by_default(default_stack: Synthesized) -> None:
+    for key, route in routes(default_stack).items():
+        expected = "NONE" if key == "GET /health" else "AWS_IAM"
+        assert route["AuthorizationType"] == expected, key
+
+
+def test_with_jwt_context_every_route_but_health_has_the_jwt_authorizer(extended_stack: Synthesized) -> None:
+    (authorizer_id, authorizer) = next(iter(of_type(extended_stack.json, "AWS::ApiGatewayV2::Authorizer").items()))
+    assert authorizer["Properties"]["AuthorizerType"] == "JWT"
+    assert authorizer["Properties"]["JwtConfiguration"] == {
+        "Audience": EXTENDED_CONTEXT["jwt_audience"].split(","),
+        "Issuer": EXTENDED_CONTEXT["jwt_issuer"],
+    }
+    for key, route in routes(extended_stack).items():
+        if key == "GET /health":
+            assert route["AuthorizationType"] == "NONE"
+            continue
+        assert route["AuthorizationType"] == "JWT", key
+        assert render(route["AuthorizerId"]) == f"<{authorizer_id}>"
+
+
+def test_with_jwt_only_admin_routes_need_the_admin_scope(extended_stack: Synthesized) -> None:
+    admin = {f"{m} {p}" for m, p in ADMIN_ROUTES}
+    for key, route in routes(extended_stack).items():
+        scopes = route.get("AuthorizationScopes")
+        assert scopes == ([ADMIN_SCOPE] if key in admin else None), key
+
+
+def test_every_route_goes_to_the_api_function(default_stack: Synthesized) -> None:
+    (integration_id, integration) = next(iter(of_type(default_stack.json, "AWS::ApiGatewayV2::Integration").items()))
+    assert integration["Properties"]["PayloadFormatVersion"] == "2.0"
+    assert render(integration["Properties"]["IntegrationUri"]).startswith("<JobApiHandlerFunction")
+    for route in routes(default_stack).values():
+        assert render(route["Target"]) == f"integrations/<{integration_id}>"
+
+
+def test_the_stage_throttles_by_default_and_writes_json_access_logs(default_stack: Synthesized) -> None:
+    (stage,) = of_type(default_stack.json, "AWS::ApiGatewayV2::Stage").values()
+    properties = stage["Properties"]
+    options = default_stack.stack.options
+    assert properties["StageName"] == "$default"
+    assert properties["DefaultRouteSettings"]["ThrottlingRateLimit"] == options.api_rate_limit
+    assert properties["DefaultRouteSettings"]["ThrottlingBurstLimit"] == options.api_burst_limit
+    destination = render(properties["AccessLogSettings"]["DestinationArn"])
+    groups = of_type(default_stack.json, "AWS::Logs::LogGroup")
+    assert destination.removeprefix("<").removesuffix(".Arn>") in groups
+    assert '"requestId":"$context.requestId"' in properties["AccessLogSettings"]["Format"]

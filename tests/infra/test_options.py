@@ -1,0 +1,44 @@
+"""Context options: text from the command line becomes typed options, or a clear error."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from infra.options import OptionsError, StackOptions
+
+
+def options(**context: Any) -> StackOptions:
+    return StackOptions.from_context(context.get)
+
+
+def test_no_context_gives_the_defaults() -> None:
+    assert options() == StackOptions()
+    assert options().jwt is False
+
+
+def test_command_line_text_is_typed() -> None:
+    parsed = options(
+        deletion_protection="false", retention_days="14", jwt_issuer="https://id.example.com", jwt_audience="a, b"
+    )
+    assert parsed.deletion_protection is False
+    assert parsed.retention_days == 14
+    assert parsed.jwt_audience == ("a", "b")
+    assert parsed.jwt is True
+
+
+@pytest.mark.parametrize(
+    ("context", "message"),
+    [
+        ({"jwt_issuer": "https://id.example.com"}, "both jwt_issuer and jwt_audience"),
+        ({"jwt_issuer": "http://id.example.com", "jwt_audience": "a"}, "https://"),
+        ({"deletion_protection": "maybe"}, "deletion_protection must be true or false"),
+        ({"retention_days": "a week"}, "retention_days must be a whole number"),
+        ({"prefix": "Offpath_Prod"}, "prefix"),
+        ({"log_retention_days": "4"}, "log_retention_days must be one of"),
+    ],
+)
+def test_unusable_context_is_rejected_with_its_key(context: dict[str, str], message: str) -> None:
+    with pytest.raises(OptionsError, match=message):
+        options(**context)
