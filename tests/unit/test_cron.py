@@ -152,3 +152,9 @@ def test_schedule_for_an_unregistered_job_type_is_rejected() -> None:
 def test_schedule_with_an_unknown_time_zone_is_rejected() -> None:
     with pytest.raises(RegistryError, match="time zone"):
         schedule("bad-zone", cron="0 3 * * ? *", timezone="Mars/Olympus", job="demo.echo")
+
+
+@pytest.mark.parametrize("name", ["job-cleanup", "offpath-sweeper"])
+def test_schedule_names_reserved_for_one_time_schedules_and_the_sweeper_are_rejected(name: str) -> None:
+    with pytest.raises(RegistryError, match="reserved"):
+        schedule(name, cron="0 3 * * ? *", job="demo.echo")

@@ -37,7 +37,8 @@ INDEX_SWEEP = "sweep"
 # The sweep index's partition key is spread over shards so no single partition takes every write.
 SWEEP_SHARDS = 4
 CONFLICT = "ConditionalCheckFailedException"
-SDK_CONFIG = Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=2, read_timeout=5)
+# total_max_attempts counts the first try: 3 attempts in all ("max_attempts" would mean 3 retries).
+SDK_CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 3}, connect_timeout=2, read_timeout=5)
 
 Item = dict[str, "AttributeValueTypeDef"]
 

@@ -15,7 +15,8 @@ from offpath.naming import SCHEDULED_TIME
 if TYPE_CHECKING:
     from mypy_boto3_scheduler.client import EventBridgeSchedulerClient
 
-SDK_CONFIG = Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=2, read_timeout=5)
+# total_max_attempts counts the first try: 3 attempts in all ("max_attempts" would mean 3 retries).
+SDK_CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 3}, connect_timeout=2, read_timeout=5)
 # The Scheduler's own retries of the invoke call, then its DLQ (AWS-SEMANTICS: at-least-once, async invoke).
 MAX_RETRY_ATTEMPTS = 185
 MAX_EVENT_AGE_S = 86_400

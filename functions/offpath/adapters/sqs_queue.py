@@ -15,7 +15,8 @@ if TYPE_CHECKING:
     from mypy_boto3_cloudwatch.client import CloudWatchClient
     from mypy_boto3_sqs.client import SQSClient
 
-SDK_CONFIG = Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=2, read_timeout=5)
+# total_max_attempts counts the first try: 3 attempts in all ("max_attempts" would mean 3 retries).
+SDK_CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 3}, connect_timeout=2, read_timeout=5)
 MAX_DELAY_S = 900
 SEND_BATCH_LIMIT = 10
 REASON_ATTRIBUTE = "offpath-failure-reason"

@@ -24,6 +24,9 @@ if TYPE_CHECKING:
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_.-]{0,62}$")
 QUEUE_NAME_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
 SCHEDULE_NAME_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,47}$")
+# Declared schedules share their group with these.
+RESERVED_SCHEDULE_PREFIX = "job-"
+RESERVED_SCHEDULE_SUFFIX = "-sweeper"
 
 # The Lambda hard limit; a worker's timeout must stay under it with room for bookkeeping.
 MAX_WORKER_TIMEOUT_S = 900
@@ -115,6 +118,11 @@ class Registry:
             raise RegistryError(f"{where}: name must match {SCHEDULE_NAME_PATTERN.pattern}")
         if schedule.name in self.schedules:
             raise RegistryError(f"{where} is declared twice")
+        if schedule.name.startswith(RESERVED_SCHEDULE_PREFIX) or schedule.name.endswith(RESERVED_SCHEDULE_SUFFIX):
+            raise RegistryError(
+                f"{where}: names starting with {RESERVED_SCHEDULE_PREFIX!r} (one-time schedules of delayed jobs) "
+                f"or ending with {RESERVED_SCHEDULE_SUFFIX!r} (the sweeper) are reserved"
+            )
         if schedule.overlap not in OVERLAP_POLICIES:
             raise RegistryError(f"{where}: overlap must be one of {', '.join(OVERLAP_POLICIES)}")
         if schedule.flexible_window_min is not None and not 1 <= schedule.flexible_window_min <= 1440:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import signal
 import threading
 from collections.abc import Callable
@@ -37,10 +38,12 @@ def _with_alarm(function: Callable[[], T], timeout_s: float) -> T:
 
 def _with_thread(function: Callable[[], T], timeout_s: float) -> T:
     outcome: dict[str, Any] = {}
+    # A new thread starts with an empty context: carry the caller's (the job id bound for logs).
+    context = contextvars.copy_context()
 
     def target() -> None:
         try:
-            outcome["value"] = function()
+            outcome["value"] = context.run(function)
         except BaseException as error:  # handed back to the caller's thread below
             outcome["error"] = error
 

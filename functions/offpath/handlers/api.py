@@ -111,11 +111,12 @@ def _tenant() -> str:
     return tenant
 
 
-def _decoded_json(limit_bytes: int) -> Any:
+def _decoded_json(limit_bytes: int, payload_limit_bytes: int | None = None) -> Any:
+    """`payload_limit_bytes`: the limit the caller knows, named in the 413 instead of the body's."""
     raw = app.current_event.decoded_body or ""
     size = len(raw.encode()) if isinstance(raw, str) else len(raw)
     if size > limit_bytes:
-        raise PayloadTooLargeError(size, limit_bytes)
+        raise PayloadTooLargeError(size, payload_limit_bytes or limit_bytes)
     try:
         return json.loads(raw)
     except (ValueError, UnicodeDecodeError):
@@ -160,7 +161,10 @@ def submit() -> Response[str]:
     services = _services()
     tenant = _tenant()
     body: SubmitBody = parse_body(
-        SubmitBody, _decoded_json(services.policy.payload_limit_bytes + ENVELOPE_ALLOWANCE_BYTES)
+        SubmitBody,
+        _decoded_json(
+            services.policy.payload_limit_bytes + ENVELOPE_ALLOWANCE_BYTES, services.policy.payload_limit_bytes
+        ),
     )
     request = SubmitRequest(
         tenant=tenant,
@@ -228,7 +232,8 @@ def list_jobs() -> Response[str]:
     if status is not None and status not in JobStatus.__members__:
         raise InvalidRequestError("status", f"status must be one of {', '.join(JobStatus.__members__)}")
     limit_text = params.get("limit", "20")
-    if not limit_text.isdigit() or not 1 <= int(limit_text) <= 100:
+    # ASCII digits only, and few: "²".isdigit() and 5,000 digits both make int() raise.
+    if not (limit_text.isascii() and limit_text.isdigit() and len(limit_text) <= 3) or not 1 <= int(limit_text) <= 100:
         raise InvalidRequestError("limit", "limit must be a whole number from 1 to 100")
     job_type = params.get("type")
     if job_type is not None and services.ports.registry.job_type(job_type) is None:
@@ -275,7 +280,9 @@ def redrive_queue(name: str) -> Response[str]:
         return _error(404, "not_found", "no such queue")
     params = app.current_event.query_string_parameters or {}
     rate_text = params.get("max_per_second")
-    if rate_text is not None and (not rate_text.isdigit() or not 1 <= int(rate_text) <= 500):
+    if rate_text is not None and (
+        not (rate_text.isascii() and rate_text.isdigit() and len(rate_text) <= 3) or not 1 <= int(rate_text) <= 500
+    ):
         raise InvalidRequestError("max_per_second", "max_per_second must be a whole number from 1 to 500")
     task = services.redriver.start(name, max_per_second=int(rate_text) if rate_text else None)
     return _json(202, {"redrive": vars(task)})

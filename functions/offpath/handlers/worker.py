@@ -28,6 +28,11 @@ class WorkerServices:
 def default_services() -> WorkerServices:
     settings = Settings.from_env()
     configure_logging("worker", settings.log_level)
+    return build_services(settings)
+
+
+def build_services(settings: Settings) -> WorkerServices:
+    """The worker's ports for `settings.queue_class` (the local runtime builds one per queue class)."""
     if settings.queue_class is None:
         raise RuntimeError("OFFPATH_QUEUE_CLASS is not set")
     return WorkerServices(
