@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import boto3
 import pytest
+from botocore.awsrequest import AWSPreparedRequest
 from moto import mock_aws
+from moto.core.botocore_stubber import BotocoreStubber
 
+from offpath.adapters import dynamodb_store, sqs_queue
 from offpath.adapters.dynamodb_store import DynamoDbJobStore
 from offpath.adapters.scheduler import EventBridgeJobScheduler
 from offpath.adapters.sqs_queue import SqsJobQueue, SqsQueueMonitor, SqsRedriver
@@ -23,35 +28,66 @@ from offpath.logic.sweep import SweepPolicy
 from offpath.settings import Settings
 from offpath_local.event_source import SqsEventSource
 from offpath_local.resources import Resources, create_resources
+from tests.fakes import NoJitter, RecordingMetrics
 from tests.http_events import body_of, http_event
 
+__all__ = ["Answer", "NoJitter", "Pipeline", "RecordingMetrics", "aws_calls", "operation_of", "sqs_event"]
 
-class NoJitter(random.Random):
-    """Backoff delays of zero, so retries are visible at once and tests need not wait."""
-
-    def uniform(self, a: float, b: float) -> float:
-        return 0.0
-
-
-class RecordingMetrics:
-    def __init__(self) -> None:
-        self.counts: dict[str, float] = {}
-        self.timings: dict[str, list[float]] = {}
-
-    def count(self, name: str, value: float = 1, *, queue: str, job_type: str) -> None:
-        self.counts[name] = self.counts.get(name, 0) + value
-
-    def milliseconds(self, name: str, value: float, *, queue: str, job_type: str) -> None:
-        self.timings.setdefault(name, []).append(value)
-
-    def flush(self) -> None:
-        pass
+# DynamoDB applies single-item conditional writes atomically; moto serves concurrent calls from
+# several threads without a lock, so here they are served one at a time, as one table would.
+_ONE_REQUEST_AT_A_TIME = threading.RLock()
+# Functions that may answer a request in AWS's place, before moto sees it (see `aws_answers`).
+Answer = tuple[int, dict[str, str], str]
+_ANSWERS: list[Callable[[AWSPreparedRequest], Answer | None]] = []
 
 
 @pytest.fixture
-def aws() -> Iterator[None]:
-    with mock_aws():
-        yield
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    serve = BotocoreStubber.process_request
+
+    def serve_one_at_a_time(self: BotocoreStubber, request: AWSPreparedRequest) -> Any:
+        with _ONE_REQUEST_AT_A_TIME:
+            for answer in list(_ANSWERS):
+                response = answer(request)
+                if response is not None:
+                    return response
+            return serve(self, request)
+
+    monkeypatch.setattr(BotocoreStubber, "process_request", serve_one_at_a_time)
+    _ANSWERS.clear()
+    try:
+        with mock_aws():
+            yield
+    finally:
+        _ANSWERS.clear()
+
+
+@pytest.fixture
+def aws_answers(aws: None) -> list[Callable[[AWSPreparedRequest], Answer | None]]:
+    """Append a function (request -> (status, headers, body) or None) to answer requests in AWS's
+    place: a throttle or a 5xx that, as on AWS, changes nothing."""
+    return _ANSWERS
+
+
+def operation_of(request: AWSPreparedRequest) -> str:
+    """The operation a request calls, from the JSON protocols' X-Amz-Target header
+    (for example DynamoDB_20120810.PutItem or AmazonSQS.SendMessage)."""
+    target = request.headers.get("X-Amz-Target", "")
+    return target.decode() if isinstance(target, bytes) else str(target)
+
+
+def aws_calls(*clients: Any) -> Counter[str]:
+    """Counts every call the given clients make from now on, as "Service.Operation"."""
+    calls: Counter[str] = Counter()
+    lock = threading.Lock()
+
+    def count(model: Any, **kwargs: Any) -> None:
+        with lock:
+            calls[f"{model.service_model.service_id}.{model.name}"] += 1
+
+    for client in clients:
+        client.meta.events.register("before-call", count)
+    return calls
 
 
 @pytest.fixture
@@ -61,7 +97,11 @@ def registry() -> Registry:
 
 @pytest.fixture
 def clients(aws: None) -> dict[str, Any]:
-    return {"dynamodb": boto3.client("dynamodb"), "sqs": boto3.client("sqs")}
+    # The adapters' own SDK configuration (standard retry mode, 3 attempts).
+    return {
+        "dynamodb": boto3.client("dynamodb", config=dynamodb_store.SDK_CONFIG),
+        "sqs": boto3.client("sqs", config=sqs_queue.SDK_CONFIG),
+    }
 
 
 @pytest.fixture
@@ -133,6 +173,9 @@ class Pipeline:
             settings=self.settings,
         )
         self.rng: random.Random = NoJitter()
+        # What the event source mapping delivered to the worker, and what the worker answered.
+        self.delivered: dict[str, list[str]] = {}
+        self.worker_responses: list[dict[str, Any]] = []
 
     def enqueue(self, event: dict[str, Any]) -> dict[str, Any]:
         services = enqueue.EnqueueServices(self.ports, self.api_services.policy)
@@ -168,12 +211,55 @@ class Pipeline:
         return SqsEventSource(
             self.clients["sqs"],
             self.resources.queue_urls[queue_class],
-            lambda event, context: worker.handler(event, context, services=services),
+            self._recording_worker(queue_class, services),
             function_name=f"worker-{queue_class}",
             batch_size=queue_settings.batch_size,
             batching_window_s=0,
             function_timeout_s=self.registry.worker_timeout_s(queue_class),
         )
+
+    def _recording_worker(self, queue_class: str, services: worker.WorkerServices) -> Any:
+        def invoke(event: dict[str, Any], context: Any) -> dict[str, Any]:
+            self.delivered.setdefault(queue_class, []).extend(r["receiptHandle"] for r in event["Records"])
+            response = worker.handler(event, context, services=services)
+            self.worker_responses.append(response)
+            return response
+
+        return invoke
+
+    def receive(self, queue_class: str = "default", count: int = 10) -> list[dict[str, Any]]:
+        """Receive messages as the event source mapping does (each receive counts; they go in flight)."""
+        response = self.clients["sqs"].receive_message(
+            QueueUrl=self.resources.queue_urls[queue_class],
+            MaxNumberOfMessages=count,
+            AttributeNames=["All"],
+            MessageAttributeNames=["All"],
+        )
+        messages: list[dict[str, Any]] = response.get("Messages", [])
+        return messages
+
+    def invoke_worker(self, messages: list[dict[str, Any]], queue_class: str = "default") -> dict[str, Any]:
+        """One worker invocation with these messages as its batch (the mapping's delete is not done)."""
+        return worker.handler(sqs_event(messages), None, services=self.worker_services(queue_class))
+
+    def visibility_timeout_passes(self, queue_class: str = "default") -> None:
+        """Every message delivered through `drain` and not deleted becomes visible again, as it
+        does on SQS when its visibility timeout ends."""
+        for receipt_handle in self.delivered.get(queue_class, []):
+            try:
+                self.clients["sqs"].change_message_visibility(
+                    QueueUrl=self.resources.queue_urls[queue_class], ReceiptHandle=receipt_handle, VisibilityTimeout=0
+                )
+            except self.clients["sqs"].exceptions.ClientError:
+                pass  # deleted, or already visible
+
+    def depth(self, queue_class: str = "default") -> tuple[int, int]:
+        """(visible, in flight) messages on the queue."""
+        attributes = self.clients["sqs"].get_queue_attributes(
+            QueueUrl=self.resources.queue_urls[queue_class],
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+        )["Attributes"]
+        return int(attributes["ApproximateNumberOfMessages"]), int(attributes["ApproximateNumberOfMessagesNotVisible"])
 
     def drain(self, queue_class: str = "default", max_polls: int = 50) -> int:
         """Poll until the queue has nothing visible; returns how many batches were invoked."""
@@ -201,6 +287,23 @@ class Pipeline:
             }
             for m in response.get("Messages", [])
         ]
+
+
+def sqs_event(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """The event the SQS event source mapping invokes the worker with."""
+    return {
+        "Records": [
+            {
+                "messageId": m["MessageId"],
+                "receiptHandle": m["ReceiptHandle"],
+                "body": m["Body"],
+                "attributes": m.get("Attributes", {}),
+                "messageAttributes": m.get("MessageAttributes", {}),
+                "eventSource": "aws:sqs",
+            }
+            for m in messages
+        ]
+    }
 
 
 @pytest.fixture

@@ -1,0 +1,507 @@
+"""In-memory fakes of the ports (offpath.domain.ports) and other test doubles.
+
+The fakes decide exactly as the real adapters do: `InMemoryJobStore` applies the pure transitions of
+`offpath.domain.job` under the same preconditions and attempt fencing as the conditional writes of
+`DynamoDbJobStore`; tests/integration/test_store_contract.py runs the same checks against both.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from offpath.domain import job as transitions
+from offpath.domain.backoff import Backoff
+from offpath.domain.context import JobContext
+from offpath.domain.errors import (
+    IdempotencyConflictError,
+    InvalidRequestError,
+    JobConflictError,
+    JobNotFoundError,
+    QueueUnavailableError,
+    TransitionError,
+)
+from offpath.domain.job import Job, JobStatus, Progress
+from offpath.domain.ports import CreateOutcome, Firing, JobMessage, JobPage, ScheduleState
+from offpath.domain.registry import REGISTRY, JobType, Registry
+
+# -- the job store ------------------------------------------------------------------------------
+
+
+class InMemoryJobStore:
+    """A thread-safe JobStore. Every write is recorded in `writes` (by operation name), whether it
+    changes anything or not, and `fail_next` makes the next call of an operation raise."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._jobs: dict[str, Job] = {}
+        self._once: set[tuple[str, str]] = set()
+        self._schedules: dict[str, ScheduleState] = {}
+        self._faults: dict[str, list[Exception]] = {}
+        self.writes: list[str] = []
+        self.reads: list[str] = []
+
+    # -- test controls ----------------------------------------------------------------------
+
+    def fail_next(self, operation: str, error: Exception) -> None:
+        """The next call of `operation` (a method name) raises `error` and changes nothing."""
+        with self._lock:
+            self._faults.setdefault(operation, []).append(error)
+
+    def put(self, job: Job) -> Job:
+        """Store a job as it is, bypassing every rule (to set up a test's starting state)."""
+        with self._lock:
+            self._jobs[job.job_id] = job
+            return job
+
+    def jobs(self) -> list[Job]:
+        with self._lock:
+            return list(self._jobs.values())
+
+    def _enter(self, operation: str, *, write: bool) -> None:
+        (self.writes if write else self.reads).append(operation)
+        faults = self._faults.get(operation)
+        if faults:
+            raise faults.pop(0)
+
+    # -- JobStore ---------------------------------------------------------------------------
+
+    def create(self, job: Job) -> CreateOutcome:
+        with self._lock:
+            self._enter("create", write=True)
+            existing = self._jobs.get(job.job_id)
+            if existing is None:
+                self._jobs[job.job_id] = job
+                return CreateOutcome(job, replayed=False)
+            if existing.submission_id == job.submission_id:
+                # A retry of this very write, which had landed: the job is ours, and new.
+                return CreateOutcome(existing, replayed=False)
+            if existing.tenant != job.tenant or existing.payload_hash != job.payload_hash:
+                raise IdempotencyConflictError(existing)
+            return CreateOutcome(existing, replayed=True)
+
+    def get(self, job_id: str) -> Job | None:
+        with self._lock:
+            self._enter("get", write=False)
+            return self._jobs.get(job_id)
+
+    def list_jobs(
+        self, tenant: str, *, status: JobStatus | None, job_type: str | None, limit: int, cursor: str | None
+    ) -> JobPage:
+        """Like a Query on the tenant's index, newest first: `limit` items are read, then the status
+        and type filters apply (a page can be short and still have a cursor)."""
+        with self._lock:
+            self._enter("list_jobs", write=False)
+            indexed = sorted((j for j in self._jobs.values() if j.tenant == tenant), key=_sort_key, reverse=True)
+            if cursor is not None:
+                after = _decode_cursor(cursor, tenant)
+                indexed = [j for j in indexed if _sort_key(j) < after]
+            window = indexed[:limit]
+            more = len(indexed) > limit
+            jobs = [
+                j for j in window if (status is None or j.status is status) and (job_type is None or j.type == job_type)
+            ]
+            next_cursor = _encode_cursor(tenant, _sort_key(window[-1])) if more and window else None
+            return JobPage(jobs, next_cursor)
+
+    def claim(self, job_id: str, *, tenant: str, now: datetime, lease_until: datetime, max_attempts: int) -> Job:
+        with self._lock:
+            self._enter("claim", write=True)
+            current = self._jobs.get(job_id)
+            if current is None:
+                raise JobNotFoundError(job_id)
+            if current.tenant != tenant:
+                raise JobConflictError(None, "message tenant does not match the job")
+            if current.attempt >= max_attempts:
+                raise JobConflictError(current, f"job is {current.status.value}")
+            try:
+                # The condition uses the job type's max_attempts; the item keeps its own.
+                claimed = transitions.claim(
+                    current.replace(max_attempts=max_attempts), now=now, lease=lease_until - now
+                ).replace(max_attempts=current.max_attempts)
+            except TransitionError:
+                raise JobConflictError(current, f"job is {current.status.value}") from None
+            self._jobs[job_id] = claimed
+            return claimed
+
+    def record_success(self, job: Job, *, result: Any, now: datetime, expires_at: datetime) -> None:
+        stored = json.loads(json.dumps(result, default=str))
+        self._fenced(
+            "record_success",
+            job,
+            lambda current: transitions.succeed(
+                current, attempt=job.attempt, result=stored, now=now, retention=expires_at - now
+            ),
+        )
+
+    def record_retry(self, job: Job, *, error: str, now: datetime, next_attempt_at: datetime) -> None:
+        self._fenced(
+            "record_retry",
+            job,
+            lambda current: transitions.schedule_retry(
+                current, attempt=job.attempt, error=error, now=now, delay=next_attempt_at - now
+            ),
+        )
+
+    def record_failure(self, job: Job, *, error: str, now: datetime, expires_at: datetime) -> None:
+        self._fenced(
+            "record_failure",
+            job,
+            lambda current: transitions.fail(
+                current, attempt=job.attempt, error=error, now=now, retention=expires_at - now
+            ),
+        )
+
+    def fail_expired_lease(self, job: Job, *, now: datetime, expires_at: datetime) -> None:
+        def change(current: Job) -> Job:
+            if current.attempt != job.attempt:
+                raise TransitionError(
+                    current.status, JobStatus.FAILED, f"attempt {job.attempt} no longer holds the job"
+                )
+            return transitions.fail_expired_lease(current, now=now, retention=expires_at - now)
+
+        self._fenced("fail_expired_lease", job, change)
+
+    def cancel(self, job_id: str, *, tenant: str, now: datetime, expires_at: datetime) -> Job:
+        with self._lock:
+            self._enter("cancel", write=True)
+            current = self._jobs.get(job_id)
+            if current is None or current.tenant != tenant:
+                raise JobNotFoundError(job_id)
+            try:
+                cancelled = transitions.cancel(current, now=now, retention=expires_at - now)
+            except TransitionError:
+                raise JobConflictError(current, f"a {current.status.value} job cannot be cancelled") from None
+            self._jobs[job_id] = cancelled
+            return cancelled
+
+    def set_progress(self, job_id: str, *, attempt: int, progress: Progress, now: datetime) -> None:
+        with self._lock:
+            self._enter("set_progress", write=True)
+            current = self._jobs.get(job_id)
+            if current is None or current.status is not JobStatus.RUNNING or current.attempt != attempt:
+                raise JobConflictError(None, f"attempt {attempt} no longer holds the job")
+            self._jobs[job_id] = current.replace(progress=progress, updated_at=now)
+
+    def mark_once(self, job_id: str, name: str, *, now: datetime, expires_at: datetime) -> bool:
+        with self._lock:
+            self._enter("mark_once", write=True)
+            if (job_id, name) in self._once:
+                return False
+            self._once.add((job_id, name))
+            return True
+
+    # -- scheduling, sweeping and redrive ---------------------------------------------------
+
+    def enqueue_scheduled(self, job_id: str, *, tenant: str, now: datetime, sweep_at: datetime) -> Job:
+        return self._owned(
+            "enqueue_scheduled",
+            job_id,
+            tenant,
+            lambda current: transitions.enqueue_scheduled(current, now=now, sweep_at=sweep_at),
+        )
+
+    def reset_for_redrive(self, job_id: str, *, tenant: str, now: datetime, sweep_at: datetime) -> Job:
+        return self._owned(
+            "reset_for_redrive",
+            job_id,
+            tenant,
+            lambda current: transitions.redrive(current, now=now, sweep_at=sweep_at),
+        )
+
+    def requeue_expired_lease(self, job: Job, *, now: datetime, sweep_at: datetime) -> Job:
+        def change(current: Job) -> Job:
+            if current.attempt != job.attempt:
+                raise TransitionError(
+                    current.status, JobStatus.QUEUED, f"attempt {job.attempt} no longer holds the job"
+                )
+            requeued = transitions.requeue_expired_lease(current, now=now, sweep_at=sweep_at)
+            # As the DynamoDB store does: the requeue counts as a resend of the job's message.
+            return requeued.replace(resends=current.resends + 1)
+
+        return self._fenced("requeue_expired_lease", job, change)
+
+    def due_for_sweep(self, *, now: datetime, limit: int) -> list[Job]:
+        with self._lock:
+            self._enter("due_for_sweep", write=False)
+            due = [
+                j for j in self._jobs.values() if j.sweep_at is not None and not j.status.is_final and j.sweep_at <= now
+            ]
+            return sorted(due, key=lambda j: j.sweep_at or j.created_at)[:limit]
+
+    def reschedule_sweep(self, job: Job, *, sweep_at: datetime, resent: bool) -> None:
+        with self._lock:
+            self._enter("reschedule_sweep", write=True)
+            if job.sweep_at is None:
+                raise JobConflictError(job, "the job has no sweep time")
+            current = self._jobs.get(job.job_id)
+            if current is None:
+                raise JobConflictError(None, "another sweep handled the job")
+            try:
+                self._jobs[job.job_id] = transitions.reschedule_sweep(
+                    current, seen=job.sweep_at, sweep_at=sweep_at, resent=resent
+                )
+            except TransitionError:
+                raise JobConflictError(None, "another sweep handled the job") from None
+
+    def get_schedule_state(self, name: str) -> ScheduleState | None:
+        with self._lock:
+            self._enter("get_schedule_state", write=False)
+            return self._schedules.get(name)
+
+    def record_firing(self, name: str, firing: Firing, *, keep: int) -> ScheduleState:
+        with self._lock:
+            self._enter("record_firing", write=True)
+            current = self._schedules.get(name) or ScheduleState(name, None, (), version=0)
+            others = tuple(f for f in current.firings if f.slot != firing.slot)
+            updated = ScheduleState(
+                name, firing.job_id or current.last_job_id, (firing, *others)[:keep], version=current.version + 1
+            )
+            self._schedules[name] = updated
+            return updated
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def _owned(self, operation: str, job_id: str, tenant: str, change: Callable[[Job], Job]) -> Job:
+        """A change by id on the caller's own job: another tenant's job is no job."""
+        with self._lock:
+            self._enter(operation, write=True)
+            current = self._jobs.get(job_id)
+            if current is None or current.tenant != tenant:
+                raise JobNotFoundError(job_id)
+            try:
+                changed = change(current)
+            except TransitionError:
+                raise JobConflictError(current, f"job is {current.status.value}") from None
+            self._jobs[job_id] = changed
+            return changed
+
+    def _fenced(self, operation: str, job: Job, change: Callable[[Job], Job]) -> Job:
+        with self._lock:
+            self._enter(operation, write=True)
+            current = self._jobs.get(job.job_id)
+            if current is None:
+                raise JobConflictError(None, f"attempt {job.attempt} no longer holds the job")
+            try:
+                changed = change(current)
+            except TransitionError:
+                raise JobConflictError(current, f"attempt {job.attempt} no longer holds the job") from None
+            self._jobs[job.job_id] = changed
+            return changed
+
+
+def _sort_key(job: Job) -> tuple[datetime, str]:
+    return (job.created_at, job.job_id)
+
+
+def _encode_cursor(tenant: str, key: tuple[datetime, str]) -> str:
+    text = json.dumps({"tenant": tenant, "created_at": key[0].isoformat(), "job_id": key[1]})
+    return base64.urlsafe_b64encode(text.encode()).decode()
+
+
+def _decode_cursor(cursor: str, tenant: str) -> tuple[datetime, str]:
+    try:
+        data = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+        if data["tenant"] != tenant:
+            raise ValueError("cursor belongs to another listing")
+        return (datetime.fromisoformat(data["created_at"]), str(data["job_id"]))
+    except (ValueError, TypeError, KeyError):
+        raise InvalidRequestError("cursor", "cursor is not one this listing returned") from None
+
+
+# -- the job queue ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Sent:
+    queue: str
+    message: JobMessage
+    delay_s: int = 0
+
+
+@dataclass(frozen=True)
+class VisibilityChange:
+    queue: str
+    receipt_handle: str
+    timeout_s: int
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    queue: str
+    message: JobMessage
+    reason: str
+
+
+class InMemoryJobQueue:
+    """A JobQueue that records what it was asked to do. `fail_sends()` makes sends fail."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.sent: list[Sent] = []
+        self.batches: list[tuple[str, list[JobMessage]]] = []
+        self.visibility_changes: list[VisibilityChange] = []
+        self.dead_letters: list[DeadLetter] = []
+        self._failing_sends: int | None = 0
+
+    def fail_sends(self, times: int | None = None) -> None:
+        """The next `times` sends fail (None: every send from now on); DLQ sends are not affected."""
+        self._failing_sends = times
+
+    def _send_fails(self) -> bool:
+        if self._failing_sends is None:
+            return True
+        if self._failing_sends > 0:
+            self._failing_sends -= 1
+            return True
+        return False
+
+    def send(self, queue: str, message: JobMessage, *, delay_s: int = 0) -> None:
+        with self._lock:
+            if self._send_fails():
+                raise QueueUnavailableError("SQS unavailable (injected)")
+            self.sent.append(Sent(queue, message, delay_s))
+
+    def send_batch(self, queue: str, messages: list[JobMessage]) -> list[JobMessage]:
+        with self._lock:
+            if self._send_fails():
+                return list(messages)
+            self.batches.append((queue, list(messages)))
+            self.sent.extend(Sent(queue, m) for m in messages)
+            return []
+
+    def change_visibility(self, queue: str, receipt_handle: str, timeout_s: int) -> None:
+        with self._lock:
+            self.visibility_changes.append(VisibilityChange(queue, receipt_handle, timeout_s))
+
+    def send_to_dlq(self, queue: str, message: JobMessage, *, reason: str) -> None:
+        with self._lock:
+            self.dead_letters.append(DeadLetter(queue, message, reason))
+
+
+# -- metrics ------------------------------------------------------------------------------------
+
+
+class RecordingMetrics:
+    """Metrics summed by name (all dimensions together); thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.counts: dict[str, float] = {}
+        self.timings: dict[str, list[float]] = {}
+        self.flushes = 0
+
+    def count(self, name: str, value: float = 1, *, queue: str, job_type: str) -> None:
+        with self._lock:
+            self.counts[name] = self.counts.get(name, 0) + value
+
+    def milliseconds(self, name: str, value: float, *, queue: str, job_type: str) -> None:
+        with self._lock:
+            self.timings.setdefault(name, []).append(value)
+
+    def flush(self) -> None:
+        with self._lock:
+            self.flushes += 1
+
+
+# -- randomness ---------------------------------------------------------------------------------
+
+
+class NoJitter(random.Random):
+    """Backoff delays of zero, so retries are visible at once and tests need not wait."""
+
+    def uniform(self, a: float, b: float) -> float:
+        return 0.0
+
+
+class CeilingJitter(random.Random):
+    """Full jitter's largest draw: every backoff delay is its ceiling."""
+
+    def uniform(self, a: float, b: float) -> float:
+        return b
+
+
+# -- job types for tests ------------------------------------------------------------------------
+
+
+class AnyPayload(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class StrictPayload(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(max_length=20)
+    count: int = Field(default=0, ge=0)
+
+
+@dataclass
+class ScriptedJob:
+    """A job function whose behaviour a test sets (`action`); it records every call."""
+
+    action: Callable[[BaseModel, JobContext], Any] = field(default=lambda payload, ctx: {"done": True})
+    calls: list[tuple[str, int]] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def __call__(self, payload: BaseModel, ctx: JobContext) -> Any:
+        with self._lock:
+            self.calls.append((ctx.job_id, ctx.attempt))
+        return self.action(payload, ctx)
+
+    def runs_of(self, job_id: str) -> int:
+        with self._lock:
+            return sum(1 for called_id, _ in self.calls if called_id == job_id)
+
+
+SCRIPTED_TYPE = "test.scripted"
+STRICT_TYPE = "test.strict"
+SCRIPTED_MAX_ATTEMPTS = 3
+SCRIPTED_TIMEOUT_S = 10
+SCRIPTED_BACKOFF = Backoff(base_s=2.0, cap_s=5.0)
+
+
+def registry_with(scripted: ScriptedJob, base: Registry | None = None) -> Registry:
+    """A copy of `base` (by default the project's registry with its job types loaded) plus
+    `test.scripted` (runs `scripted`) and `test.strict` (a payload model that forbids extra keys),
+    both on the default queue. The project's registry itself is left unchanged."""
+    if base is None:
+        from offpath.jobs import load_job_types
+
+        base = load_job_types()
+    registry = Registry(queues=dict(base.queues), job_types=dict(base.job_types), schedules=dict(base.schedules))
+    registry.add_job_type(
+        JobType(
+            name=SCRIPTED_TYPE,
+            function=scripted,
+            payload_model=AnyPayload,
+            queue="default",
+            max_attempts=SCRIPTED_MAX_ATTEMPTS,
+            timeout_s=SCRIPTED_TIMEOUT_S,
+            backoff=SCRIPTED_BACKOFF,
+        )
+    )
+    registry.add_job_type(
+        JobType(
+            name=STRICT_TYPE,
+            function=lambda payload, ctx: None,
+            payload_model=StrictPayload,
+            queue="default",
+            max_attempts=1,
+            timeout_s=SCRIPTED_TIMEOUT_S,
+            backoff=Backoff(),
+        )
+    )
+    return registry
+
+
+def queue_classes_only() -> Registry:
+    """A registry with the project's queue classes and no job types."""
+    return Registry(queues=dict(REGISTRY.queues))

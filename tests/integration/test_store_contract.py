@@ -1,0 +1,390 @@
+"""One contract, two stores: the DynamoDB store (under moto) and the in-memory fake decide alike.
+
+This is what keeps the fake honest for the unit tests, and where attempt fencing (TESTPLAN 20) is
+checked on the store itself with a clock the test controls.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from offpath.domain.errors import (
+    IdempotencyConflictError,
+    InvalidRequestError,
+    JobConflictError,
+    JobNotFoundError,
+)
+from offpath.domain.job import Job, JobStatus, Progress
+from offpath.domain.ports import JobStore
+from tests.fakes import InMemoryJobStore
+
+T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+LEASE = timedelta(seconds=60)
+RETENTION = timedelta(days=7)
+TENANT = "tenant-a"
+
+
+@pytest.fixture(params=["in-memory", "dynamodb"])
+def job_store(request: pytest.FixtureRequest) -> JobStore:
+    if request.param == "in-memory":
+        return InMemoryJobStore()
+    store: JobStore = request.getfixturevalue("store")
+    return store
+
+
+def new_job(
+    n: int = 1, *, tenant: str = TENANT, payload_hash: str = "h1", submission: str = "s1", **changes: Any
+) -> Job:
+    job = Job(
+        job_id=f"{n:032x}",
+        tenant=tenant,
+        type="demo.echo",
+        queue="default",
+        payload={"n": n},
+        payload_hash=payload_hash,
+        status=JobStatus.QUEUED,
+        created_at=T0 + timedelta(seconds=n),
+        updated_at=T0 + timedelta(seconds=n),
+        max_attempts=3,
+        idempotency_key=f"key-{n}",
+        submission_id=submission,
+        sweep_at=T0 + timedelta(minutes=2),
+    )
+    return job.replace(**changes)
+
+
+def claim(store: JobStore, job: Job, now: datetime = T0, max_attempts: int = 3) -> Job:
+    return store.claim(job.job_id, tenant=job.tenant, now=now, lease_until=now + LEASE, max_attempts=max_attempts)
+
+
+def current(store: JobStore, job: Job) -> Job:
+    found = store.get(job.job_id)
+    assert found is not None
+    return found
+
+
+# -- create: the idempotency decision ----------------------------------------------------------
+
+
+def test_a_new_job_is_created(job_store: JobStore) -> None:
+    outcome = job_store.create(new_job())
+
+    assert not outcome.replayed
+    assert current(job_store, new_job()).status is JobStatus.QUEUED
+
+
+def test_a_retry_of_the_same_write_is_the_same_new_job(job_store: JobStore) -> None:
+    job_store.create(new_job())
+
+    outcome = job_store.create(new_job())
+
+    assert (outcome.replayed, outcome.job.job_id) == (False, new_job().job_id)
+
+
+def test_another_submission_with_the_same_payload_is_a_replay(job_store: JobStore) -> None:
+    job_store.create(new_job())
+
+    outcome = job_store.create(new_job(submission="s2"))
+
+    assert outcome.replayed
+    assert outcome.job.submission_id == "s1"
+
+
+def test_another_submission_with_another_payload_is_a_conflict(job_store: JobStore) -> None:
+    job_store.create(new_job())
+
+    with pytest.raises(IdempotencyConflictError) as raised:
+        job_store.create(new_job(submission="s2", payload_hash="h2"))
+
+    assert raised.value.existing.payload_hash == "h1"
+    assert current(job_store, new_job()).payload_hash == "h1"
+
+
+def test_an_unknown_job_is_none(job_store: JobStore) -> None:
+    assert job_store.get("f" * 32) is None
+
+
+# -- claim ---------------------------------------------------------------------------------------
+
+
+def test_a_claim_takes_the_job_with_a_lease_and_the_next_attempt(job_store: JobStore) -> None:
+    job_store.create(new_job())
+
+    claimed = claim(job_store, new_job())
+
+    assert (claimed.status, claimed.attempt, claimed.lease_until) == (JobStatus.RUNNING, 1, T0 + LEASE)
+    assert current(job_store, claimed).attempt == 1
+
+
+def test_a_second_claim_while_the_lease_is_held_is_refused_with_the_job(job_store: JobStore) -> None:
+    job_store.create(new_job())
+    claim(job_store, new_job())
+
+    with pytest.raises(JobConflictError) as raised:
+        claim(job_store, new_job(), now=T0 + timedelta(seconds=30))
+
+    assert raised.value.job is not None
+    assert (raised.value.job.status, raised.value.job.attempt) == (JobStatus.RUNNING, 1)
+
+
+def test_a_claim_after_the_lease_expired_is_the_next_attempt(job_store: JobStore) -> None:
+    job_store.create(new_job())
+    claim(job_store, new_job())
+
+    again = claim(job_store, new_job(), now=T0 + LEASE)
+
+    assert again.attempt == 2
+
+
+def test_a_claim_with_no_attempts_left_is_refused(job_store: JobStore) -> None:
+    job_store.create(new_job())
+    claim(job_store, new_job(), max_attempts=1)
+
+    with pytest.raises(JobConflictError):
+        claim(job_store, new_job(), now=T0 + LEASE, max_attempts=1)
+
+
+def test_a_claim_of_an_unknown_job_is_not_found(job_store: JobStore) -> None:
+    with pytest.raises(JobNotFoundError):
+        claim(job_store, new_job())
+
+
+def test_a_claim_naming_another_tenant_is_refused_without_the_job(job_store: JobStore) -> None:
+    job_store.create(new_job())
+
+    with pytest.raises(JobConflictError) as raised:
+        claim(job_store, new_job(tenant="tenant-b"))
+
+    assert raised.value.job is None
+    assert current(job_store, new_job()).status is JobStatus.QUEUED
+
+
+# -- outcomes and fencing (TESTPLAN 20) ----------------------------------------------------------
+
+
+def test_success_stores_the_result_as_json(job_store: JobStore) -> None:
+    job_store.create(new_job())
+    claimed = claim(job_store, new_job())
+
+    job_store.record_success(claimed, result={"at": T0, "n": 1}, now=T0, expires_at=T0 + RETENTION)
+
+    done = current(job_store, claimed)
+    assert (done.status, done.result, done.sweep_at) == (JobStatus.SUCCEEDED, {"at": str(T0), "n": 1}, None)
+
+
+def test_a_retry_makes_the_job_claimable_for_its_next_attempt(job_store: JobStore) -> None:
+    job_store.create(new_job())
+    first = claim(job_store, new_job())
+
+    job_store.record_retry(first, error="boom", now=T0, next_attempt_at=T0 + timedelta(seconds=4))
+
+    waiting = current(job_store, first)
+    assert (waiting.status, waiting.error, waiting.next_attempt_at) == (
+        JobStatus.RETRYING,
+        "boom",
+        T0 + timedelta(seconds=4),
+    )
+    assert claim(job_store, new_job(), now=T0 + timedelta(seconds=1)).attempt == 2
+
+
+@pytest.mark.parametrize("late_outcome", ["record_success", "record_retry", "record_failure"])
+def test_a_late_attempt_cannot_overwrite_the_outcome_of_a_newer_one(job_store: JobStore, late_outcome: str) -> None:
+    job_store.create(new_job())
+    late = claim(job_store, new_job())
+    newer = claim(job_store, new_job(), now=T0 + LEASE)
+    job_store.record_success(newer, result="newer", now=T0 + LEASE, expires_at=T0 + RETENTION)
+    arguments: dict[str, Any] = {
+        "record_success": {"result": "late", "expires_at": T0 + RETENTION},
+        "record_retry": {"error": "late", "next_attempt_at": T0 + LEASE},
+        "record_failure": {"error": "late", "expires_at": T0 + RETENTION},
+    }[late_outcome]
+
+    with pytest.raises(JobConflictError):
+        getattr(job_store, late_outcome)(late, now=T0 + 2 * LEASE, **arguments)
+
+    final = current(job_store, newer)
+    assert (final.status, final.attempt, final.result, final.error) == (JobStatus.SUCCEEDED, 2, "newer", None)
+
+
+def test_a_late_attempt_cannot_fail_a_job_while_the_newer_attempt_runs(job_store: JobStore) -> None:
+    job_store.create(new_job())
+    late = claim(job_store, new_job())
+    claim(job_store, new_job(), now=T0 + LEASE)
+
+    with pytest.raises(JobConflictError):
+        job_store.record_failure(late, error="late", now=T0 + LEASE, expires_at=T0 + RETENTION)
+
+    assert (current(job_store, late).status, current(job_store, late).attempt) == (JobStatus.RUNNING, 2)
+
+
+def test_an_expired_lease_fails_the_job_only_once_it_has_expired(job_store: JobStore) -> None:
+    job_store.create(new_job())
+    claimed = claim(job_store, new_job())
+
+    with pytest.raises(JobConflictError):
+        job_store.fail_expired_lease(claimed, now=T0 + timedelta(seconds=1), expires_at=T0 + RETENTION)
+    job_store.fail_expired_lease(claimed, now=T0 + LEASE, expires_at=T0 + RETENTION)
+
+    failed = current(job_store, claimed)
+    assert (failed.status, failed.error) == (JobStatus.FAILED, "lease expired")
+
+
+def test_an_expired_lease_of_an_older_attempt_fails_nothing(job_store: JobStore) -> None:
+    job_store.create(new_job())
+    older = claim(job_store, new_job())
+    newer = claim(job_store, new_job(), now=T0 + LEASE)
+
+    with pytest.raises(JobConflictError):
+        job_store.fail_expired_lease(older, now=T0 + 3 * LEASE, expires_at=T0 + RETENTION)
+
+    assert current(job_store, newer).status is JobStatus.RUNNING
+
+
+def test_progress_is_stored_for_the_attempt_holding_the_job_only(job_store: JobStore) -> None:
+    job_store.create(new_job())
+    claim(job_store, new_job())
+    claim(job_store, new_job(), now=T0 + LEASE)
+
+    job_store.set_progress(new_job().job_id, attempt=2, progress=Progress(0.5, "half"), now=T0 + LEASE)
+    with pytest.raises(JobConflictError):
+        job_store.set_progress(new_job().job_id, attempt=1, progress=Progress(0.9, "late"), now=T0 + LEASE)
+
+    assert current(job_store, new_job()).progress == Progress(0.5, "half")
+
+
+# -- cancel, once -------------------------------------------------------------------------------
+
+
+def test_a_queued_job_is_cancelled(job_store: JobStore) -> None:
+    job_store.create(new_job())
+
+    cancelled = job_store.cancel(new_job().job_id, tenant=TENANT, now=T0, expires_at=T0 + RETENTION)
+
+    assert (cancelled.status, current(job_store, cancelled).status) == (JobStatus.CANCELLED, JobStatus.CANCELLED)
+
+
+def test_a_running_job_is_not_cancelled(job_store: JobStore) -> None:
+    job_store.create(new_job())
+    claim(job_store, new_job())
+
+    with pytest.raises(JobConflictError) as raised:
+        job_store.cancel(new_job().job_id, tenant=TENANT, now=T0, expires_at=T0 + RETENTION)
+
+    assert str(raised.value) == "a RUNNING job cannot be cancelled"
+
+
+def test_another_tenants_job_is_not_found_for_cancel(job_store: JobStore) -> None:
+    job_store.create(new_job())
+
+    with pytest.raises(JobNotFoundError):
+        job_store.cancel(new_job().job_id, tenant="tenant-b", now=T0, expires_at=T0 + RETENTION)
+
+    assert current(job_store, new_job()).status is JobStatus.QUEUED
+
+
+def test_an_unknown_job_is_not_found_for_cancel(job_store: JobStore) -> None:
+    with pytest.raises(JobNotFoundError):
+        job_store.cancel(new_job().job_id, tenant=TENANT, now=T0, expires_at=T0 + RETENTION)
+
+
+def test_once_is_true_the_first_time_only(job_store: JobStore) -> None:
+    marks = [
+        job_store.mark_once("j1", "email", now=T0, expires_at=T0 + RETENTION),
+        job_store.mark_once("j1", "email", now=T0, expires_at=T0 + RETENTION),
+        job_store.mark_once("j1", "sms", now=T0, expires_at=T0 + RETENTION),
+        job_store.mark_once("j2", "email", now=T0, expires_at=T0 + RETENTION),
+    ]
+
+    assert marks == [True, False, True, True]
+
+
+# -- listing ------------------------------------------------------------------------------------
+
+
+def test_a_tenants_jobs_are_listed_newest_first_in_pages(job_store: JobStore) -> None:
+    for n in range(1, 6):
+        job_store.create(new_job(n))
+    job_store.create(new_job(9, tenant="tenant-b"))
+
+    pages, cursor = [], None
+    for _ in range(3):
+        page = job_store.list_jobs(TENANT, status=None, job_type=None, limit=2, cursor=cursor)
+        pages.append([int(job.job_id, 16) for job in page.jobs])
+        cursor = page.cursor
+
+    assert pages == [[5, 4], [3, 2], [1]]
+    assert cursor is None
+
+
+def test_the_status_filter_applies_after_the_limit(job_store: JobStore) -> None:
+    for n in range(1, 4):
+        job_store.create(new_job(n))
+    claim(job_store, new_job(3))
+
+    page = job_store.list_jobs(TENANT, status=JobStatus.QUEUED, job_type=None, limit=1, cursor=None)
+    rest = job_store.list_jobs(TENANT, status=JobStatus.QUEUED, job_type=None, limit=10, cursor=page.cursor)
+
+    assert page.jobs == []  # the newest job is RUNNING: a short page that still has a cursor
+    assert [int(job.job_id, 16) for job in rest.jobs] == [2, 1]
+
+
+def test_a_cursor_from_another_tenant_is_refused(job_store: JobStore) -> None:
+    for n in range(1, 3):
+        job_store.create(new_job(n))
+    cursor = job_store.list_jobs(TENANT, status=None, job_type=None, limit=1, cursor=None).cursor
+
+    with pytest.raises(InvalidRequestError):
+        job_store.list_jobs("tenant-b", status=None, job_type=None, limit=1, cursor=cursor)
+
+
+# -- sweeping and redrive -----------------------------------------------------------------------
+
+
+def test_jobs_due_for_a_sweep_are_the_unfinished_ones_whose_time_passed(job_store: JobStore) -> None:
+    job_store.create(new_job(1, sweep_at=T0))
+    job_store.create(new_job(2, sweep_at=T0 + timedelta(hours=1)))
+    job_store.create(new_job(3, sweep_at=T0 - timedelta(minutes=1)))
+    done = claim(job_store, new_job(3), now=T0 - timedelta(minutes=1))
+    job_store.record_success(done, result=None, now=T0, expires_at=T0 + RETENTION)
+
+    due = job_store.due_for_sweep(now=T0, limit=10)
+
+    assert [int(job.job_id, 16) for job in due] == [1]
+
+
+def test_of_two_sweeps_that_saw_the_same_time_only_one_moves_it(job_store: JobStore) -> None:
+    job_store.create(new_job(1, sweep_at=T0))
+    seen = current(job_store, new_job(1))
+
+    job_store.reschedule_sweep(seen, sweep_at=T0 + LEASE, resent=True)
+    with pytest.raises(JobConflictError):
+        job_store.reschedule_sweep(seen, sweep_at=T0 + 2 * LEASE, resent=True)
+
+    swept = current(job_store, seen)
+    assert (swept.sweep_at, swept.resends) == (T0 + LEASE, 1)
+
+
+def test_a_redrive_gives_a_failed_job_a_fresh_budget_once(job_store: JobStore) -> None:
+    job_store.create(new_job())
+    claimed = claim(job_store, new_job())
+    job_store.record_failure(claimed, error="bad", now=T0, expires_at=T0 + RETENTION)
+
+    again = job_store.reset_for_redrive(claimed.job_id, tenant=TENANT, now=T0, sweep_at=T0 + LEASE)
+    with pytest.raises(JobConflictError):
+        job_store.reset_for_redrive(claimed.job_id, tenant=TENANT, now=T0, sweep_at=T0 + LEASE)
+
+    assert (again.status, again.attempt, again.redrives, again.error) == (JobStatus.QUEUED, 0, 1, None)
+
+
+def test_an_expired_lease_with_attempts_left_is_requeued_once(job_store: JobStore) -> None:
+    job_store.create(new_job())
+    claimed = claim(job_store, new_job())
+
+    requeued = job_store.requeue_expired_lease(claimed, now=T0 + LEASE, sweep_at=T0 + 2 * LEASE)
+    with pytest.raises(JobConflictError):
+        job_store.requeue_expired_lease(claimed, now=T0 + LEASE, sweep_at=T0 + 2 * LEASE)
+
+    assert (requeued.status, requeued.attempt, requeued.resends) == (JobStatus.QUEUED, 1, 1)

@@ -1,0 +1,229 @@
+"""Accepting jobs: validation, the idempotency decision, and a send that may fail without losing the job."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from offpath.domain.errors import IdempotencyConflictError, InvalidRequestError, PayloadTooLargeError
+from offpath.domain.job import JobStatus
+from offpath.domain.ports import JobMessage
+from offpath.logic.submit import (
+    MAX_BATCH,
+    Ports,
+    SubmitPolicy,
+    SubmitRequest,
+    canonical_json,
+    job_id_for,
+    submit_batch,
+    submit_job,
+)
+from tests.fakes import SCRIPTED_TYPE, STRICT_TYPE, InMemoryJobQueue, InMemoryJobStore, RecordingMetrics
+from tests.unit.conftest import TENANT
+
+SNEAKY = "../$(rm -rf /)\"'\x00\x1b[31m"
+
+
+def request(payload: dict[str, Any] | None = None, **changes: Any) -> SubmitRequest:
+    fields: dict[str, Any] = {"tenant": TENANT, "type": SCRIPTED_TYPE, "payload": payload or {"n": 1}}
+    fields.update(changes)
+    return SubmitRequest(**fields)
+
+
+# -- validation ---------------------------------------------------------------------------------
+
+
+def test_an_unknown_type_is_rejected_naming_the_field_without_echoing_it(ports: Ports) -> None:
+    with pytest.raises(InvalidRequestError) as raised:
+        submit_job(request(type=SNEAKY), ports, SubmitPolicy())
+
+    assert (raised.value.field, raised.value.code) == ("type", "unknown_job_type")
+    assert SNEAKY not in str(raised.value)
+
+
+def test_a_payload_value_of_the_wrong_kind_is_rejected_naming_the_field_without_echoing_it(ports: Ports) -> None:
+    with pytest.raises(InvalidRequestError) as raised:
+        submit_job(request({"name": SNEAKY * 3}, type=STRICT_TYPE), ports, SubmitPolicy())
+
+    assert (raised.value.field, raised.value.code) == ("payload.name", "invalid_payload")
+    assert SNEAKY not in str(raised.value)
+
+
+def test_an_unexpected_payload_key_is_rejected_without_echoing_the_key(ports: Ports) -> None:
+    with pytest.raises(InvalidRequestError) as raised:
+        submit_job(request({"name": "ok", SNEAKY: 1}, type=STRICT_TYPE), ports, SubmitPolicy())
+
+    assert raised.value.field == "payload.?"
+    assert SNEAKY not in str(raised.value)
+
+
+def test_a_queue_other_than_the_job_types_is_rejected(ports: Ports) -> None:
+    with pytest.raises(InvalidRequestError) as raised:
+        submit_job(request(queue="critical"), ports, SubmitPolicy())
+
+    assert raised.value.field == "queue"
+
+
+@pytest.mark.parametrize("key", ["", "x" * 256, "tab\there", "line\nbreak"])
+def test_an_idempotency_key_that_is_empty_too_long_or_unprintable_is_rejected(ports: Ports, key: str) -> None:
+    with pytest.raises(InvalidRequestError) as raised:
+        submit_job(request(idempotency_key=key), ports, SubmitPolicy())
+
+    assert raised.value.field == "Idempotency-Key"
+
+
+def test_nothing_is_written_or_sent_for_a_rejected_request(
+    ports: Ports, store: InMemoryJobStore, queue: InMemoryJobQueue
+) -> None:
+    with pytest.raises(InvalidRequestError):
+        submit_job(request(type="no.such.type"), ports, SubmitPolicy())
+
+    assert (store.writes, queue.sent) == ([], [])
+
+
+# -- payload limit ------------------------------------------------------------------------------
+
+
+def payload_of_size(size: int) -> dict[str, str]:
+    """A payload whose compact canonical JSON is exactly `size` bytes."""
+    payload = {"data": ""}
+    payload["data"] = "x" * (size - len(canonical_json(payload).encode()))
+    assert len(canonical_json(payload).encode()) == size
+    return payload
+
+
+def test_a_payload_at_the_limit_is_accepted(ports: Ports) -> None:
+    job = submit_job(request(payload_of_size(1000)), ports, SubmitPolicy(payload_limit_bytes=1000)).job
+
+    assert job.status is JobStatus.QUEUED
+
+
+def test_a_payload_one_byte_over_the_limit_is_rejected_with_the_limit(ports: Ports) -> None:
+    with pytest.raises(PayloadTooLargeError) as raised:
+        submit_job(request(payload_of_size(1001)), ports, SubmitPolicy(payload_limit_bytes=1000))
+
+    assert raised.value.limit == 1000
+    assert "1000 bytes" in str(raised.value)
+
+
+def test_the_limit_counts_utf8_bytes_not_characters(ports: Ports) -> None:
+    payload = {"data": "é" * 500}  # 1000 bytes of text in 500 characters
+
+    with pytest.raises(PayloadTooLargeError):
+        submit_job(request(payload), ports, SubmitPolicy(payload_limit_bytes=1000))
+
+
+# -- idempotency --------------------------------------------------------------------------------
+
+
+def test_a_new_key_makes_a_new_job_and_sends_its_message(ports: Ports, queue: InMemoryJobQueue) -> None:
+    submitted = submit_job(request(idempotency_key="k-1"), ports, SubmitPolicy())
+
+    assert not submitted.replayed
+    assert submitted.job.job_id == job_id_for(TENANT, "k-1")
+    assert [s.message for s in queue.sent] == [JobMessage.of(submitted.job)]
+
+
+def test_the_same_key_and_payload_replays_the_first_job_without_sending_again(
+    ports: Ports, queue: InMemoryJobQueue, metrics: RecordingMetrics
+) -> None:
+    first = submit_job(request(idempotency_key="k-1"), ports, SubmitPolicy())
+
+    again = submit_job(request(idempotency_key="k-1"), ports, SubmitPolicy())
+
+    assert again.replayed
+    assert again.job == first.job
+    assert len(queue.sent) == 1
+    assert metrics.counts["JobsDeduplicated"] == 1
+
+
+def test_the_same_key_with_another_payload_is_a_conflict_and_the_first_job_stays(
+    ports: Ports, store: InMemoryJobStore
+) -> None:
+    first = submit_job(request({"n": 1}, idempotency_key="k-1"), ports, SubmitPolicy()).job
+
+    with pytest.raises(IdempotencyConflictError):
+        submit_job(request({"n": 2}, idempotency_key="k-1"), ports, SubmitPolicy())
+
+    assert store.get(first.job_id) == first
+
+
+def test_the_same_key_from_another_tenant_makes_its_own_job(ports: Ports) -> None:
+    first = submit_job(request(idempotency_key="k-1"), ports, SubmitPolicy()).job
+
+    other = submit_job(request(idempotency_key="k-1", tenant="tenant-b"), ports, SubmitPolicy())
+
+    assert not other.replayed
+    assert other.job.job_id != first.job_id
+    assert other.job.tenant == "tenant-b"
+
+
+def test_without_a_key_every_submission_is_a_new_job(ports: Ports) -> None:
+    first = submit_job(request(), ports, SubmitPolicy()).job
+
+    second = submit_job(request(), ports, SubmitPolicy()).job
+
+    assert first.job_id != second.job_id
+
+
+def test_a_retried_write_that_had_landed_counts_as_new(ports: Ports, store: InMemoryJobStore) -> None:
+    """The store sees its own earlier write (same submission) and answers as for a new job."""
+    job = submit_job(request(idempotency_key="k-1"), ports, SubmitPolicy()).job
+
+    outcome = store.create(job)
+
+    assert (outcome.job, outcome.replayed) == (job, False)
+
+
+# -- sending ------------------------------------------------------------------------------------
+
+
+def test_a_failed_send_still_accepts_the_job_and_counts_the_failure(
+    ports: Ports, store: InMemoryJobStore, queue: InMemoryJobQueue, metrics: RecordingMetrics
+) -> None:
+    queue.fail_sends()
+
+    submitted = submit_job(request(), ports, SubmitPolicy())
+
+    assert not submitted.replayed
+    assert store.get(submitted.job.job_id) == submitted.job
+    assert submitted.job.sweep_at is not None  # the sweeper will send it
+    assert metrics.counts == {"JobsSubmitted": 1, "SendFailed": 1}
+
+
+# -- batches ------------------------------------------------------------------------------------
+
+
+def test_a_batch_accepts_the_good_items_and_reports_the_bad_ones(ports: Ports, queue: InMemoryJobQueue) -> None:
+    results = submit_batch(
+        [request({"n": 1}), request(type="no.such.type"), request({"n": 3}), request({"name": 1}, type=STRICT_TYPE)],
+        ports,
+        SubmitPolicy(),
+    )
+
+    assert [r.index for r in results] == [0, 1, 2, 3]
+    assert [r.submitted is not None for r in results] == [True, False, True, False]
+    assert isinstance(results[1].error, InvalidRequestError)
+    assert len(queue.batches) == 1
+    assert {m.job_id for m in queue.batches[0][1]} == {r.submitted.job.job_id for r in results if r.submitted}
+
+
+def test_a_batch_over_the_limit_is_rejected_whole(ports: Ports, store: InMemoryJobStore) -> None:
+    with pytest.raises(InvalidRequestError) as raised:
+        submit_batch([request()] * (MAX_BATCH + 1), ports, SubmitPolicy())
+
+    assert raised.value.field == "jobs"
+    assert store.writes == []
+
+
+def test_a_batch_whose_send_fails_keeps_its_jobs_and_counts_each_unsent(
+    ports: Ports, store: InMemoryJobStore, queue: InMemoryJobQueue, metrics: RecordingMetrics
+) -> None:
+    queue.fail_sends()
+
+    results = submit_batch([request({"n": 1}), request({"n": 2})], ports, SubmitPolicy())
+
+    assert all(r.submitted is not None for r in results)
+    assert len(store.jobs()) == 2
+    assert metrics.counts["SendFailed"] == 2

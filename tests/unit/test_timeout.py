@@ -1,0 +1,116 @@
+"""A job function runs within its timeout: SIGALRM on Lambda's main thread, a watched thread elsewhere."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from offpath.domain.errors import JobTimeoutError
+from offpath.domain.timeout import run_with_timeout
+from offpath.observability import JsonFormatter, bound_job_id
+
+SHORT_S = 0.05
+
+
+def in_a_thread(call: Callable[[], Any]) -> Any:
+    """Run `call` on a thread that is not the main thread; return its value or raise its error."""
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = call()
+        except BaseException as error:
+            outcome["error"] = error
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join(10)
+    assert not thread.is_alive()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+def boom() -> None:
+    raise ValueError("job failed")
+
+
+# -- the main thread (Lambda) -------------------------------------------------------------------
+
+
+@pytest.fixture
+def main_thread() -> None:
+    assert threading.current_thread() is threading.main_thread()
+
+
+def test_on_the_main_thread_the_functions_value_is_returned(main_thread: None) -> None:
+    assert run_with_timeout(lambda: 42, 5) == 42
+
+
+def test_on_the_main_thread_a_slow_function_is_interrupted_at_its_timeout(main_thread: None) -> None:
+    with pytest.raises(JobTimeoutError, match=r"timeout of 0\.05 s"):
+        run_with_timeout(lambda: time.sleep(30), SHORT_S)
+
+
+def test_on_the_main_thread_the_functions_error_is_raised(main_thread: None) -> None:
+    with pytest.raises(ValueError, match="job failed"):
+        run_with_timeout(boom, 5)
+
+
+def test_on_the_main_thread_the_alarm_is_cleared_and_the_old_handler_restored(main_thread: None) -> None:
+    before = signal.getsignal(signal.SIGALRM)
+
+    with pytest.raises(JobTimeoutError):
+        run_with_timeout(lambda: time.sleep(30), SHORT_S)
+
+    assert signal.getsignal(signal.SIGALRM) is before
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+# -- other threads (the local runtime) ----------------------------------------------------------
+
+
+def test_on_another_thread_the_functions_value_is_returned() -> None:
+    assert in_a_thread(lambda: run_with_timeout(lambda: 42, 5)) == 42
+
+
+def test_on_another_thread_the_functions_error_is_raised() -> None:
+    with pytest.raises(ValueError, match="job failed"):
+        in_a_thread(lambda: run_with_timeout(boom, 5))
+
+
+def test_on_another_thread_a_slow_function_is_abandoned_at_its_timeout() -> None:
+    release = threading.Event()
+    try:
+        with pytest.raises(JobTimeoutError):
+            in_a_thread(lambda: run_with_timeout(lambda: release.wait(30), SHORT_S))
+    finally:
+        release.set()
+
+
+def test_on_another_thread_the_functions_log_lines_carry_the_job_id() -> None:
+    lines = io.StringIO()
+    handler = logging.StreamHandler(lines)
+    handler.setFormatter(JsonFormatter("worker"))
+    job_logger = logging.getLogger("offpath.jobs.test")
+    job_logger.addHandler(handler)
+    job_logger.setLevel(logging.INFO)
+
+    def job_logging_under_its_id() -> None:
+        with bound_job_id("job-123"):
+            run_with_timeout(lambda: job_logger.info("working"), 5)
+
+    try:
+        in_a_thread(job_logging_under_its_id)
+    finally:
+        job_logger.removeHandler(handler)
+
+    assert json.loads(lines.getvalue())["job_id"] == "job-123"
