@@ -112,7 +112,7 @@ class InMemoryJobStore:
             next_cursor = _encode_cursor(tenant, _sort_key(window[-1])) if more and window else None
             return JobPage(jobs, next_cursor)
 
-    def claim(self, job_id: str, *, tenant: str, now: datetime, lease_until: datetime, max_attempts: int) -> Job:
+    def claim(self, job_id: str, *, tenant: str, now: datetime, lease_until: datetime) -> Job:
         with self._lock:
             self._enter("claim", write=True)
             current = self._jobs.get(job_id)
@@ -120,13 +120,8 @@ class InMemoryJobStore:
                 raise JobNotFoundError(job_id)
             if current.tenant != tenant:
                 raise JobConflictError(None, "message tenant does not match the job")
-            if current.attempt >= max_attempts:
-                raise JobConflictError(current, f"job is {current.status.value}")
             try:
-                # The condition uses the job type's max_attempts; the item keeps its own.
-                claimed = transitions.claim(
-                    current.replace(max_attempts=max_attempts), now=now, lease=lease_until - now
-                ).replace(max_attempts=current.max_attempts)
+                claimed = transitions.claim(current, now=now, lease=lease_until - now)
             except TransitionError:
                 raise JobConflictError(current, f"job is {current.status.value}") from None
             self._jobs[job_id] = claimed

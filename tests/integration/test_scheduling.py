@@ -231,7 +231,6 @@ def test_expired_lease_with_attempts_left_is_requeued_and_retried(timed: Pipelin
         tenant="tenant-a",
         now=clock.now(),
         lease_until=clock.now() + timedelta(seconds=40),
-        max_attempts=3,
     )
     assert claimed.status is JobStatus.RUNNING
 
@@ -249,7 +248,7 @@ def test_expired_lease_on_the_last_attempt_fails_the_job_into_the_dlq(timed: Pip
     _, job, _ = timed.submit("demo.echo", {"v": 2})
     for _ in range(3):  # demo.echo allows 3 attempts; each worker died holding the lease
         now = clock.now()
-        timed.store.claim(job["job_id"], tenant="tenant-a", now=now, lease_until=now, max_attempts=3)
+        timed.store.claim(job["job_id"], tenant="tenant-a", now=now, lease_until=now)
     clock.advance(GRACE_S + 1)
 
     report = timed.sweep()

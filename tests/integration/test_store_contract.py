@@ -56,8 +56,8 @@ def new_job(
     return job.replace(**changes)
 
 
-def claim(store: JobStore, job: Job, now: datetime = T0, max_attempts: int = 3) -> Job:
-    return store.claim(job.job_id, tenant=job.tenant, now=now, lease_until=now + LEASE, max_attempts=max_attempts)
+def claim(store: JobStore, job: Job, now: datetime = T0) -> Job:
+    return store.claim(job.job_id, tenant=job.tenant, now=now, lease_until=now + LEASE)
 
 
 def current(store: JobStore, job: Job) -> Job:
@@ -140,11 +140,11 @@ def test_a_claim_after_the_lease_expired_is_the_next_attempt(job_store: JobStore
 
 
 def test_a_claim_with_no_attempts_left_is_refused(job_store: JobStore) -> None:
-    job_store.create(new_job())
-    claim(job_store, new_job(), max_attempts=1)
+    job_store.create(new_job(max_attempts=1))
+    claim(job_store, new_job())
 
     with pytest.raises(JobConflictError):
-        claim(job_store, new_job(), now=T0 + LEASE, max_attempts=1)
+        claim(job_store, new_job(), now=T0 + LEASE)
 
 
 def test_a_claim_of_an_unknown_job_is_not_found(job_store: JobStore) -> None:

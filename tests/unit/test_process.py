@@ -46,9 +46,7 @@ def stored(store: InMemoryJobStore, job: Job) -> Job:
 def another_worker_claims(store: InMemoryJobStore, job: Job, clock: ManualClock, lease_s: float) -> Job:
     """Another worker takes the job now, with a lease of `lease_s` seconds."""
     now = clock.now()
-    return store.claim(
-        job.job_id, tenant=job.tenant, now=now, lease_until=now + timedelta(seconds=lease_s), max_attempts=3
-    )
+    return store.claim(job.job_id, tenant=job.tenant, now=now, lease_until=now + timedelta(seconds=lease_s))
 
 
 def lease_length_s(policy: WorkerPolicy) -> float:

@@ -139,7 +139,7 @@ class DynamoDbJobStore:
 
     # -- worker -----------------------------------------------------------------------------
 
-    def claim(self, job_id: str, *, tenant: str, now: datetime, lease_until: datetime, max_attempts: int) -> Job:
+    def claim(self, job_id: str, *, tenant: str, now: datetime, lease_until: datetime) -> Job:
         claimable = ", ".join(f":from{i}" for i in range(len(CLAIMABLE_FROM)))
         values: Item = {f":from{i}": {"S": s.value} for i, s in enumerate(sorted(CLAIMABLE_FROM))}
         values.update(
@@ -147,7 +147,6 @@ class DynamoDbJobStore:
                 ":running": {"S": JobStatus.RUNNING.value},
                 ":tenant": {"S": tenant},
                 ":one": {"N": "1"},
-                ":max": {"N": str(max_attempts)},
                 ":now": {"S": iso(now)},
                 ":lease": {"S": iso(lease_until)},
             }
@@ -162,7 +161,7 @@ class DynamoDbJobStore:
                     "started_at = if_not_exists(started_at, :now), updated_at = :now REMOVE next_attempt_at"
                 ),
                 ConditionExpression=(
-                    f"tenant = :tenant AND attempt < :max AND "
+                    f"tenant = :tenant AND attempt < max_attempts AND "
                     f"(#s IN ({claimable}) OR (#s = :running AND lease_until <= :now))"
                 ),
                 ExpressionAttributeNames={"#s": "status"},

@@ -176,7 +176,6 @@ def _claim(message: JobMessage, job_type: JobType, ports: WorkerPorts, policy: W
         tenant=message.tenant,
         now=now,
         lease_until=now + timedelta(seconds=job_type.timeout_s) + policy.lease_margin,
-        max_attempts=job_type.max_attempts,
     )
 
 

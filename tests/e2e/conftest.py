@@ -1,0 +1,183 @@
+"""The embedded runtime, started once per test session (`offpath local` in a child process, on free
+loopback ports, with a fast scheduler clock), and driven only over HTTP."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+TENANT_A, TOKEN_A = "tenant-a", "e2e-token-tenant-a"
+TENANT_B, TOKEN_B = "tenant-b", "e2e-token-tenant-b"
+START_TIMEOUT_S = 45
+STOP_TIMEOUT_S = 20
+T = TypeVar("T")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tests/e2e/" in str(item.fspath).replace(os.sep, "/"):
+            item.add_marker(pytest.mark.e2e)
+
+
+@dataclass
+class Response:
+    status: int
+    body: Any
+    headers: dict[str, str]
+
+
+@dataclass
+class Local:
+    url: str
+    data_dir: Path
+    log: Path
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        token: str | None = TOKEN_A,
+        body: Any = None,
+        raw: bytes | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Response:
+        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+        all_headers = {"Content-Type": "application/json"} if data is not None else {}
+        if token is not None:
+            all_headers["Authorization"] = f"Bearer {token}"
+        all_headers.update(headers or {})
+        request = urllib.request.Request(self.url + path, data=data, method=method, headers=all_headers)
+        try:
+            with urllib.request.urlopen(request, timeout=30) as answer:
+                return _response(answer.status, answer.read(), dict(answer.headers))
+        except urllib.error.HTTPError as error:
+            return _response(error.code, error.read(), dict(error.headers))
+
+    def submit(self, job_type: str, payload: dict[str, Any], **kwargs: Any) -> Response:
+        return self.call("POST", "/jobs", body={"type": job_type, "payload": payload}, **kwargs)
+
+    def job(self, job_id: str, token: str = TOKEN_A) -> dict[str, Any]:
+        answer = self.call("GET", f"/jobs/{job_id}", token=token)
+        assert answer.status == 200, answer.body
+        return dict(answer.body)
+
+    def wait_for_job(
+        self, job_id: str, statuses: set[str], timeout_s: float = 20, token: str = TOKEN_A
+    ) -> dict[str, Any]:
+        return wait_for(lambda: _if(self.job(job_id, token), lambda j: j["status"] in statuses), timeout_s)
+
+    def alarm_changes(self) -> list[dict[str, Any]]:
+        path = self.data_dir / "alarms.jsonl"
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+    def alarm_state(self, name: str) -> str | None:
+        states = [c["new_state"] for c in self.alarm_changes() if c["alarm"] == name]
+        return states[-1] if states else None
+
+
+def _if(value: T, condition: Callable[[T], bool]) -> T | None:
+    return value if condition(value) else None
+
+
+def wait_for(probe: Callable[[], T | None], timeout_s: float = 20, interval_s: float = 0.05) -> T:
+    """Poll `probe` until it returns something (not None); fail after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last is not None:
+            return last
+        time.sleep(interval_s)
+    raise AssertionError(f"condition not met within {timeout_s} s")
+
+
+def _response(status: int, raw: bytes, headers: dict[str, str]) -> Response:
+    try:
+        body = json.loads(raw) if raw else None
+    except ValueError:
+        body = raw.decode(errors="replace")
+    return Response(status, body, {k.lower(): v for k, v in headers.items()})
+
+
+@pytest.fixture(scope="session")
+def local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Local]:
+    data_dir = tmp_path_factory.mktemp("offpath-local")
+    console = data_dir / "console.txt"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    command = [
+        sys.executable,
+        "-m",
+        "offpath_local",
+        "local",
+        "--port",
+        "0",
+        "--data",
+        str(data_dir),
+        "--token",
+        f"{TENANT_A}:{TOKEN_A}",
+        "--token",
+        f"{TENANT_B}:{TOKEN_B}",
+        "--admin",
+        TENANT_A,
+        "--clock-speed",
+        "60",
+        "--clock-tick",
+        "0.2",
+        "--alarm-interval",
+        "0.3",
+        "--load",
+        "tests.e2e.local_schedules",
+    ]
+    with console.open("w") as out:
+        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        url = _wait_until_serving(process, data_dir, console)
+        yield Local(url=url, data_dir=data_dir, log=console)
+    finally:
+        _stop(process, console)
+
+
+def _wait_until_serving(process: subprocess.Popen[bytes], data_dir: Path, console: Path) -> str:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    state = data_dir / "local.json"
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"offpath local exited with {process.returncode}:\n{console.read_text()[-4000:]}")
+        if state.exists():
+            try:
+                url = str(json.loads(state.read_text())["url"])
+                with urllib.request.urlopen(url + "/health", timeout=5) as answer:
+                    if answer.status == 200:
+                        return url
+            except (ValueError, KeyError, OSError):
+                pass
+        time.sleep(0.05)
+    raise RuntimeError(f"offpath local did not start within {START_TIMEOUT_S} s:\n{console.read_text()[-4000:]}")
+
+
+def _stop(process: subprocess.Popen[bytes], console: Path) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=5)
+            raise AssertionError(f"offpath local did not stop on SIGTERM:\n{console.read_text()[-4000:]}") from None
+    assert process.returncode == 0, f"offpath local exited with {process.returncode}:\n{console.read_text()[-4000:]}"

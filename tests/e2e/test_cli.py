@@ -1,0 +1,122 @@
+"""The `offpath` command line against the running local server: what a script sees (output, exit codes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from offpath_local.cli import main
+from tests.e2e.conftest import TOKEN_A, Local
+
+OK, REFUSED, USAGE, CANNOT_CONNECT = 0, 1, 2, 3
+
+
+def run(local: Local, *args: str) -> int:
+    return main([args[0], "--data", str(local.data_dir), *args[1:]])
+
+
+def test_submit_wait_follows_an_echo_job_to_success(local: Local, capsys: pytest.CaptureFixture[str]) -> None:
+    code = run(local, "submit", "demo.echo", "--payload", '{"from": "cli"}', "--wait", "--json")
+
+    job = json.loads(capsys.readouterr().out)
+    assert code == OK
+    assert job["status"] == "SUCCEEDED"
+    assert job["result"] == {"from": "cli"}
+
+
+def test_submit_wait_shows_progress_and_ends_with_the_result(local: Local, capsys: pytest.CaptureFixture[str]) -> None:
+    code = run(local, "submit", "demo.sleep", "--payload", '{"ms": 400}', "--wait")
+
+    captured = capsys.readouterr()
+    assert code == OK
+    assert "SUCCEEDED" in captured.out
+    assert '"slept_ms": 400' in captured.out
+    assert "100%" in captured.err
+
+
+def test_a_failed_job_exits_1(local: Local, capsys: pytest.CaptureFixture[str]) -> None:
+    code = run(local, "submit", "demo.poison", "--payload", '{"reason": "cli poison"}', "--wait")
+
+    captured = capsys.readouterr()
+    assert code == REFUSED
+    assert "FAILED" in captured.out
+    assert "cli poison" in captured.out
+
+
+def test_status_of_a_job(local: Local, capsys: pytest.CaptureFixture[str]) -> None:
+    job_id = local.submit("demo.echo", {"n": 1}).body["job_id"]
+    local.wait_for_job(job_id, {"SUCCEEDED"})
+
+    code = run(local, "status", job_id)
+
+    out = capsys.readouterr().out
+    assert code == OK
+    assert job_id in out
+    assert "SUCCEEDED" in out
+
+
+def test_a_refused_request_exits_1_with_the_reason(local: Local, capsys: pytest.CaptureFixture[str]) -> None:
+    code = run(local, "status", "0" * 32)
+
+    assert code == REFUSED
+    assert "404" in capsys.readouterr().err
+
+
+def test_an_unknown_job_type_exits_1(local: Local, capsys: pytest.CaptureFixture[str]) -> None:
+    code = run(local, "submit", "no.such.type")
+
+    assert code == REFUSED
+    assert "422" in capsys.readouterr().err
+
+
+def test_usage_errors_exit_2(local: Local, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(local, "submit", "demo.echo", "--payload", "{not json") == USAGE
+    assert main(["no-such-command"]) == USAGE
+    assert main([]) == USAGE
+    capsys.readouterr()
+
+
+def test_no_server_exits_3(capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+
+    code = main(["jobs", "--api", f"http://127.0.0.1:{port}", "--token", "x"])
+
+    assert code == CANNOT_CONNECT
+    assert "cannot connect" in capsys.readouterr().err
+
+
+def test_jobs_and_queues_list_as_tables(local: Local, capsys: pytest.CaptureFixture[str]) -> None:
+    local.wait_for_job(local.submit("demo.echo", {}).body["job_id"], {"SUCCEEDED"})
+
+    assert run(local, "jobs", "--status", "SUCCEEDED") == OK
+    assert run(local, "queues") == OK
+
+    out = capsys.readouterr().out
+    assert "JOB_ID" in out and "SUCCEEDED" in out
+    assert "QUEUE" in out and "default" in out
+
+
+def test_the_installed_command_reads_the_token_from_the_environment(local: Local) -> None:
+    command = shutil.which("offpath", path=str(Path(sys.executable).parent)) or ""
+    args = [command] if command else [sys.executable, "-m", "offpath_local"]
+    env = {**os.environ, "OFFPATH_TOKEN": TOKEN_A, "OFFPATH_URL": local.url}
+
+    done = subprocess.run(
+        [*args, "submit", "demo.echo", "--payload", '{"via": "entry point"}', "--wait", "--data", "/nonexistent"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert done.returncode == OK, done.stderr
+    assert "SUCCEEDED" in done.stdout
