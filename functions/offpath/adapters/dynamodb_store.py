@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
@@ -37,6 +38,8 @@ INDEX_SWEEP = "sweep"
 # The sweep index's partition key is spread over shards so no single partition takes every write.
 SWEEP_SHARDS = 4
 CONFLICT = "ConditionalCheckFailedException"
+CURSOR_PK = re.compile(r"JOB#[0-9a-f]{32}")
+CURSOR_SORT_KEY = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z#[0-9a-f]{32}")
 # total_max_attempts counts the first try: 3 attempts in all ("max_attempts" would mean 3 retries).
 SDK_CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 3}, connect_timeout=2, read_timeout=5)
 
@@ -664,6 +667,8 @@ def decode_cursor(cursor: str, key_name: str, key_value: str) -> Item:
             raise ValueError("cursor belongs to another listing")
         if set(plain) != {"pk", key_name, "gsi_sk"} or not all(isinstance(v, str) for v in plain.values()):
             raise ValueError("cursor has the wrong keys")
+        if not CURSOR_PK.fullmatch(plain["pk"]) or not CURSOR_SORT_KEY.fullmatch(plain["gsi_sk"]):
+            raise ValueError("cursor keys are not keys this table makes")
     except (ValueError, TypeError):
         raise InvalidRequestError("cursor", "cursor is not one this listing returned") from None
     return {name: {"S": value} for name, value in plain.items()}

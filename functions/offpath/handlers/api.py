@@ -333,6 +333,8 @@ def _error_body(error: Exception | None) -> tuple[int, dict[str, Any]]:
         }
     if isinstance(error, InvalidRequestError):
         return 422, {"code": error.code, "message": str(error), "field": error.field}
+    if isinstance(error, StoreUnavailableError):
+        return 503, {"code": "unavailable", "message": "the job store is unavailable; retry this item"}
     return 500, {"code": "internal_error", "message": "internal error"}
 
 

@@ -23,6 +23,7 @@ from offpath.domain.errors import (
     OffpathError,
     PayloadTooLargeError,
     QueueUnavailableError,
+    StoreUnavailableError,
 )
 from offpath.domain.job import Job, JobStatus
 from offpath.domain.ports import JobMessage, JobQueue, JobScheduler, JobStore, Metrics
@@ -32,6 +33,8 @@ logger = logging.getLogger(__name__)
 
 MAX_IDEMPOTENCY_KEY_LENGTH = 255
 MAX_BATCH = 100
+# Conditional writes of one batch in flight at once.
+BATCH_WRITERS = 8
 SAFE_FIELD_PART = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$|^[0-9]{1,6}$")
 SQS_MAX_DELAY_S = 900
 
@@ -205,10 +208,11 @@ def submit_batch(requests: Sequence[SubmitRequest], ports: Ports, policy: Submit
             job = build_job(requests[index], ports, policy, now)
             outcome = ports.store.create(job)
             return BatchItemResult(index, Submitted(outcome.job, outcome.replayed))
-        except (InvalidRequestError, PayloadTooLargeError, IdempotencyConflictError) as error:
+        except (InvalidRequestError, PayloadTooLargeError, IdempotencyConflictError, StoreUnavailableError) as error:
+            # One item's failure stays that item's: the others were written and are reported as such.
             return BatchItemResult(index, error=error)
 
-    with ThreadPoolExecutor(max_workers=8) as pool:
+    with ThreadPoolExecutor(max_workers=BATCH_WRITERS) as pool:
         results = list(pool.map(write, range(len(requests))))
 
     new_jobs = [r.submitted.job for r in results if r.submitted and not r.submitted.replayed]
