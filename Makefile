@@ -30,6 +30,11 @@ test: lint typecheck
 run: $(STAMP)
 	$(BIN)/offpath local
 
+# End-to-end throughput of the local runtime against the floor of the same AWS calls (docs/local.md).
+.PHONY: bench-local
+bench-local: $(STAMP)
+	$(BIN)/python scripts/bench_local.py
+
 clean:
 	rm -rf $(VENV) cdk.out .pytest_cache .mypy_cache .ruff_cache
 

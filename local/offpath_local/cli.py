@@ -1,10 +1,479 @@
-"""The `offpath` command line."""
+"""The `offpath` command line.
+
+    offpath local                       the whole pipeline on this machine (see docs/local.md)
+    offpath submit TYPE --payload JSON  submit a job (--wait: follow it to its end)
+    offpath status ID | jobs | queues | redrive QUEUE | schedules | trigger NAME | cancel ID
+
+The client commands talk to the local server by default (its URL and token are in the data
+directory it writes), or to a deployed API with `--api URL` (SigV4-signed with the standard AWS
+credential chain, or `--token` for a JWT-authorised API).
+
+Exit codes: 0 ok, 1 the job failed or the request was refused, 2 usage, 3 cannot connect.
+"""
 
 from __future__ import annotations
 
+import argparse
+import errno
+import json
+import os
+import signal
 import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from offpath_local.client import Answer, ApiClient, CannotConnectError, MissingCredentialsError
+
+OK, REFUSED, USAGE, CANNOT_CONNECT = 0, 1, 2, 3
+DEFAULT_DATA = ".offpath"
+DEFAULT_URL = "http://127.0.0.1:8000"
+FINAL_STATES = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
+POLL_S = 0.25
 
 
-def main(argv: list[str] | None = None) -> int:
-    print("offpath: the command line arrives with the embedded runtime", file=sys.stderr)
-    return 2
+class UsageError(Exception):
+    pass
+
+
+# -- arguments --------------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="offpath",
+        description="offpath: background jobs on AWS serverless. Run the pipeline locally, submit and inspect jobs.",
+        epilog="Exit codes: 0 ok, 1 job failed or request refused, 2 usage, 3 cannot connect.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    client = argparse.ArgumentParser(add_help=False)
+    target = client.add_argument_group("target")
+    target.add_argument("--api", metavar="URL", help="a deployed API (default: the local server)")
+    target.add_argument(
+        "--token", help="bearer token (default: $OFFPATH_TOKEN, else the local server's, from its data directory)"
+    )
+    target.add_argument("--data", metavar="DIR", default=DEFAULT_DATA, help=f"local data directory ({DEFAULT_DATA})")
+    target.add_argument("--json", action="store_true", help="print the API's JSON answers")
+
+    local = commands.add_parser("local", help="run the whole pipeline on this machine (127.0.0.1)")
+    local.add_argument("--port", type=int, default=8000, help="HTTP port of the API (default 8000; 0: any free port)")
+    local.add_argument("--data", metavar="DIR", default=DEFAULT_DATA, help=f"data directory ({DEFAULT_DATA})")
+    local.add_argument(
+        "--token",
+        metavar="TENANT:SECRET",
+        action="append",
+        default=[],
+        help="a tenant and its bearer token (repeatable; default: tenant 'dev' with a random token)",
+    )
+    local.add_argument(
+        "--admin",
+        metavar="TENANT",
+        action="append",
+        default=[],
+        help="tenant with the admin scope (default: the first)",
+    )
+    local.add_argument("--verbose", action="store_true", help="the functions' JSON log lines on the console too")
+    local.add_argument("--quiet", action="store_true", help="no line per job state change")
+    local.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    local.add_argument(
+        "--load", metavar="MODULE", action="append", default=[], help="import a module of extra job types or schedules"
+    )
+    tuning = local.add_argument_group("timing (tests and demos)")
+    tuning.add_argument("--clock-speed", type=float, default=1.0, help="scheduler clock speed (60: a minute a second)")
+    tuning.add_argument("--clock-tick", type=float, default=1.0, help="seconds between scheduler clock ticks")
+    tuning.add_argument("--alarm-interval", type=float, default=5.0, help="seconds between alarm evaluations")
+
+    submit = commands.add_parser("submit", parents=[client], help="submit a job")
+    submit.add_argument("type", help="job type, e.g. demo.echo")
+    submit.add_argument("--payload", default="{}", help="the payload, a JSON object (default {})")
+    submit.add_argument("--key", help="Idempotency-Key: the same key and payload give the same job")
+    submit.add_argument("--run-at", metavar="TIME", help="ISO 8601 time to run at, e.g. 2026-01-31T09:00:00Z")
+    submit.add_argument("--queue", help="the job type's queue class (checked)")
+    submit.add_argument("--wait", action="store_true", help="follow the job to a final state (progress bar)")
+    submit.add_argument("--timeout", type=float, metavar="S", help="with --wait: give up after S seconds (exit 1)")
+
+    status = commands.add_parser("status", parents=[client], help="a job's status")
+    status.add_argument("job_id")
+
+    jobs = commands.add_parser("jobs", parents=[client], help="your jobs, newest first")
+    jobs.add_argument("--status", help="QUEUED, SCHEDULED, RUNNING, RETRYING, SUCCEEDED, FAILED or CANCELLED")
+    jobs.add_argument("--type", help="a job type")
+    jobs.add_argument("--limit", type=int, default=20)
+    jobs.add_argument("--cursor")
+
+    commands.add_parser("queues", parents=[client], help="depth, in flight, oldest age and DLQ depth per queue")
+
+    redrive = commands.add_parser("redrive", parents=[client], help="move a queue's DLQ messages back (admin)")
+    redrive.add_argument("queue")
+    redrive.add_argument("--max-per-second", type=int)
+
+    commands.add_parser("schedules", parents=[client], help="declared schedules and their next firing")
+
+    trigger = commands.add_parser("trigger", parents=[client], help="fire a declared schedule now (admin)")
+    trigger.add_argument("schedule")
+
+    cancel = commands.add_parser("cancel", parents=[client], help="cancel a job that has not started")
+    cancel.add_argument("job_id")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:
+        return int(exit_.code or 0) if isinstance(exit_.code, int) else USAGE
+    try:
+        if args.command == "local":
+            return run_local(args)
+        return run_client(args)
+    except (UsageError, MissingCredentialsError) as error:
+        print(f"offpath: {error}", file=sys.stderr)
+        return USAGE
+    except CannotConnectError as error:
+        hint = "" if getattr(args, "api", None) else " (is `offpath local` running?)"
+        print(f"offpath: {error}{hint}", file=sys.stderr)
+        return CANNOT_CONNECT
+    except KeyboardInterrupt:
+        return 130
+
+
+# -- offpath local ----------------------------------------------------------------------------
+
+
+def run_local(args: argparse.Namespace) -> int:
+    from offpath_local.runtime import LocalConfig, LocalRuntime
+
+    tokens: dict[str, str] = {}
+    for item in args.token:
+        tenant, sep, secret = item.partition(":")
+        if not sep or not tenant.strip() or not secret.strip():
+            raise UsageError(f"--token takes TENANT:SECRET, got {item[:40]!r}")
+        tokens[tenant.strip()] = secret.strip()
+    unknown = [a for a in args.admin if tokens and a not in tokens]
+    if unknown:
+        raise UsageError(f"--admin {unknown[0]!r} is not a tenant given with --token")
+    if args.clock_speed <= 0 or args.clock_tick <= 0 or args.alarm_interval <= 0:
+        raise UsageError("--clock-speed, --clock-tick and --alarm-interval must be positive")
+    config = LocalConfig(
+        port=args.port,
+        data_dir=Path(args.data),
+        tokens=tokens,
+        admins=tuple(args.admin),
+        verbose=args.verbose,
+        quiet=args.quiet,
+        log_level=args.log_level,
+        clock_speed=args.clock_speed,
+        clock_tick_s=args.clock_tick,
+        alarm_interval_s=args.alarm_interval,
+        load_modules=tuple(args.load),
+    )
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    runtime = LocalRuntime(config)
+    try:
+        try:
+            runtime.start()
+        except OSError as error:
+            hint = " (is another offpath local running? try --port)" if error.errno == errno.EADDRINUSE else ""
+            print(f"offpath local: cannot start: {error}{hint}", file=sys.stderr)
+            return REFUSED
+        runtime.output.say(runtime.banner())
+        while not stop.wait(0.2):
+            pass
+        runtime.output.say("offpath local: stopping")
+    finally:
+        runtime.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    print("offpath local: stopped", file=sys.stderr)
+    return OK
+
+
+# -- client commands --------------------------------------------------------------------------
+
+
+def _client(args: argparse.Namespace) -> ApiClient:
+    token = args.token or os.environ.get("OFFPATH_TOKEN") or None
+    if args.api:
+        return ApiClient(args.api, token=token, sign=token is None)
+    state = _local_state(Path(args.data))
+    url = os.environ.get("OFFPATH_URL") or state.get("url") or DEFAULT_URL
+    return ApiClient(url, token=token or state.get("token"))
+
+
+def _local_state(data_dir: Path) -> dict[str, Any]:
+    try:
+        state = json.loads((data_dir / "local.json").read_text(encoding="utf-8"))
+        return state if isinstance(state, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def run_client(args: argparse.Namespace) -> int:
+    client = _client(args)
+    out = sys.stdout
+    command = args.command
+    if command == "submit":
+        return _submit(client, args, out)
+    if command == "status":
+        answer = client.call("GET", f"/jobs/{_path_part(args.job_id)}")
+        if not answer.ok:
+            return _refused(answer)
+        _print_job(answer.body, out, args.json)
+        return REFUSED if answer.body.get("status") == "FAILED" else OK
+    if command == "jobs":
+        query = {"status": args.status, "type": args.type, "limit": str(args.limit), "cursor": args.cursor}
+        answer = client.call("GET", "/jobs", query={k: v for k, v in query.items() if v})
+        if not answer.ok:
+            return _refused(answer)
+        if args.json:
+            _json(answer.body, out)
+        else:
+            _table(
+                out,
+                ["JOB_ID", "TYPE", "STATUS", "ATTEMPTS", "CREATED"],
+                [
+                    [j["job_id"], j["type"], j["status"], f"{j['attempts']}/{j['max_attempts']}", j["created_at"]]
+                    for j in answer.body.get("jobs", [])
+                ],
+            )
+            if answer.body.get("cursor"):
+                out.write(f"more: --cursor {answer.body['cursor']}\n")
+        return OK
+    if command == "queues":
+        answer = client.call("GET", "/queues")
+        if not answer.ok:
+            return _refused(answer)
+        if args.json:
+            _json(answer.body, out)
+        else:
+            rows = []
+            for q in answer.body.get("queues", []):
+                age = q.get("oldest_age_s")
+                redrive = q.get("redrive") or {}
+                rows.append(
+                    [
+                        q["name"],
+                        q["visible"],
+                        q["in_flight"],
+                        q.get("delayed", 0),
+                        "-" if age is None else f"{age:g}s",
+                        q["dlq_depth"],
+                        redrive.get("status", "-") if redrive else "-",
+                    ]
+                )
+            _table(out, ["QUEUE", "VISIBLE", "IN_FLIGHT", "DELAYED", "OLDEST", "DLQ", "REDRIVE"], rows)
+        return OK
+    if command == "redrive":
+        query = {"max_per_second": str(args.max_per_second)} if args.max_per_second else None
+        answer = client.call("POST", f"/queues/{_path_part(args.queue)}/redrive", query=query)
+        if not answer.ok:
+            return _refused(answer)
+        if args.json:
+            _json(answer.body, out)
+        else:
+            task = answer.body.get("redrive", {})
+            moved = f", {task['moved']} moved" if task.get("moved") is not None else ""
+            out.write(f"redrive of {args.queue}: {task.get('status', '?')}{moved}\n")
+        return OK
+    if command == "schedules":
+        answer = client.call("GET", "/schedules")
+        if not answer.ok:
+            return _refused(answer)
+        if args.json:
+            _json(answer.body, out)
+        else:
+            rows = []
+            for s in answer.body.get("schedules", []):
+                last = (s.get("last_firings") or [{}])[0]
+                rows.append(
+                    [
+                        s["name"],
+                        s["expression"],
+                        s["timezone"],
+                        s["job"],
+                        s.get("next_firing") or "-",
+                        last.get("slot", "-"),
+                    ]
+                )
+            _table(out, ["SCHEDULE", "EXPRESSION", "TIME_ZONE", "JOB", "NEXT", "LAST_SLOT"], rows)
+        return OK
+    if command == "trigger":
+        answer = client.call("POST", f"/schedules/{_path_part(args.schedule)}/trigger")
+        if not answer.ok:
+            return _refused(answer)
+        if args.json:
+            _json(answer.body, out)
+        else:
+            body = answer.body
+            if body.get("job_id") and not body.get("skipped_reason"):
+                out.write(f"schedule {args.schedule} fired: job {body['job_id']}\n")
+            else:
+                out.write(f"schedule {args.schedule} skipped: {body.get('skipped_reason')}\n")
+        return OK
+    if command == "cancel":
+        answer = client.call("POST", f"/jobs/{_path_part(args.job_id)}/cancel")
+        if not answer.ok:
+            return _refused(answer)
+        _print_job(answer.body, out, args.json)
+        return OK
+    raise UsageError(f"unknown command {command}")
+
+
+def _submit(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
+    try:
+        payload = json.loads(args.payload)
+    except ValueError as error:
+        raise UsageError(f"--payload is not valid JSON: {error}") from None
+    if not isinstance(payload, dict):
+        raise UsageError("--payload must be a JSON object")
+    body: dict[str, Any] = {"type": args.type, "payload": payload}
+    if args.run_at:
+        body["run_at"] = args.run_at
+    if args.queue:
+        body["queue"] = args.queue
+    headers = {"Idempotency-Key": args.key} if args.key else None
+    answer = client.call("POST", "/jobs", body=body, headers=headers)
+    if not answer.ok:
+        return _refused(answer)
+    job = answer.body
+    replayed = answer.headers.get("idempotent-replayed") == "true"
+    if args.json and not args.wait:
+        _json(job, out)
+        return OK
+    if not args.json:
+        note = " (replayed: same key and payload as an earlier submission)" if replayed else ""
+        out.write(f"{job['status']:<9}  {job['type']}  job {job['job_id']}{note}\n")
+        out.flush()
+    if not args.wait:
+        return OK
+    final = _follow(client, job, args.timeout, sys.stderr)
+    if final is None:
+        print(f"offpath: job {job['job_id']} is still not finished after {args.timeout:g} s", file=sys.stderr)
+        return REFUSED
+    if args.json:
+        _json(final, out)
+    else:
+        _print_outcome(final, out)
+    return OK if final["status"] == "SUCCEEDED" else REFUSED
+
+
+def _follow(client: ApiClient, job: dict[str, Any], timeout_s: float | None, err: TextIO) -> dict[str, Any] | None:
+    """Poll the job until it is final, drawing its progress; None on timeout."""
+    deadline = time.monotonic() + timeout_s if timeout_s else None
+    bar = _ProgressBar(err)
+    path = f"/jobs/{job['job_id']}"
+    current = job
+    try:
+        while True:
+            bar.show(current)
+            if current["status"] in FINAL_STATES:
+                return current
+            if deadline is not None and time.monotonic() >= deadline:
+                return None
+            time.sleep(POLL_S)
+            answer = client.call("GET", path)
+            if answer.ok:
+                current = answer.body
+    finally:
+        bar.close()
+
+
+class _ProgressBar:
+    WIDTH = 30
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.tty = stream.isatty()
+        self._last = ""
+        self._drawn = False
+
+    def show(self, job: dict[str, Any]) -> None:
+        progress = job.get("progress") or {}
+        fraction = 1.0 if job["status"] == "SUCCEEDED" else float(progress.get("fraction") or 0.0)
+        filled = round(fraction * self.WIDTH)
+        attempt = f" attempt {job['attempts']}/{job['max_attempts']}" if job.get("attempts") else ""
+        message = progress.get("message") or ""
+        text = f"[{'#' * filled}{'-' * (self.WIDTH - filled)}] {fraction:4.0%}  {job['status']}{attempt}  {message}"
+        if text == self._last:
+            return
+        self._last = text
+        if self.tty:
+            self.stream.write("\r\x1b[2K" + text[:200])
+            self._drawn = True
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self._drawn:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _print_outcome(job: dict[str, Any], out: TextIO) -> None:
+    out.write(f"{job['status']:<9}  {job['type']}  job {job['job_id']}  after {job['attempts']} attempt(s)\n")
+    if job["status"] == "SUCCEEDED":
+        out.write(f"result: {json.dumps(job.get('result'))}\n")
+    elif job.get("error"):
+        out.write(f"error: {job['error']}\n")
+
+
+def _print_job(job: dict[str, Any], out: TextIO, as_json: bool) -> None:
+    if as_json:
+        _json(job, out)
+        return
+    progress = job.get("progress")
+    fields = [
+        ("job_id", job.get("job_id")),
+        ("type", job.get("type")),
+        ("queue", job.get("queue")),
+        ("status", job.get("status")),
+        ("attempts", f"{job.get('attempts')}/{job.get('max_attempts')}"),
+        ("progress", f"{progress['fraction']:.0%} {progress.get('message', '')}".strip() if progress else None),
+        ("result", json.dumps(job.get("result")) if job.get("result") is not None else None),
+        ("error", job.get("error")),
+        ("run_at", job.get("run_at")),
+        ("created_at", job.get("created_at")),
+        ("started_at", job.get("started_at")),
+        ("finished_at", job.get("finished_at")),
+        ("next_attempt_at", job.get("next_attempt_at")),
+        ("redrives", job.get("redrives") or None),
+    ]
+    for name, value in fields:
+        if value is not None:
+            out.write(f"{name:<16} {value}\n")
+
+
+def _refused(answer: Answer) -> int:
+    print(f"offpath: {answer.status} {answer.error_text()}", file=sys.stderr)
+    return REFUSED
+
+
+def _json(value: Any, out: TextIO) -> None:
+    out.write(json.dumps(value, indent=2) + "\n")
+
+
+def _table(out: TextIO, header: list[str], rows: list[list[Any]]) -> None:
+    cells = [header, *[[str(c) for c in row] for row in rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    for row in cells:
+        out.write("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() + "\n")
+
+
+def _path_part(value: str) -> str:
+    from urllib.parse import quote
+
+    return quote(value, safe="")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

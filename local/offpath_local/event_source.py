@@ -43,6 +43,7 @@ class SqsEventSource:
         batching_window_s: float,
         function_timeout_s: float,
         region: str = "us-east-1",
+        window_poll_s: float = 0.05,
     ) -> None:
         self.sqs = sqs
         self.queue_url = queue_url
@@ -55,6 +56,9 @@ class SqsEventSource:
             "QueueArn"
         ]
         self.region = region
+        # Inside a batching window, an empty receive is followed by this pause rather than another
+        # receive at once (the window's length and the batch it gathers are unchanged).
+        self.window_poll_s = window_poll_s
 
     def receive(self, wait_s: float = 0.0) -> list[dict[str, Any]]:
         """One batch: keep receiving until it is full or the batching window has passed."""
@@ -77,6 +81,8 @@ class SqsEventSource:
                 break
             if time.monotonic() >= deadline and messages:
                 break
+            if not got:
+                time.sleep(min(self.window_poll_s, max(0.0, deadline - time.monotonic())))
         return messages
 
     def poll_once(self, wait_s: float = 0.0) -> PollResult:

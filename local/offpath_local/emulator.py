@@ -1,0 +1,212 @@
+"""The AWS emulator: moto's server on a loopback port, in this process.
+
+Two things are added in front of moto's WSGI application, both to reproduce AWS behaviours the pipeline
+relies on (shared AWS-SEMANTICS.md):
+- DynamoDB requests are applied one at a time, so a conditional write is atomic with respect to every
+  other request, as a single-item conditional write is on DynamoDB (moto evaluates the condition and
+  writes in two steps, and its server runs requests on many threads);
+- SQS `StartMessageMoveTask`, `ListMessageMoveTasks` and `CancelMessageMoveTask`, which moto lacks, are
+  answered by `MessageMoveTasks` (see move_tasks.py).
+
+`QueuePeek` reads queue depths and message ages from moto's own state, without receiving any message
+(a receive would count towards the redrive policy's maxReceiveCount).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+from offpath_local.move_tasks import MOVE_TASK_TARGETS, MessageMoveTasks
+from offpath_local.resources import ACCOUNT_ID, REGION
+
+logger = logging.getLogger("offpath.local.emulator")
+
+CREDENTIALS = {"aws_access_key_id": "local", "aws_secret_access_key": "local", "aws_session_token": "local"}
+CLIENT_CONFIG = Config(
+    retries={"mode": "standard", "max_attempts": 3},
+    max_pool_connections=64,
+    connect_timeout=2,
+    read_timeout=30,
+)
+DYNAMODB_TARGET_PREFIX = "DynamoDB_20120810."
+# ApproximateAgeOfOldestMessage skips a message received this often (it moves to the back of the queue).
+AGE_RECEIVE_LIMIT = 3
+
+StartResponse = Callable[..., Any]
+
+
+class _EmulatorApp:
+    def __init__(self, app: Callable[..., Iterable[bytes]], move_tasks: MessageMoveTasks) -> None:
+        self.app = app
+        self.move_tasks = move_tasks
+        self.dynamodb_lock = threading.Lock()
+
+    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        target = environ.get("HTTP_X_AMZ_TARGET", "")
+        if target.startswith(DYNAMODB_TARGET_PREFIX):
+            with self.dynamodb_lock:
+                return list(self.app(environ, start_response))
+        if target in MOVE_TASK_TARGETS:
+            return self.move_tasks.handle(target, environ, start_response)
+        return self.app(environ, start_response)
+
+
+class Emulator:
+    """moto's ThreadedMotoServer on 127.0.0.1 (a free port unless one is given)."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.host = host
+        self.port = port
+        self.endpoint = ""
+        self._server: Any = None
+        self.move_tasks = MessageMoveTasks(self.client)
+
+    def start(self) -> None:
+        from moto.server import ThreadedMotoServer
+
+        # moto's server logs every request through werkzeug's logger.
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        self._server = ThreadedMotoServer(ip_address=self.host, port=self.port, verbose=False)
+        self._server.start()
+        host, port = self._server.get_host_and_port()
+        self.port = port
+        self.endpoint = f"http://{host}:{port}"
+        wsgi_server = self._server._server
+        dispatcher = wsgi_server.app
+        # moto finds a request's service by listing its own package directory and trying every URL pattern,
+        # on every request; the answer for a host never changes.
+        if hasattr(dispatcher, "get_backend_for_host"):
+            dispatcher.get_backend_for_host = functools.lru_cache(maxsize=512)(dispatcher.get_backend_for_host)
+        wsgi_server.app = _EmulatorApp(dispatcher, self.move_tasks)
+        # moto keeps its state per process: start from nothing.
+        import urllib.request
+
+        request = urllib.request.Request(f"{self.endpoint}/moto-api/reset", method="POST")  # noqa: S310 - loopback
+        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 - loopback emulator
+            response.read()
+
+    def stop(self) -> None:
+        self.move_tasks.stop()
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+
+    def client(self, service: str) -> Any:
+        return boto3.session.Session().client(
+            service, endpoint_url=self.endpoint, region_name=REGION, config=CLIENT_CONFIG, **CREDENTIALS
+        )
+
+
+@dataclass(frozen=True)
+class QueueDepth:
+    visible: int
+    in_flight: int
+    delayed: int
+    oldest_age_s: float  # 0 for an empty queue, as SQS reports it
+
+
+class QueuePeek:
+    """Queue depths and the oldest message's age from moto's state (no receive, no side effect).
+
+    The age follows SQS: the oldest message not yet deleted, in flight or not, counted from when it was
+    first sent (a DLQ keeps that time); a message received three times or more is skipped. Delayed
+    messages are not counted in the age (they are not yet available)."""
+
+    def __init__(self, sqs: Any, account_id: str = ACCOUNT_ID, region: str = REGION) -> None:
+        self.sqs = sqs
+        self.account_id = account_id
+        self.region = region
+        self._warned = False
+
+    def depths(self, queue_urls: Iterable[str]) -> dict[str, QueueDepth]:
+        """Per queue name."""
+        result: dict[str, QueueDepth] = {}
+        backend = self._backend()
+        now_ms = time.time() * 1000
+        for url in queue_urls:
+            name = url.rstrip("/").rsplit("/", 1)[-1]
+            queue = backend.queues.get(name) if backend is not None else None
+            if queue is None:
+                result[name] = self._from_attributes(url)
+                continue
+            visible = in_flight = delayed = 0
+            oldest: float | None = None
+            for message in list(queue._messages):
+                if message.delayed:
+                    delayed += 1
+                    continue
+                if message.visible:
+                    visible += 1
+                else:
+                    in_flight += 1
+                sent = message.sent_timestamp
+                if sent is not None and message.approximate_receive_count < AGE_RECEIVE_LIMIT:
+                    oldest = sent if oldest is None else min(oldest, sent)
+            age = max(0.0, (now_ms - oldest) / 1000) if oldest is not None else 0.0
+            result[name] = QueueDepth(visible, in_flight, delayed, round(age, 3))
+        return result
+
+    def _backend(self) -> Any:
+        try:
+            from moto.sqs.models import sqs_backends
+
+            return sqs_backends[self.account_id][self.region]
+        except Exception:  # a moto without this layout: fall back to the API, without ages
+            if not self._warned:
+                logger.warning("cannot read moto's queues; oldest message ages are not measured")
+                self._warned = True
+            return None
+
+    def _from_attributes(self, url: str) -> QueueDepth:
+        attributes = self.sqs.get_queue_attributes(
+            QueueUrl=url,
+            AttributeNames=[
+                "ApproximateNumberOfMessages",
+                "ApproximateNumberOfMessagesNotVisible",
+                "ApproximateNumberOfMessagesDelayed",
+            ],
+        )["Attributes"]
+        return QueueDepth(
+            int(attributes.get("ApproximateNumberOfMessages", 0)),
+            int(attributes.get("ApproximateNumberOfMessagesNotVisible", 0)),
+            int(attributes.get("ApproximateNumberOfMessagesDelayed", 0)),
+            0.0,
+        )
+
+
+def prune_metric_data(max_age_s: float, account_id: str = ACCOUNT_ID, region: str = REGION) -> int:
+    """Drop CloudWatch data points older than `max_age_s` from moto (it keeps every one, and scans them
+    all on each GetMetricData). Returns how many were dropped."""
+    from datetime import UTC, datetime, timedelta
+
+    try:
+        from moto.cloudwatch.models import cloudwatch_backends
+
+        backend = cloudwatch_backends[account_id][region]
+        cutoff = datetime.now(UTC) - timedelta(seconds=max_age_s)
+        before = len(backend.metric_data)
+        backend.metric_data = [
+            datum
+            for datum in backend.metric_data
+            if _aware(datum.timestamp) is None or _aware(datum.timestamp) >= cutoff
+        ]
+        return before - len(backend.metric_data)
+    except Exception:
+        return 0
+
+
+def _aware(value: Any) -> Any:
+    from datetime import UTC, datetime
+
+    if isinstance(value, datetime) and value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value if isinstance(value, datetime) else None

@@ -1,0 +1,423 @@
+"""API Gateway (HTTP API, payload format 2.0) with its JWT authorizer, on 127.0.0.1.
+
+Each request becomes the event API Gateway would send the api function: `rawPath`,
+`rawQueryString`, lower-cased `headers` (duplicates comma-joined), `cookies`,
+`queryStringParameters` (duplicates comma-joined), `pathParameters` of the matched route, `body` +
+`isBase64Encoded`, `requestContext` (`http.method/path/sourceIp`, `requestId`, `routeKey`, and
+`authorizer.jwt.claims` + `scopes`). The function's response is returned as it is: status, headers,
+cookies as `Set-Cookie`, a base64 body decoded.
+
+The authorizer: `Authorization: Bearer <token>` is looked up in the token map (tenant -> secret); the
+claims are those a JWT authorizer passes on (`sub`, `tenant`, `iss`, `aud`, `iat`, `exp`, `scope`).
+A missing or unknown token is answered 401 and the function is not called; `GET /health` has no
+authorizer; the admin routes need the `offpath/admin` scope (403 otherwise), as the stack's
+route-level authorization scopes do. Requests larger than 10 MB are refused (413), and a function
+that takes more than 30 s is answered 503, as API Gateway does.
+
+Routes the table below does not know still reach the function (with routeKey `$default`), so a
+route added to the api function works locally before this table knows it.
+"""
+
+from __future__ import annotations
+
+import base64
+import hmac
+import json
+import logging
+import re
+import secrets
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from email.utils import formatdate
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from offpath.tenancy import ADMIN_SCOPE
+from offpath_local.resources import ACCOUNT_ID
+
+logger = logging.getLogger("offpath.local.gateway")
+
+# The stack's routes (infra/api.py): (method, path template).
+ROUTES: tuple[tuple[str, str], ...] = (
+    ("POST", "/jobs"),
+    ("POST", "/jobs/batch"),
+    ("GET", "/jobs"),
+    ("GET", "/jobs/{id}"),
+    ("POST", "/jobs/{id}/cancel"),
+    ("GET", "/queues"),
+    ("GET", "/schedules"),
+    ("GET", "/openapi.json"),
+)
+ADMIN_ROUTES: tuple[tuple[str, str], ...] = (
+    ("POST", "/queues/{name}/redrive"),
+    ("POST", "/schedules/{name}/trigger"),
+)
+PUBLIC_ROUTES: tuple[tuple[str, str], ...] = (("GET", "/health"),)
+
+MAX_BODY_BYTES = 10 * 1024 * 1024
+INTEGRATION_TIMEOUT_S = 30.0
+AUDIENCE = "offpath"
+TOKEN_LIFETIME_S = 3600
+TEXT_TYPES = re.compile(
+    r"^(text/|application/(json|[\w.+-]*\+json|xml|[\w.+-]*\+xml|javascript|x-www-form-urlencoded))", re.IGNORECASE
+)
+
+Invoke = Callable[[dict[str, Any], float], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Route:
+    method: str
+    template: str
+    pattern: re.Pattern[str]
+    admin: bool = False
+    public: bool = False
+
+    @classmethod
+    def of(cls, method: str, template: str, *, admin: bool = False, public: bool = False) -> Route:
+        regex = re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", re.escape(template))
+        return cls(method, template, re.compile(f"^{regex}$"), admin, public)
+
+
+def route_table() -> list[Route]:
+    routes = [Route.of(m, p) for m, p in ROUTES]
+    routes += [Route.of(m, p, admin=True) for m, p in ADMIN_ROUTES]
+    routes += [Route.of(m, p, public=True) for m, p in PUBLIC_ROUTES]
+    # Literal segments win over parameters (`/jobs/batch` before `/jobs/{id}`), as API Gateway matches.
+    return sorted(routes, key=lambda r: r.template.count("{"))
+
+
+@dataclass
+class Authorizer:
+    """Bearer tokens of tenants, and the tenants with the admin scope."""
+
+    tokens: dict[str, str]  # tenant -> secret
+    admins: frozenset[str] = frozenset()
+    issuer: str = "http://127.0.0.1/"
+
+    def tenant_for(self, authorization: str | None) -> str | None:
+        if not authorization:
+            return None
+        scheme, _, token = authorization.strip().partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return None
+        presented = token.strip().encode()
+        found = None
+        for tenant, secret in self.tokens.items():
+            if hmac.compare_digest(presented, secret.encode()):
+                found = tenant
+        return found
+
+    def claims(self, tenant: str) -> tuple[dict[str, str], list[str] | None]:
+        now = int(time.time())
+        scopes = [ADMIN_SCOPE] if tenant in self.admins else []
+        claims = {
+            "sub": tenant,
+            "tenant": tenant,
+            "iss": self.issuer,
+            "aud": AUDIENCE,
+            "iat": str(now),
+            "exp": str(now + TOKEN_LIFETIME_S),
+        }
+        if scopes:
+            claims["scope"] = " ".join(scopes)
+        return claims, scopes or None
+
+
+def new_token() -> str:
+    return secrets.token_urlsafe(24)
+
+
+def request_id() -> str:
+    """An id shaped like API Gateway's (`apigw-requestid`)."""
+    return base64.b64encode(uuid.uuid4().bytes[:10]).decode().rstrip("=") + "="
+
+
+def build_event(
+    *,
+    method: str,
+    target: str,
+    headers: list[tuple[str, str]],
+    body: bytes,
+    source_ip: str,
+    route: Route | None,
+    path_parameters: dict[str, str] | None,
+    claims: dict[str, str] | None,
+    scopes: list[str] | None,
+    domain: str,
+    req_id: str,
+) -> dict[str, Any]:
+    split = urlsplit(target)
+    raw_path = split.path or "/"
+    joined: dict[str, str] = {}
+    cookies: list[str] = []
+    for name, value in headers:
+        lower = name.lower()
+        if lower == "cookie":
+            cookies += [c.strip() for c in value.split(";") if c.strip()]
+            continue
+        joined[lower] = f"{joined[lower]},{value}" if lower in joined else value
+    query: dict[str, str] = {}
+    for key, value in parse_qsl(split.query, keep_blank_values=True):
+        query[key] = f"{query[key]},{value}" if key in query else value
+    content_type = joined.get("content-type", "")
+    text: str | None = None
+    encoded = False
+    if body:
+        if not content_type or TEXT_TYPES.match(content_type):
+            try:
+                text = body.decode("utf-8")
+            except UnicodeDecodeError:
+                text = None
+        if text is None:
+            text = base64.b64encode(body).decode()
+            encoded = True
+    now = time.time()
+    route_key = f"{route.method} {route.template}" if route else "$default"
+    request_context: dict[str, Any] = {
+        "accountId": ACCOUNT_ID,
+        "apiId": "local",
+        "domainName": domain,
+        "domainPrefix": domain.split(".", 1)[0],
+        "http": {
+            "method": method,
+            "path": unquote(raw_path),
+            "protocol": "HTTP/1.1",
+            "sourceIp": source_ip,
+            "userAgent": joined.get("user-agent", ""),
+        },
+        "requestId": req_id,
+        "routeKey": route_key,
+        "stage": "$default",
+        "time": formatdate(now, usegmt=True),
+        "timeEpoch": int(now * 1000),
+    }
+    if claims is not None:
+        request_context["authorizer"] = {"jwt": {"claims": claims, "scopes": scopes}}
+    event: dict[str, Any] = {
+        "version": "2.0",
+        "routeKey": route_key,
+        "rawPath": raw_path,
+        "rawQueryString": split.query,
+        "headers": joined,
+        "requestContext": request_context,
+        "isBase64Encoded": encoded,
+    }
+    if cookies:
+        event["cookies"] = cookies
+    if query:
+        event["queryStringParameters"] = query
+    if path_parameters:
+        event["pathParameters"] = path_parameters
+    if text is not None:
+        event["body"] = text
+    return event
+
+
+class Gateway:
+    def __init__(
+        self,
+        invoke: Invoke,
+        authorizer: Authorizer,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 8000,
+        on_response: Callable[[int], None] | None = None,
+    ) -> None:
+        self.invoke = invoke
+        self.authorizer = authorizer
+        self.routes = route_table()
+        self.on_response = on_response
+        self._server = _Server((host, port), _handler_class(self))
+        self.host, self.port = self._server.server_address[:2]
+        self.authorizer.issuer = f"http://{self.host}:{self.port}/"
+        self._thread = threading.Thread(target=self._server.serve_forever, name="gateway", daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    def match(self, method: str, path: str) -> tuple[Route | None, dict[str, str] | None]:
+        for route in self.routes:
+            if route.method != method:
+                continue
+            found = route.pattern.match(path)
+            if found:
+                return route, (found.groupdict() or None)
+        return None, None
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 256
+
+
+def _handler_class(gateway: Gateway) -> type[BaseHTTPRequestHandler]:
+    class Handler(_RequestHandler):
+        pass
+
+    Handler.gateway = gateway
+    return Handler
+
+
+class _RequestHandler(BaseHTTPRequestHandler):
+    gateway: Gateway
+    protocol_version = "HTTP/1.1"
+    server_version = "offpath-local"
+    sys_version = ""
+
+    def do_GET(self) -> None:
+        self._handle()
+
+    def do_POST(self) -> None:
+        self._handle()
+
+    def do_PUT(self) -> None:
+        self._handle()
+
+    def do_PATCH(self) -> None:
+        self._handle()
+
+    def do_DELETE(self) -> None:
+        self._handle()
+
+    def do_OPTIONS(self) -> None:
+        self._handle()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        logger.debug(format, *args)
+
+    def _handle(self) -> None:
+        req_id = request_id()
+        try:
+            body = self._read_body()
+        except _TooLarge:
+            self._send(413, {"content-type": "application/json"}, b'{"message":"Request Entity Too Large"}', req_id)
+            self.close_connection = True
+            return
+        except ValueError:
+            self._send(400, {"content-type": "application/json"}, b'{"message":"Bad Request"}', req_id)
+            self.close_connection = True
+            return
+        gateway = self.gateway
+        path = urlsplit(self.path).path or "/"
+        route, parameters = gateway.match(self.command, path)
+        claims: dict[str, str] | None = None
+        scopes: list[str] | None = None
+        if route is None or not route.public:
+            tenant = gateway.authorizer.tenant_for(self.headers.get("Authorization"))
+            if tenant is None:
+                self._error(
+                    401, "unauthorized", "a valid bearer token is needed (Authorization: Bearer <token>)", req_id
+                )
+                return
+            claims, scopes = gateway.authorizer.claims(tenant)
+            if route is not None and route.admin and ADMIN_SCOPE not in (scopes or []):
+                self._error(403, "forbidden", f"this route needs the {ADMIN_SCOPE} scope", req_id)
+                return
+        host = self.headers.get("Host") or f"{gateway.host}:{gateway.port}"
+        event = build_event(
+            method=self.command,
+            target=self.path,
+            headers=list(self.headers.items()),
+            body=body,
+            source_ip=self.client_address[0],
+            route=route,
+            path_parameters=parameters,
+            claims=claims,
+            scopes=scopes,
+            domain=host,
+            req_id=req_id,
+        )
+        try:
+            response = gateway.invoke(event, INTEGRATION_TIMEOUT_S)
+        except TimeoutError:
+            self._send(503, {"content-type": "application/json"}, b'{"message":"Service Unavailable"}', req_id)
+            return
+        except Exception:
+            logger.exception("the api function raised")
+            self._send(500, {"content-type": "application/json"}, b'{"message":"Internal Server Error"}', req_id)
+            return
+        self._respond(response, req_id)
+
+    def _read_body(self) -> bytes:
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            chunks, size = [], 0
+            while True:
+                line = self.rfile.readline(1024)
+                length = int(line.split(b";", 1)[0].strip() or b"0", 16)
+                if length == 0:
+                    while self.rfile.readline(1024) not in (b"\r\n", b"\n", b""):
+                        pass
+                    break
+                size += length
+                if size > MAX_BODY_BYTES:
+                    raise _TooLarge()
+                chunks.append(self.rfile.read(length))
+                self.rfile.readline(1024)
+            return b"".join(chunks)
+        length = int(self.headers.get("Content-Length") or 0)
+        if length < 0:
+            raise ValueError("negative Content-Length")
+        if length > MAX_BODY_BYTES:
+            raise _TooLarge()
+        return self.rfile.read(length) if length else b""
+
+    def _respond(self, response: Any, req_id: str) -> None:
+        if not isinstance(response, dict) or "statusCode" not in response:
+            # Payload 2.0: a response without statusCode is taken as the JSON body of a 200.
+            body = json.dumps(response).encode()
+            self._send(200, {"content-type": "application/json"}, body, req_id)
+            return
+        status = int(response.get("statusCode") or 200)
+        headers = {str(k).lower(): str(v) for k, v in (response.get("headers") or {}).items()}
+        raw = response.get("body")
+        if raw is None:
+            data = b""
+        elif response.get("isBase64Encoded"):
+            data = base64.b64decode(raw)
+        else:
+            data = str(raw).encode()
+        self._send(status, headers, data, req_id, cookies=list(response.get("cookies") or []))
+
+    def _error(self, status: int, code: str, message: str, req_id: str) -> None:
+        body = json.dumps({"error": {"code": code, "message": message}}, separators=(",", ":")).encode()
+        headers = {"content-type": "application/json"}
+        if status == 401:
+            headers["www-authenticate"] = "Bearer"
+        self._send(status, headers, body, req_id)
+
+    def _send(
+        self, status: int, headers: dict[str, str], body: bytes, req_id: str, cookies: list[str] | None = None
+    ) -> None:
+        self.send_response(status)
+        for name, value in headers.items():
+            if name in ("content-length", "connection", "transfer-encoding", "date", "server"):
+                continue
+            self.send_header(name, value)
+        for cookie in cookies or []:
+            self.send_header("set-cookie", cookie)
+        self.send_header("apigw-requestid", req_id)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+        if self.gateway.on_response:
+            self.gateway.on_response(status)
+
+
+class _TooLarge(Exception):
+    pass

@@ -1,0 +1,154 @@
+"""Where the runtime's output goes.
+
+In Lambda, a function's stdout is its log. Here the functions share one process, so its stdout is
+routed to the log file under the data directory (or to the console with `--verbose`): the handlers'
+structured JSON lines, their EMF metric lines and anything a job function prints. Each JSON line
+names the function that wrote it in `service`, as its own log group would. The console keeps the
+runtime's own messages: where it listens, one line per job state change, alarm changes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import io
+import logging
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TextIO
+
+from offpath.observability import JsonFormatter
+
+FUNCTION: contextvars.ContextVar[str] = contextvars.ContextVar("offpath_local_function", default="local")
+
+
+@contextlib.contextmanager
+def invocation(function_name: str) -> Iterator[None]:
+    """Marks the log lines written while a function runs as that function's."""
+    token = FUNCTION.set(function_name)
+    try:
+        yield
+    finally:
+        FUNCTION.reset(token)
+
+
+class _LockedWriter(io.TextIOBase):
+    """A text stream several threads can write whole lines to."""
+
+    def __init__(self, target: TextIO) -> None:
+        self.target = target
+        self.lock = threading.Lock()
+
+    def write(self, text: str) -> int:
+        with self.lock:
+            written = self.target.write(text)
+            if text.endswith("\n"):
+                self.target.flush()
+            return written
+
+    def flush(self) -> None:
+        with self.lock:
+            self.target.flush()
+
+    def writable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:
+        return self.target.isatty()
+
+
+class _FunctionLogHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """JSON lines with the invoking function as `service`. The handlers' own `configure_logging` finds
+    this handler (it carries the `offpath` mark) and would set one formatter for the whole process:
+    the per-function formatters are kept instead."""
+
+    offpath = True
+
+    def __init__(self, stream: TextIO) -> None:
+        super().__init__(stream)
+        self._formatters: dict[str, logging.Formatter] = {}
+
+    def format(self, record: logging.LogRecord) -> str:
+        name = FUNCTION.get()
+        formatter = self._formatters.get(name)
+        if formatter is None:
+            formatter = JsonFormatter(name)
+            formatter.converter = time.gmtime
+            self._formatters[name] = formatter
+        return formatter.format(record)
+
+    def setFormatter(self, fmt: logging.Formatter | None) -> None:
+        pass
+
+
+class _ConsoleFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        stamp = time.strftime("%H:%M:%S", time.localtime(record.created))
+        text = f"{stamp}  {record.levelname:<9}  {record.getMessage()}"
+        if record.exc_info and record.levelno >= logging.ERROR:
+            lines = self.formatException(record.exc_info).strip().splitlines()
+            text += f"  ({lines[-1]})" if lines else ""
+        return text
+
+
+class Output:
+    def __init__(self, data_dir: Path, *, verbose: bool = False, level: str = "INFO") -> None:
+        self.data_dir = data_dir
+        self.verbose = verbose
+        self.level = level
+        self.log_path = data_dir / "offpath.log"
+        self.console: TextIO = sys.stdout
+        self._saved_stdout: TextIO | None = None
+        self._log_file: TextIO | None = None
+        self._handlers: list[tuple[logging.Logger, logging.Handler]] = []
+        self._saved_levels: dict[str, int] = {}
+
+    def install(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        if self.log_path.exists():
+            self.log_path.replace(self.log_path.with_name(self.log_path.name + ".1"))
+        self._saved_stdout = sys.stdout
+        console = _LockedWriter(sys.stdout)
+        self.console = console
+        if self.verbose:
+            sink: TextIO = console
+        else:
+            self._log_file = self.log_path.open("a", encoding="utf-8")
+            sink = _LockedWriter(self._log_file)
+        sys.stdout = sink
+        root = logging.getLogger()
+        self._saved_levels["root"] = root.level
+        function_handler = _FunctionLogHandler(sink)
+        self._add(root, function_handler)
+        root.setLevel(self.level)
+        # The runtime's own warnings also reach the console.
+        local = logging.getLogger("offpath.local")
+        console_handler = logging.StreamHandler(console)
+        console_handler.setLevel(logging.WARNING)
+        console_handler.setFormatter(_ConsoleFormatter())
+        self._add(local, console_handler)
+
+    def _add(self, logger: logging.Logger, handler: logging.Handler) -> None:
+        logger.addHandler(handler)
+        self._handlers.append((logger, handler))
+
+    def say(self, text: str) -> None:
+        """One line (or several) on the console."""
+        self.console.write(text.rstrip("\n") + "\n")
+
+    def restore(self) -> None:
+        for logger, handler in self._handlers:
+            logger.removeHandler(handler)
+        self._handlers.clear()
+        if "root" in self._saved_levels:
+            logging.getLogger().setLevel(self._saved_levels.pop("root"))
+        if self._saved_stdout is not None:
+            sys.stdout.flush()
+            sys.stdout = self._saved_stdout
+            self._saved_stdout = None
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = None

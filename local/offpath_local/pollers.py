@@ -1,0 +1,110 @@
+"""Pollers that run a queue class's worker as the Lambda event source mapping for SQS does.
+
+Per queue class: batches of its `batch_size` gathered within its batching window (see
+event_source.py for one batch: partial batch responses, errors, timeouts), at most
+`max_concurrency` batches in flight at once. A batch is received only when an invocation slot is
+free, so no message is received and left waiting: every receive counts towards the redrive policy.
+While a batch is in flight its messages stay invisible (the queue's visibility timeout).
+
+Differences from AWS: the mapping starts at its maximum concurrency at once (AWS starts at five
+concurrent batches and adds up to 300 a minute), and the receive is one long poll at a time per queue.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from offpath_local.event_source import PollResult, SqsEventSource
+
+logger = logging.getLogger("offpath.local.pollers")
+
+LONG_POLL_S = 1
+ERROR_PAUSE_S = 1.0
+
+
+class QueuePoller:
+    def __init__(
+        self,
+        source: SqsEventSource,
+        *,
+        queue_class: str,
+        max_concurrency: int,
+        on_result: Callable[[str, PollResult], None] | None = None,
+    ) -> None:
+        self.source = source
+        self.queue_class = queue_class
+        self.max_concurrency = max(1, max_concurrency)
+        self.on_result = on_result
+        self._slots = threading.BoundedSemaphore(self.max_concurrency)
+        self._executor = ThreadPoolExecutor(self.max_concurrency, thread_name_prefix=f"worker-{queue_class}")
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name=f"poller-{queue_class}", daemon=True)
+        self._in_flight = 0
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def request_stop(self) -> None:
+        """Begin stopping without waiting (the runtime asks every part first, then waits for each)."""
+        self._stop.set()
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """No new batch is received; batches in flight finish (up to `timeout_s`)."""
+        self._stop.set()
+        self._thread.join(timeout=LONG_POLL_S * 3)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self._lock:
+                if self._in_flight == 0:
+                    break
+            time.sleep(0.05)
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    @property
+    def in_flight(self) -> int:
+        with self._lock:
+            return self._in_flight
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            if not self._slots.acquire(timeout=0.5):
+                continue
+            try:
+                messages = self.source.receive(wait_s=LONG_POLL_S)
+            except Exception:
+                self._slots.release()
+                if not self._stop.is_set():
+                    logger.warning("receive from the %s queue failed; retrying", self.queue_class, exc_info=True)
+                    self._stop.wait(ERROR_PAUSE_S)
+                continue
+            if not messages:
+                self._slots.release()
+                continue
+            with self._lock:
+                self._in_flight += 1
+            try:
+                self._executor.submit(self._invoke, messages)
+            except RuntimeError:  # shut down meanwhile: the messages reappear after their visibility timeout
+                self._done()
+
+    def _invoke(self, messages: list[dict[str, Any]]) -> None:
+        try:
+            result = self.source.invoke(messages)
+            if self.on_result:
+                self.on_result(self.queue_class, result)
+        except Exception:
+            if not self._stop.is_set():
+                logger.exception("the %s worker's batch could not be completed", self.queue_class)
+        finally:
+            self._done()
+
+    def _done(self) -> None:
+        with self._lock:
+            self._in_flight -= 1
+        self._slots.release()

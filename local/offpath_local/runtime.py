@@ -1,0 +1,434 @@
+"""The embedded runtime: the whole pipeline in this process, on 127.0.0.1, with no AWS account.
+
+    emulator (moto server)  table, queues + DLQs, schedule group + schedules, alarms (from the registry)
+    gateway                 HTTP -> API Gateway payload 2.0 events -> api function (JWT authorizer played)
+    pollers                 SQS event source mapping -> worker function, one per queue class
+    scheduler clock         schedules in the group -> enqueue / sweeper functions (asynchronous)
+    alarm evaluator         queue metrics -> CloudWatch metrics and alarm states
+
+The functions are the real handlers, pointed at the emulator by their environment. This process
+takes the place of an AWS account, so it sets that environment for itself: `AWS_ENDPOINT_URL`, fake
+credentials, region us-east-1, the `OFFPATH_*` variables (offpath/settings.py).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from offpath_local.alarms import AlarmEvaluator, EventCounts
+from offpath_local.emulator import CREDENTIALS, Emulator, QueuePeek
+from offpath_local.event_source import PollResult, SqsEventSource
+from offpath_local.functions import (
+    ENQUEUE_MODULE,
+    SWEEPER_MODULE,
+    ApiFunction,
+    AsyncConfig,
+    AsyncFunction,
+    WorkerFunction,
+    destination_sender,
+)
+from offpath_local.gateway import Authorizer, Gateway
+from offpath_local.job_events import ConsoleSummary, JobEvents
+from offpath_local.output import Output
+from offpath_local.pollers import QueuePoller
+from offpath_local.resources import (
+    REGION,
+    Resources,
+    api_function_name,
+    create_local_resources,
+    enqueue_function_name,
+    function_name_of,
+    sweeper_function_name,
+    worker_function_name,
+)
+from offpath_local.scheduler_clock import SchedulerClock, VirtualTime
+
+logger = logging.getLogger("offpath.local.runtime")
+
+STATE_FILE = "local.json"
+TOKEN_FILE = "token"  # noqa: S105 - a file name
+ENQUEUE = AsyncConfig(timeout_s=30, retry_attempts=2, max_event_age_s=3600)
+SWEEPER = AsyncConfig(timeout_s=50, retry_attempts=0, max_event_age_s=60)
+# Environment variables that could point this process's SDK at a real account or another endpoint.
+_FOREIGN_AWS_SETTINGS = ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS")
+# The runtime's own: where the resources are. Other OFFPATH_* settings of the environment (payload limit,
+# retention, sweep grace, redrive mode) apply to the local functions as the stack's would.
+_RESOURCE_SETTINGS = frozenset(
+    {
+        "OFFPATH_TABLE_NAME",
+        "OFFPATH_QUEUE_URLS",
+        "OFFPATH_DLQ_URLS",
+        "OFFPATH_QUEUE_CLASS",
+        "OFFPATH_SCHEDULE_GROUP",
+        "OFFPATH_SCHEDULER_ROLE_ARN",
+        "OFFPATH_ENQUEUE_FUNCTION_ARN",
+        "OFFPATH_SCHEDULE_DLQ_ARN",
+        "OFFPATH_LOG_LEVEL",
+    }
+)
+
+
+@dataclass
+class LocalConfig:
+    host: str = "127.0.0.1"
+    port: int = 8000
+    data_dir: Path = Path(".offpath")
+    tokens: dict[str, str] = field(default_factory=dict)  # tenant -> secret; empty: tenant "dev"
+    admins: tuple[str, ...] = ()  # empty: the first tenant
+    verbose: bool = False
+    quiet: bool = False  # no line per job state change
+    log_level: str = "INFO"
+    clock_speed: float = 1.0
+    clock_tick_s: float = 1.0
+    alarm_interval_s: float = 5.0
+    api_environments: int = 4
+    prefix: str = "offpath"
+    load_modules: tuple[str, ...] = ()
+
+
+class LocalRuntime:
+    def __init__(self, config: LocalConfig) -> None:
+        self.config = config
+        self.data_dir = Path(config.data_dir)
+        self.output = Output(self.data_dir, verbose=config.verbose, level=config.log_level)
+        self.events = JobEvents()
+        self.counts = EventCounts()
+        self.emulator = Emulator(config.host)
+        self.resources: Resources | None = None
+        self.tokens: dict[str, str] = {}
+        self.admins: tuple[str, ...] = ()
+        self.started_in_s = 0.0
+        self.gateway: Gateway | None = None
+        self._parts: list[Any] = []
+        self._started = False
+        self._saved_env: dict[str, str | None] = {}
+
+    # -- life cycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        started = time.perf_counter()
+        config = self.config
+        self.output.install()
+        try:
+            self._start(config)
+        except BaseException:
+            self.stop()
+            raise
+        self.started_in_s = time.perf_counter() - started
+        self._started = True
+        self._write_state()
+
+    def _start(self, config: LocalConfig) -> None:
+        self.tokens, self.admins = self._tenants(config)
+        self.emulator.start()
+        self._parts.append(self.emulator)
+        self._point_sdk_at_emulator()
+
+        from offpath.jobs import load_job_types
+
+        registry = load_job_types()
+        for module in config.load_modules:
+            importlib.import_module(module)
+
+        clients = {name: self.emulator.client(name) for name in ("dynamodb", "sqs", "scheduler", "cloudwatch")}
+        self.resources = resources = create_local_resources(clients, registry, config.prefix)
+        self._set_env({**resources.environment(), "OFFPATH_LOG_LEVEL": config.log_level})
+
+        from offpath.settings import Settings
+
+        settings = Settings.from_env()
+        if not config.quiet:
+            self.events.subscribe(ConsoleSummary(self.output.say, tenants=len(self.tokens)))
+
+        # Functions (their services are built here, on one thread).
+        api = ApiFunction(api_function_name(config.prefix), self.events, config.api_environments, self.counts.add)
+        self._parts.append(api)
+        send_failure = destination_sender(clients["sqs"], resources.async_failures_url or "")
+        speed = config.clock_speed
+        async_functions = {
+            enqueue_function_name(config.prefix): AsyncFunction(
+                enqueue_function_name(config.prefix),
+                ENQUEUE_MODULE,
+                ENQUEUE,
+                self.events,
+                on_failure=send_failure,
+                on_result=self._on_async_result,
+                time_scale=speed,
+                tap=self.counts.add,
+            ),
+            sweeper_function_name(config.prefix): AsyncFunction(
+                sweeper_function_name(config.prefix),
+                SWEEPER_MODULE,
+                SWEEPER,
+                self.events,
+                on_failure=send_failure,
+                on_result=self._on_async_result,
+                time_scale=speed,
+                tap=self.counts.add,
+            ),
+        }
+        for function in async_functions.values():
+            function.available()
+            function.start()
+            self._parts.append(function)
+
+        # Pollers: one per queue class, on its own SQS client (its long polls hold a connection).
+        for name, queue_class in registry.queues.items():
+            worker = WorkerFunction(
+                worker_function_name(config.prefix, name),
+                name,
+                settings,
+                self.events,
+                queue_class.max_concurrency,
+                self.counts.add,
+            )
+            source = SqsEventSource(
+                self.emulator.client("sqs"),
+                resources.queue_urls[name],
+                worker,
+                function_name=worker_function_name(config.prefix, name),
+                batch_size=queue_class.batch_size,
+                batching_window_s=queue_class.batching_window_s,
+                function_timeout_s=registry.worker_timeout_s(name),
+                region=REGION,
+            )
+            poller = QueuePoller(
+                source, queue_class=name, max_concurrency=queue_class.max_concurrency, on_result=self._on_batch
+            )
+            poller.start()
+            self._parts.append(poller)
+
+        # The scheduler clock.
+        def invoke(target_arn: str, event: dict[str, Any]) -> None:
+            function = async_functions.get(function_name_of(target_arn))
+            if function is None:
+                logger.warning("a schedule targets %s, which is not a function of this stack", target_arn)
+                return
+            function.invoke_async(event)
+
+        clock = SchedulerClock(
+            clients["scheduler"],
+            resources.schedule_group or "",
+            invoke,
+            time_source=VirtualTime(config.clock_speed),
+            tick_s=config.clock_tick_s,
+            record=self._record_firing,
+        )
+        clock.start()
+        self._parts.append(clock)
+
+        # The alarm evaluator.
+        queue_urls = [*resources.queue_urls.values(), *resources.dlq_urls.values()]
+        queue_urls += [url for url in (resources.schedule_dlq_url, resources.async_failures_url) if url]
+        alarms = AlarmEvaluator(
+            cloudwatch=clients["cloudwatch"],
+            peek=QueuePeek(clients["sqs"]),
+            queue_urls=queue_urls,
+            specs=resources.alarms,
+            events=self.counts,
+            interval_s=config.alarm_interval_s,
+            record_path=self.data_dir / "alarms.jsonl",
+            on_change=self._on_alarm,
+        )
+        alarms.evaluate()
+        alarms.start()
+        self._parts.append(alarms)
+
+        # The HTTP API last: when it answers, everything behind it runs.
+        authorizer = Authorizer(self.tokens, frozenset(self.admins))
+        self.gateway = Gateway(
+            api.invoke, authorizer, host=config.host, port=config.port, on_response=self._on_response
+        )
+        self.gateway.start()
+        self._parts.append(self.gateway)
+
+    def stop(self) -> None:
+        """Stops everything started, newest first (the HTTP API first); safe to call twice."""
+        if self.gateway is not None and self.gateway in self._parts:
+            self._parts.remove(self.gateway)
+            self._stop_part(self.gateway)
+        for part in self._parts:
+            request_stop = getattr(part, "request_stop", None)
+            if request_stop is not None:
+                request_stop()
+        while self._parts:
+            self._stop_part(self._parts.pop())
+        (self.data_dir / STATE_FILE).unlink(missing_ok=True)
+        self._restore_env()
+        self.output.restore()
+        self._started = False
+
+    def _stop_part(self, part: Any) -> None:
+        try:
+            part.stop()
+        except Exception:
+            logger.warning("stopping %s failed", type(part).__name__, exc_info=True)
+
+    def __enter__(self) -> LocalRuntime:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- facts for the console and the CLI ----------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        assert self.gateway is not None
+        return self.gateway.url
+
+    @property
+    def first_tenant(self) -> str:
+        return next(iter(self.tokens))
+
+    def banner(self) -> str:
+        tenant = self.admins[0] if self.admins else self.first_tenant
+        token = self.tokens[tenant]
+        url = self.url
+        lines = [
+            f"offpath local: the whole pipeline on this machine, ready in {self.started_in_s:.1f} s",
+            "",
+            f"  API        {url}",
+        ]
+        for name, secret in self.tokens.items():
+            role = " (admin)" if name in self.admins else ""
+            lines.append(f"  tenant     {name}{role}   token {secret}")
+        lines += [
+            f"  emulator   {self.emulator.endpoint}  (moto: DynamoDB, SQS, EventBridge Scheduler, CloudWatch)",
+            f"  data       {self.data_dir}/  (function logs: offpath.log, alarm changes: alarms.jsonl)",
+            "",
+            "Submit a first job:",
+            f"  curl -s -X POST {url}/jobs -H 'Authorization: Bearer {token}' "
+            '-H \'Content-Type: application/json\' -d \'{"type": "demo.echo", "payload": {"hello": "world"}}\'',
+            "and read it back with the job_id it returns:",
+            f"  curl -s {url}/jobs/JOB_ID -H 'Authorization: Bearer {token}'",
+            "or with the command line:",
+            '  offpath submit demo.echo --payload \'{"hello": "world"}\' --wait',
+            "",
+            "Ctrl-C stops. One line per job state change follows.",
+        ]
+        return "\n".join(lines)
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _tenants(self, config: LocalConfig) -> tuple[dict[str, str], tuple[str, ...]]:
+        tokens = dict(config.tokens)
+        if not tokens:
+            tokens = {"dev": self._dev_token()}
+        admins = tuple(a for a in config.admins if a in tokens) or (next(iter(tokens)),)
+        return tokens, admins
+
+    def _dev_token(self) -> str:
+        """A random token, made once per data directory and kept there (so curl commands keep working)."""
+        from offpath_local.gateway import new_token
+
+        path = self.data_dir / TOKEN_FILE
+        if path.exists():
+            token = path.read_text(encoding="utf-8").strip()
+            if token:
+                return token
+        token = new_token()
+        path.write_text(token + "\n", encoding="utf-8")
+        path.chmod(0o600)
+        return token
+
+    def _point_sdk_at_emulator(self) -> None:
+        values: dict[str, str | None] = {
+            "AWS_ENDPOINT_URL": self.emulator.endpoint,
+            "AWS_ACCESS_KEY_ID": CREDENTIALS["aws_access_key_id"],
+            "AWS_SECRET_ACCESS_KEY": CREDENTIALS["aws_secret_access_key"],
+            "AWS_SESSION_TOKEN": CREDENTIALS["aws_session_token"],
+            "AWS_REGION": REGION,
+            "AWS_DEFAULT_REGION": REGION,
+            # No profile, config file or credentials file of this machine's user is read.
+            "AWS_CONFIG_FILE": os.devnull,
+            "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+            "AWS_EC2_METADATA_DISABLED": "true",
+        }
+        for name in _FOREIGN_AWS_SETTINGS:
+            values[name] = None
+        for name in list(os.environ):
+            if name.startswith("AWS_ENDPOINT_URL_") or name in _RESOURCE_SETTINGS:
+                values[name] = None
+        self._set_env(values)
+        import boto3
+
+        # A default session made before this point would keep the machine's own settings.
+        boto3.DEFAULT_SESSION = None
+
+    def _set_env(self, values: dict[str, str | None]) -> None:
+        """Set (or, for None, remove) environment variables, remembering what was there."""
+        for name, value in values.items():
+            self._saved_env.setdefault(name, os.environ.get(name))
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+    def _restore_env(self) -> None:
+        for name, value in self._saved_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        self._saved_env.clear()
+
+    def _write_state(self) -> None:
+        tenant = self.admins[0] if self.admins else self.first_tenant
+        state = {"url": self.url, "tenant": tenant, "token": self.tokens[tenant], "pid": os.getpid()}
+        path = self.data_dir / STATE_FILE
+        path.touch(mode=0o600, exist_ok=True)
+        path.chmod(0o600)
+        path.write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
+
+    def _on_batch(self, queue_class: str, result: PollResult) -> None:
+        if result.errored:
+            self.counts.add(f"worker-error:{queue_class}")
+
+    def _on_response(self, status: int) -> None:
+        if status >= 500:
+            self.counts.add("api-5xx")
+
+    def _on_alarm(self, change: dict[str, Any]) -> None:
+        if "ALARM" not in (change["old_state"], change["new_state"]):
+            return
+        stamp = time.strftime("%H:%M:%S")
+        self.output.say(
+            f"{stamp}  {change['new_state']:<9}  alarm {change['alarm']}: {change['reason']}"
+            "  (local stand-in for the SNS notification; recorded in alarms.jsonl)"
+        )
+
+    def _record_firing(self, firing: dict[str, Any]) -> None:
+        with open(self.data_dir / "schedules.jsonl", "a", encoding="utf-8") as record:
+            record.write(json.dumps(firing) + "\n")
+
+    def _on_async_result(self, function: str, event: dict[str, Any], outcome: str, response: Any) -> None:
+        kind = event.get("kind") if isinstance(event, dict) else None
+        stamp = time.strftime("%H:%M:%S")
+        if outcome == "missing":
+            return
+        if outcome == "failed":
+            self.output.say(f"{stamp}  {'FAILED':<9}  {function}: {response} (event in the async failures queue)")
+            return
+        if kind == "sweep" and isinstance(response, dict):
+            stuck = int(response.get("stuck") or 0)
+            if stuck:
+                self.output.say(f"{stamp}  {'SWEEP':<9}  the sweeper found {stuck} stuck job(s): {response}")
+            return
+        if kind == "recurring" and isinstance(response, dict):
+            schedule = event.get("schedule")
+            slot = event.get("scheduled_time")
+            if response.get("skipped"):
+                self.output.say(f"{stamp}  {'SCHEDULE':<9}  {schedule} slot {slot} skipped: {response['skipped']}")
+            else:
+                self.output.say(
+                    f"{stamp}  {'SCHEDULE':<9}  {schedule} fired for slot {slot}: job {response.get('job_id')}"
+                )
