@@ -83,27 +83,20 @@ def observed(services: Any, events: JobEvents, service_name: str, tap: MetricTap
     return dataclasses.replace(services, ports=ports)
 
 
-def _fresh_module(name: str) -> ModuleType:
-    """Another load of a module, not registered in sys.modules: module-level state of its own."""
-    spec = importlib.util.find_spec(name)
-    if spec is None or spec.loader is None:
-        raise ModuleNotFoundError(name)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 class ApiFunction:
+    """The api function. Powertools' HTTP resolver keeps the request it is handling in a class
+    attribute shared by every resolver in the process (on Lambda one environment serves one request
+    at a time), so requests are handled one at a time here, whatever `environments` says: two at once
+    could route one caller's request with another caller's event."""
+
     def __init__(self, name: str, events: JobEvents, environments: int = 4, tap: MetricTap | None = None) -> None:
         self.name = name
-        module = importlib.import_module(API_MODULE)
-        base = module.default_services()
+        self._module = importlib.import_module(API_MODULE)
+        base = self._module.default_services()
         # Clients that adapters create on first use are created now, on one thread.
         base.monitor.stats()
-        self._pool: queue.Queue[tuple[ModuleType, Any]] = queue.Queue()
-        for index in range(max(1, environments)):
-            env_module = module if index == 0 else _fresh_module(API_MODULE)
-            self._pool.put((env_module, observed(base, events, "api", tap)))
+        self._services = observed(base, events, "api", tap)
+        self._one_at_a_time = threading.Lock()
         self._executor = ThreadPoolExecutor(max(1, environments), thread_name_prefix="api")
 
     def invoke(self, event: dict[str, Any], timeout_s: float) -> dict[str, Any]:
@@ -116,14 +109,10 @@ class ApiFunction:
         return result
 
     def _run(self, event: dict[str, Any]) -> dict[str, Any]:
-        module, services = self._pool.get()
-        try:
-            with invocation("api"):
-                context = LocalLambdaContext(self.name, API_TIMEOUT_S)
-                result: dict[str, Any] = module.handler(event, context, services=services)
-                return result
-        finally:
-            self._pool.put((module, services))
+        with self._one_at_a_time, invocation("api"):
+            context = LocalLambdaContext(self.name, API_TIMEOUT_S)
+            result: dict[str, Any] = self._module.handler(event, context, services=self._services)
+            return result
 
     def stop(self) -> None:
         """Requests already running finish (the gateway has stopped taking new ones)."""

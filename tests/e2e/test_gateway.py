@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from tests.e2e.conftest import TOKEN_B, Local
+from concurrent.futures import ThreadPoolExecutor
+
+from tests.e2e.conftest import TOKEN_A, TOKEN_B, Local
 
 
 def test_health_needs_no_token(local: Local) -> None:
@@ -44,3 +46,19 @@ def test_the_response_carries_api_gateways_request_id(local: Local) -> None:
     answer = local.call("GET", "/health", token=None)
 
     assert answer.headers.get("apigw-requestid")
+
+
+def test_concurrent_requests_of_two_tenants_each_see_only_their_own_job(local: Local) -> None:
+    own = {
+        TOKEN_A: local.submit("demo.echo", {"who": "a"}, token=TOKEN_A).body["job_id"],
+        TOKEN_B: local.submit("demo.echo", {"who": "b"}, token=TOKEN_B).body["job_id"],
+    }
+
+    def read(token: str) -> tuple[str, int, str | None]:
+        answer = local.call("GET", f"/jobs/{own[token]}", token=token)
+        return token, answer.status, answer.body.get("job_id")
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(read, [TOKEN_A, TOKEN_B] * 60))
+
+    assert all(status == 200 and job_id == own[token] for token, status, job_id in results)

@@ -204,7 +204,12 @@ class SqsRedriver:
     def start(self, queue: str, *, max_per_second: int | None) -> RedriveTask:
         if self.mode == "copy":
             return self._copy(queue, max_per_second)
-        request: dict[str, Any] = {"SourceArn": self._arn(self.dlq_urls[queue])}
+        # The worker puts messages on the DLQ itself, so SQS records no source queue for them:
+        # the destination is named rather than left to "each message's original source".
+        request: dict[str, Any] = {
+            "SourceArn": self._arn(self.dlq_urls[queue]),
+            "DestinationArn": self._arn(self.queue_urls[queue]),
+        }
         if max_per_second:
             request["MaxNumberOfMessagesPerSecond"] = max_per_second
         try:
