@@ -24,27 +24,13 @@ from infra.nag import acknowledge
 from infra.queues import JobQueues
 from infra.schedules import Schedules
 from infra.table import JobTable
+from offpath.naming import ADMIN_ROUTES, PUBLIC_ROUTES, ROUTES, api_function_name
 from offpath.tenancy import ADMIN_SCOPE
 
 API_HANDLER = "offpath.handlers.api.handler"
 # API Gateway's integration timeout is 30 s; the function gives up first.
 API_TIMEOUT = cdk.Duration.seconds(29)
 
-ROUTES: tuple[tuple[str, str], ...] = (
-    ("POST", "/jobs"),
-    ("POST", "/jobs/batch"),
-    ("GET", "/jobs"),
-    ("GET", "/jobs/{id}"),
-    ("POST", "/jobs/{id}/cancel"),
-    ("GET", "/queues"),
-    ("GET", "/schedules"),
-    ("GET", "/openapi.json"),
-)
-ADMIN_ROUTES: tuple[tuple[str, str], ...] = (
-    ("POST", "/queues/{name}/redrive"),
-    ("POST", "/schedules/{name}/trigger"),
-)
-PUBLIC_ROUTES: tuple[tuple[str, str], ...] = (("GET", "/health"),)
 HEALTH_REASON = (
     "GET /health is deliberately unauthenticated for load balancers and uptime checks; it returns a constant "
     "and reads no data. Every other route has an authorizer."
@@ -101,7 +87,7 @@ class JobApi(Construct):
             self,
             "Handler",
             kit=kit,
-            name=f"{options.prefix}-api",
+            name=api_function_name(options.prefix),
             handler=API_HANDLER,
             description="offpath: the HTTP API (submit, status, queues, schedules, redrive)",
             timeout=API_TIMEOUT,

@@ -19,12 +19,17 @@ from infra.nag import acknowledge
 from infra.queues import JobQueues, secure_queue
 from infra.table import SWEEP_INDEX, JobTable
 from offpath.domain.registry import Registry
-from offpath.domain.registry import Schedule as DeclaredSchedule
-from offpath.naming import EXECUTION_ID, SCHEDULE_GROUP_SUFFIX, SCHEDULED_TIME
+from offpath.naming import (
+    SWEEP_EXPRESSION,
+    SWEEP_INPUT,
+    enqueue_function_name,
+    recurring_input,
+    schedule_group_name,
+    sweeper_function_name,
+)
 
 ENQUEUE_HANDLER = "offpath.handlers.enqueue.handler"
 SWEEPER_HANDLER = "offpath.handlers.sweeper.handler"
-SWEEP_EXPRESSION = "rate(1 minute)"
 # Scheduler's retries of the invoke call for a declared schedule's slot; the enqueue function is idempotent
 # per slot (scheduled_time), so a retry never makes a second job.
 RECURRING_RETRY_ATTEMPTS = 10
@@ -45,23 +50,6 @@ ON_FAILURE_REASON = (
     "This queue is the on-failure destination of the enqueue and sweeper functions' asynchronous invocations "
     "(a DLQ by another name, which cdk-nag does not follow)."
 )
-
-
-def schedule_group_name(prefix: str) -> str:
-    return f"{prefix}-{SCHEDULE_GROUP_SUFFIX}"
-
-
-def recurring_input(schedule: DeclaredSchedule) -> dict[str, str]:
-    """What the enqueue function receives for a declared schedule (docs/architecture.md)."""
-    return {
-        "kind": "recurring",
-        "schedule": schedule.name,
-        "scheduled_time": SCHEDULED_TIME,
-        "execution_id": EXECUTION_ID,
-    }
-
-
-SWEEP_INPUT = {"kind": "sweep", "scheduled_time": SCHEDULED_TIME}
 
 
 class Schedules(Construct):
@@ -102,7 +90,7 @@ class Schedules(Construct):
         acknowledge(self.async_failures, "AwsSolutions-SQS3", ON_FAILURE_REASON)
         on_failure = QueueDestination(self.async_failures)
 
-        self.enqueue_function_name = f"{prefix}-enqueue"
+        self.enqueue_function_name = enqueue_function_name(prefix)
         # Built from the name rather than referenced, so the functions that carry it in their environment
         # (the enqueue function among them) do not depend on it.
         self.enqueue_function_arn = stack.format_arn(
@@ -144,7 +132,7 @@ class Schedules(Construct):
             self,
             "Sweeper",
             kit=kit,
-            name=f"{prefix}-sweeper",
+            name=sweeper_function_name(prefix),
             handler=SWEEPER_HANDLER,
             description="offpath: re-sends unsent jobs, settles expired leases, enqueues overdue delayed jobs",
             timeout=SWEEPER_TIMEOUT,
@@ -181,7 +169,7 @@ class Schedules(Construct):
                     self.enqueue.function,
                     # The role's grants are exactly those added here; the target must not widen them.
                     role=self.scheduler_role.without_policy_updates(),
-                    input=scheduler.ScheduleTargetInput.from_object(recurring_input(declared)),
+                    input=scheduler.ScheduleTargetInput.from_object(recurring_input(declared.name)),
                     dead_letter_queue=self.dead_letter_queue,
                     retry_attempts=RECURRING_RETRY_ATTEMPTS,
                     max_event_age=RECURRING_MAX_EVENT_AGE,
@@ -190,7 +178,7 @@ class Schedules(Construct):
         self.sweep_schedule = scheduler.Schedule(
             self,
             "SweepSchedule",
-            schedule_name=f"{prefix}-sweeper",
+            schedule_name=sweeper_function_name(prefix),
             schedule_group=self.group,
             description="offpath: the sweeper, every minute",
             schedule=scheduler.ScheduleExpression.expression(SWEEP_EXPRESSION),

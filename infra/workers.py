@@ -12,6 +12,7 @@ from infra.nag import acknowledge
 from infra.queues import JobQueues
 from infra.table import JobTable
 from offpath.domain.registry import Registry
+from offpath.naming import worker_function_name
 
 WORKER_HANDLER = "offpath.handlers.worker.handler"
 WORKER_MEMORY_MB = 1024
@@ -19,10 +20,6 @@ ESM_DESTINATION_REASON = (
     "Lambda supports no on-failure destination for SQS event sources; failed messages go to the queue's DLQ "
     "through its redrive policy (maxReceiveCount above every job type's max_attempts)."
 )
-
-
-def worker_name(prefix: str, queue: str) -> str:
-    return f"{prefix}-worker-{queue}"
 
 
 class Workers(Construct):
@@ -43,7 +40,7 @@ class Workers(Construct):
                 self,
                 name,
                 kit=kit,
-                name=worker_name(kit.options.prefix, name),
+                name=worker_function_name(kit.options.prefix, name),
                 handler=WORKER_HANDLER,
                 description=f"offpath: runs the jobs of queue class {name}",
                 timeout=cdk.Duration.seconds(registry.worker_timeout_s(name)),

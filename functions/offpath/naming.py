@@ -38,3 +38,54 @@ def queue_name(prefix: str, queue_class: str) -> str:
 
 def dlq_name(prefix: str, queue_class: str) -> str:
     return f"{prefix}-{queue_class}-dlq"
+
+
+def api_function_name(prefix: str) -> str:
+    return f"{prefix}-api"
+
+
+def worker_function_name(prefix: str, queue_class: str) -> str:
+    return f"{prefix}-worker-{queue_class}"
+
+
+def enqueue_function_name(prefix: str) -> str:
+    return f"{prefix}-enqueue"
+
+
+def sweeper_function_name(prefix: str) -> str:
+    return f"{prefix}-sweeper"
+
+
+def schedule_group_name(prefix: str) -> str:
+    return f"{prefix}-{SCHEDULE_GROUP_SUFFIX}"
+
+
+# The HTTP API's routes: (method, path template). Admin routes are authorised separately.
+ROUTES: tuple[tuple[str, str], ...] = (
+    ("POST", "/jobs"),
+    ("POST", "/jobs/batch"),
+    ("GET", "/jobs"),
+    ("GET", "/jobs/{id}"),
+    ("POST", "/jobs/{id}/cancel"),
+    ("GET", "/queues"),
+    ("GET", "/schedules"),
+    ("GET", "/openapi.json"),
+)
+ADMIN_ROUTES: tuple[tuple[str, str], ...] = (
+    ("POST", "/queues/{name}/redrive"),
+    ("POST", "/schedules/{name}/trigger"),
+)
+PUBLIC_ROUTES: tuple[tuple[str, str], ...] = (("GET", "/health"),)
+
+SWEEP_EXPRESSION = "rate(1 minute)"
+SWEEP_INPUT = {"kind": "sweep", "scheduled_time": SCHEDULED_TIME}
+
+
+def recurring_input(schedule_name: str) -> dict[str, str]:
+    """What the enqueue function receives for a declared schedule (docs/architecture.md)."""
+    return {
+        "kind": "recurring",
+        "schedule": schedule_name,
+        "scheduled_time": SCHEDULED_TIME,
+        "execution_id": EXECUTION_ID,
+    }

@@ -36,27 +36,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from offpath.naming import ADMIN_ROUTES, PUBLIC_ROUTES, ROUTES
 from offpath.tenancy import ADMIN_SCOPE
 from offpath_local.resources import ACCOUNT_ID
 
 logger = logging.getLogger("offpath.local.gateway")
 
-# The stack's routes (infra/api.py): (method, path template).
-ROUTES: tuple[tuple[str, str], ...] = (
-    ("POST", "/jobs"),
-    ("POST", "/jobs/batch"),
-    ("GET", "/jobs"),
-    ("GET", "/jobs/{id}"),
-    ("POST", "/jobs/{id}/cancel"),
-    ("GET", "/queues"),
-    ("GET", "/schedules"),
-    ("GET", "/openapi.json"),
-)
-ADMIN_ROUTES: tuple[tuple[str, str], ...] = (
-    ("POST", "/queues/{name}/redrive"),
-    ("POST", "/schedules/{name}/trigger"),
-)
-PUBLIC_ROUTES: tuple[tuple[str, str], ...] = (("GET", "/health"),)
 
 MAX_BODY_BYTES = 10 * 1024 * 1024
 INTEGRATION_TIMEOUT_S = 30.0

@@ -12,20 +12,24 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from offpath.domain.registry import Registry
-from offpath.naming import (
-    EXECUTION_ID,
-    SCHEDULE_GROUP_SUFFIX,
-    SCHEDULED_TIME,
+from offpath.naming import (  # noqa: F401  (names re-exported for the runtime's modules)
+    SWEEP_EXPRESSION,
+    SWEEP_INPUT,
     TABLE_INDEXES,
     TABLE_PARTITION_KEY,
     TTL_ATTRIBUTE,
+    api_function_name,
     dlq_name,
+    enqueue_function_name,
     queue_name,
+    recurring_input,
+    schedule_group_name,
+    sweeper_function_name,
+    worker_function_name,
 )
 
 ACCOUNT_ID = "123456789012"  # the emulator's account
 REGION = "us-east-1"
-SWEEP_EXPRESSION = "rate(1 minute)"
 SCHEDULING_RETENTION_DAYS = 14
 # CloudWatch alarm thresholds on one-minute metrics, as the stack's Monitoring construct declares them.
 ALARM_PERIOD_S = 60
@@ -95,41 +99,8 @@ def queue_arn_of(queue_url: str) -> str:
     return f"arn:aws:sqs:{REGION}:{account}:{name}"
 
 
-def api_function_name(prefix: str) -> str:
-    return f"{prefix}-api"
-
-
-def worker_function_name(prefix: str, queue_class: str) -> str:
-    return f"{prefix}-worker-{queue_class}"
-
-
-def enqueue_function_name(prefix: str) -> str:
-    return f"{prefix}-enqueue"
-
-
-def sweeper_function_name(prefix: str) -> str:
-    return f"{prefix}-sweeper"
-
-
-def schedule_group_name(prefix: str) -> str:
-    return f"{prefix}-{SCHEDULE_GROUP_SUFFIX}"
-
-
 def scheduler_role_arn(prefix: str) -> str:
     return f"arn:aws:iam::{ACCOUNT_ID}:role/{prefix}-scheduler"
-
-
-def recurring_input(schedule_name: str) -> dict[str, str]:
-    """What the enqueue function receives for a declared schedule (docs/architecture.md)."""
-    return {
-        "kind": "recurring",
-        "schedule": schedule_name,
-        "scheduled_time": SCHEDULED_TIME,
-        "execution_id": EXECUTION_ID,
-    }
-
-
-SWEEP_INPUT = {"kind": "sweep", "scheduled_time": SCHEDULED_TIME}
 
 
 def create_table(dynamodb: Any, table_name: str) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from infra.schedules import SWEEP_INPUT, recurring_input, schedule_group_name
+from offpath.naming import SWEEP_INPUT, recurring_input, schedule_group_name
 from tests.infra.stacks import Synthesized
 from tests.infra.template_view import functions_by_name, grants_of_role, of_type, queues_by_name, render
 
@@ -35,7 +35,7 @@ def test_every_declared_schedule_exists_with_its_expression_and_time_zone(any_st
             assert schedule["FlexibleTimeWindow"] == {"Mode": "OFF"}
         target = schedule["Target"]
         assert render(target["Arn"]) == f"<{enqueue_id}.Arn>"
-        assert json.loads(target["Input"]) == recurring_input(declared)
+        assert json.loads(target["Input"]) == recurring_input(declared.name)
         assert render(target["DeadLetterConfig"]["Arn"]) == f"<{dlq_id}.Arn>"
         assert target["RetryPolicy"]["MaximumRetryAttempts"] > 0
 
