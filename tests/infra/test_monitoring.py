@@ -72,3 +72,18 @@ def test_the_dashboard_names_every_queue_and_job_type(any_stack: Synthesized) ->
     for metric in (*JOB_OUTCOMES, "JobDuration", *DURATION_PERCENTILES, "ConcurrentExecutions", "Throttles", "5xx"):
         assert f'"{metric}"' in body
     assert '"job_type"' in body and '"Offpath"' in body
+
+
+def test_the_local_runtime_declares_the_same_alarms_as_the_stack(any_stack: Synthesized) -> None:
+    from offpath_local.resources import alarm_specs
+
+    alarms = alarms_by_name(any_stack.json)
+    local = {spec.name: spec for spec in alarm_specs(any_stack.registry, any_stack.stack.options.prefix)}
+
+    assert set(local) == set(alarms)
+    for name, spec in local.items():
+        assert (spec.metric_namespace, spec.metric_name, spec.threshold) == (
+            alarms[name]["Namespace"],
+            alarms[name]["MetricName"],
+            alarms[name]["Threshold"],
+        ), name
