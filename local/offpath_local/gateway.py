@@ -114,7 +114,8 @@ class Authorizer:
 
 
 def new_token() -> str:
-    return secrets.token_urlsafe(24)
+    """Hex only: a token that starts with '-' would read as an option on a command line."""
+    return secrets.token_hex(20)
 
 
 def request_id() -> str:
