@@ -35,6 +35,12 @@ run: $(STAMP)
 bench-local: $(STAMP)
 	$(BIN)/python scripts/bench_local.py
 
+# AWS calls, DynamoDB write/read units and log bytes per job, measured in moto; feeds `offpath cost`
+# (docs/measured_calls.json and its section of docs/benchmarks.md).
+.PHONY: bench-calls
+bench-calls: $(STAMP)
+	$(BIN)/python scripts/bench_calls.py
+
 clean:
 	rm -rf $(VENV) cdk.out .pytest_cache .mypy_cache .ruff_cache
 

@@ -117,6 +117,12 @@ def _parser() -> argparse.ArgumentParser:
 
     cancel = commands.add_parser("cancel", parents=[client], help="cancel a job that has not started")
     cancel.add_argument("job_id")
+
+    from offpath_local import cost
+
+    cost.add_arguments(
+        commands.add_parser("cost", help="what offpath costs on AWS for your volumes (us-east-1 list prices)")
+    )
     return parser
 
 
@@ -129,6 +135,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "local":
             return run_local(args)
+        if args.command == "cost":
+            from offpath_local import cost
+
+            return cost.run(args)
         return run_client(args)
     except (UsageError, MissingCredentialsError) as error:
         print(f"offpath: {error}", file=sys.stderr)

@@ -1,0 +1,62 @@
+"""The capacity meter attached to the store's DynamoDB client, while the real handlers run a job."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import boto3
+import pytest
+
+from offpath_local.write_units import CapacityMeter
+from tests.integration.conftest import Pipeline, aws_calls
+
+
+@pytest.fixture
+def meter(pipeline: Pipeline) -> Iterator[CapacityMeter]:
+    meter = CapacityMeter(pipeline.clients["dynamodb"], boto3.client("dynamodb")).attach()
+    try:
+        yield meter
+    finally:
+        meter.detach()
+
+
+def test_a_job_from_submit_to_success_costs_eight_write_units(pipeline: Pipeline, meter: CapacityMeter) -> None:
+    _, job, _ = pipeline.submit("demo.echo", {"n": 1})
+    pipeline.drain()
+
+    assert pipeline.store.get(job["job_id"]).status.value == "SUCCEEDED"  # type: ignore[union-attr]
+    assert [w.operation for w in meter.writes] == ["PutItem", "UpdateItem", "UpdateItem"]
+    assert meter.usage.table_write_units == 3
+    assert dict(meter.usage.index_write_units) == {"by_tenant": 3, "sweep": 2}
+
+
+def test_a_replayed_submit_costs_the_existing_items_size_and_no_index_units(
+    pipeline: Pipeline, meter: CapacityMeter
+) -> None:
+    pipeline.submit("demo.echo", {"n": 1}, headers={"Idempotency-Key": "k-1"})
+    meter.reset()
+
+    status, _, _ = pipeline.submit("demo.echo", {"n": 1}, headers={"Idempotency-Key": "k-1"})
+
+    assert status == 200
+    assert meter.usage.failed_conditions == 1
+    assert meter.usage.write_units == 1
+
+
+def test_a_consistent_read_of_a_small_job_costs_one_read_unit(pipeline: Pipeline, meter: CapacityMeter) -> None:
+    _, job, _ = pipeline.submit("demo.echo", {"n": 1})
+    meter.reset()
+
+    pipeline.call("GET", f"/jobs/{job['job_id']}")
+
+    assert meter.usage.read_units == 1
+    assert meter.usage.writes == 0
+
+
+def test_the_meters_own_reads_are_not_counted_as_the_clients_calls(pipeline: Pipeline, meter: CapacityMeter) -> None:
+    calls = aws_calls(pipeline.clients["dynamodb"])
+
+    pipeline.submit("demo.echo", {"n": 1})
+
+    assert calls == {"DynamoDB.PutItem": 1}
+    assert meter.usage.writes == 1

@@ -1,0 +1,39 @@
+"""`offpath cost`: what a user sees for their own volumes (output and exit codes)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from offpath_local.cli import main
+
+OK, USAGE = 0, 2
+
+
+def test_cost_prints_a_total_per_million_jobs_and_per_month(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["cost"])
+
+    out = capsys.readouterr().out
+    assert code == OK
+    assert "total per million jobs" in out
+    assert "total per month" in out
+    assert "DynamoDB" in out
+    assert "Step Functions Standard" in out
+
+
+def test_cost_prices_the_users_volumes(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["cost", "--jobs-per-month", "5000000", "--retried-share", "0.1", "--json"])
+
+    document = json.loads(capsys.readouterr().out)
+    assert code == OK
+    assert document["config"]["jobs_per_month"] == 5_000_000
+    assert document["config"]["retried_share"] == 0.1
+    assert document["total_monthly"] > document["total_per_million_jobs"]
+
+
+def test_cost_refuses_a_share_above_one(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["cost", "--retried-share", "1.5"])
+
+    assert code == USAGE
+    assert "retried_share" in capsys.readouterr().err
