@@ -113,7 +113,7 @@ def powertools_layer(scope: Construct, options: StackOptions) -> lambda_.ILayerV
 
 class ServiceFunction(Construct):
     """A function with its own role (no managed policies: grants are added per resource) and its own
-    log group with retention. X-Ray tracing is active."""
+    log group with retention. X-Ray tracing is active when the `tracing` option is on."""
 
     def __init__(
         self,
@@ -161,7 +161,7 @@ class ServiceFunction(Construct):
             timeout=timeout,
             role=self.role,
             log_group=self.log_group,
-            tracing=lambda_.Tracing.ACTIVE,
+            tracing=lambda_.Tracing.ACTIVE if kit.options.tracing else lambda_.Tracing.DISABLED,
             environment={**kit.environment, **(environment or {})},
             retry_attempts=async_retry_attempts,
             max_event_age=async_max_event_age,

@@ -9,6 +9,10 @@ from constructs import IConstruct
 # AWS services whose actions take no resource-level permissions; a `*` resource is allowed for these only.
 RESOURCELESS_ACTIONS = frozenset({"xray:PutTraceSegments", "xray:PutTelemetryRecords", "cloudwatch:GetMetricData"})
 XRAY_REASON = "X-Ray's PutTraceSegments and PutTelemetryRecords take no resource-level permissions (active tracing)"
+NO_TRACING_REASON = (
+    "Tracing is off by default for cost: at low volume X-Ray records about one trace per invocation (~$5 per "
+    "million jobs); job state, metrics and logs carry the job id instead. Turn it on with -c tracing=true."
+)
 
 
 def nag_packs(scope: IConstruct | None = None) -> list[NagPack]:

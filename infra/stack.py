@@ -11,7 +11,7 @@ from constructs import Construct
 from infra.api import JobApi
 from infra.lambda_function import FunctionKit, ServiceFunction, function_code, powertools_layer
 from infra.monitoring import Monitoring
-from infra.nag import XRAY_REASON, acknowledge, add_checks, wildcard_resource
+from infra.nag import NO_TRACING_REASON, XRAY_REASON, acknowledge, add_checks, wildcard_resource
 from infra.options import StackOptions
 from infra.queues import JobQueues
 from infra.schedules import Schedules
@@ -97,13 +97,16 @@ class OffpathStack(cdk.Stack):
             "One-time schedules are named per job (job-<id>) when the job is submitted, so the grant covers the "
             "schedules of this stack's group and no other group."
         )
+        metric_data_reason = "cloudwatch:GetMetricData (queue ages for GET /queues) takes no resource-level permissions"
         for function in self.functions:
-            if function is not self.api.handler:
+            if self.options.tracing and function is not self.api.handler:
                 acknowledge(function.role, wildcard_resource("*"), XRAY_REASON)
+            if not self.options.tracing:
+                acknowledge(function, "Serverless-LambdaTracing", NO_TRACING_REASON)
         acknowledge(
             self.api.handler.role,
             wildcard_resource("*"),
-            f"{XRAY_REASON}; cloudwatch:GetMetricData (queue ages for GET /queues) has none either.",
+            f"{XRAY_REASON}; {metric_data_reason}" if self.options.tracing else metric_data_reason,
         )
         for function in (self.api.handler, self.schedules.enqueue, self.schedules.sweeper):
             acknowledge(function.role, schedules, schedules_reason)

@@ -15,7 +15,7 @@ from offpath.domain.registry import Registry
 from offpath.naming import worker_function_name
 
 WORKER_HANDLER = "offpath.handlers.worker.handler"
-WORKER_MEMORY_MB = 1024
+WORKER_MEMORY_MB = 512
 ESM_DESTINATION_REASON = (
     "Lambda supports no on-failure destination for SQS event sources; failed messages go to the queue's DLQ "
     "through its redrive policy (maxReceiveCount above every job type's max_attempts)."

@@ -21,8 +21,9 @@ class TableIndex:
 
 
 TABLE_INDEXES = (
-    # A tenant's jobs, newest first; status and type projected so listings can filter by them.
-    TableIndex("by_tenant", "gsi1pk", "gsi_sk", "INCLUDE", ("status", "type")),
+    # A tenant's jobs, newest first. Keys only: written once, when the job is created; a listing
+    # reads its page's items and filters them by status and type.
+    TableIndex("by_tenant", "gsi1pk", "gsi_sk", "KEYS_ONLY"),
     # Sparse: only unfinished jobs carry sweep_pk; keys only, so claims do not rewrite it.
     TableIndex("sweep", "sweep_pk", "sweep_at", "KEYS_ONLY"),
 )

@@ -10,6 +10,7 @@ import contextlib
 import contextvars
 import json
 import logging
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -68,6 +69,12 @@ def configure_logging(service: str, level: str = "INFO", stream: TextIO | None =
     formatter = JsonFormatter(service)
     formatter.converter = time.gmtime
     root = logging.getLogger()
+    if os.environ.get("AWS_LAMBDA_FUNCTION_NAME"):
+        # The Lambda runtime puts its own handler on the root logger; beside ours every line would
+        # be written twice.
+        for handler in list(root.handlers):
+            if not getattr(handler, "offpath", False):
+                root.removeHandler(handler)
     for handler in root.handlers:
         if getattr(handler, "offpath", False):
             handler.setFormatter(formatter)

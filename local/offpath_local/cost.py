@@ -245,7 +245,7 @@ class Config:
     batched_share: float = 0.0  # jobs submitted through POST /jobs/batch, 100 at a time
     deduplicated_share: float = 0.0  # replayed submits (same Idempotency-Key), as a fraction of jobs
     api_memory_mb: int = 512
-    worker_memory_mb: int = 1024
+    worker_memory_mb: int = 512
     enqueue_memory_mb: int = 512
     batch_size: int = 10  # messages per worker invocation
     payload_bytes: int | None = None  # the payload's JSON; None: as measured
@@ -253,9 +253,9 @@ class Config:
     capacity_mode: str = "on-demand"  # or "provisioned"
     utilisation: float = 0.7  # provisioned capacity's average use
     log_level: str = "INFO"  # or "WARNING"
-    runtime_log_copy: bool = True  # the Lambda runtime's own handler also writes each record
+    runtime_log_copy: bool = False  # True: the Lambda runtime's own handler also writes each record
     api_type: str = "http"  # or "rest"
-    tracing: bool = True  # X-Ray active tracing on every function (the stack's default)
+    tracing: bool = False  # X-Ray active tracing on every function (the stack's `tracing` option, off)
     retention_days: int = 7  # finished jobs kept (TTL)
     log_retention_days: int = 30
     job_types: int = 1  # job types in use (EMF metrics per job type)
@@ -651,7 +651,6 @@ def knobs(base: Config) -> list[tuple[str, Config]]:
         capacity_mode="provisioned",
         utilisation=0.7,
         log_level="WARNING",
-        tracing=False,
     )
     return [
         ("default", base),
@@ -661,18 +660,17 @@ def knobs(base: Config) -> list[tuple[str, Config]]:
         ("memory 1024 MB (all functions)", base.with_memory(1024)),
         ("DynamoDB provisioned, 70% used", replace(base, capacity_mode="provisioned", utilisation=0.7)),
         ("log level WARNING", replace(base, log_level="WARNING")),
-        ("without the runtime's copy of log lines", replace(base, runtime_log_copy=False)),
         ("payload 1 KB", replace(base, payload_bytes=1024)),
         ("payload 64 KB", replace(base, payload_bytes=65_536)),
         ("REST API instead of HTTP API", replace(base, api_type="rest")),
-        ("X-Ray tracing off", replace(base, tracing=False)),
+        ("X-Ray tracing on (-c tracing=true)", replace(base, tracing=True)),
         ("10M jobs a month (X-Ray samples 5% above 1/s)", replace(base, jobs_per_month=10_000_000)),
         ("submitted in batches of 100", replace(base, batched_share=1.0)),
         (
             "mix: 5% retried, 5% scheduled, 5% replayed submits",
             replace(base, retried_share=0.05, scheduled_share=0.05, deduplicated_share=0.05),
         ),
-        ("batches of 100 + provisioned 70% + WARNING + tracing off", cheapest),
+        ("batches of 100 + provisioned 70% + WARNING", cheapest),
         ("the same, with on-demand DynamoDB", replace(cheapest, capacity_mode="on-demand")),
     ]
 
@@ -777,12 +775,13 @@ def markdown(measured: Mapping[str, Any], base: Config | None = None) -> str:
         f"- Batch size: {base.batch_size} messages per worker invocation, that is full batches. A queue without a "
         "batching window (the `default` class) gets full batches only under load: at a million jobs a month spread "
         "evenly (0.4 jobs/s) a poll finds about one message, which the batch size 1 row prices.",
-        "- Logs: the JSON lines at the level, the Lambda runtime's copy of each record (offpath adds its JSON "
-        "handler beside the runtime's own, so each record is written twice), EMF lines, "
+        "- Logs: the JSON lines at the level (on Lambda offpath's JSON handler replaces the runtime's own, so "
+        "each record is written once), EMF lines, "
         f"{a.platform_log_bytes} bytes of START/END/REPORT per invocation and a {a.access_log_bytes}-byte API "
         f"access log line per request; stored {base.log_retention_days} days (billed on compressed bytes: an upper "
         "bound).",
-        "- X-Ray (active tracing, as the stack sets it): one trace per sampled invocation (an upper bound), "
+        "- X-Ray (only with the stack's `tracing` option on; off by default): one trace per sampled invocation "
+        "(an upper bound), "
         f"sampled by the default rule ({a.xray_reservoir_per_s:g} a second, then {a.xray_rate:.0%}) at the month's "
         "average rate, so below about 1 job a second every invocation is traced.",
         f"- DynamoDB storage: the finished item plus {a.item_overhead_bytes} bytes of overhead and its "
@@ -862,12 +861,11 @@ def markdown(measured: Mapping[str, Any], base: Config | None = None) -> str:
         f"${wru_price:.3f} per million jobs on demand; a plain job pays {plain['write_units']}: "
         f"{plain['table_write_units']} in the table (submit, claim, success) and "
         + ", ".join(f"{n} in `{name}`" for name, n in index_units.items())
-        + " (`by_tenant` is written again at every status change, since it projects `status`; the sparse "
+        + " (`by_tenant` projects keys only, so it is written once, when the job is submitted; the sparse "
         "`sweep` index once when the job is submitted and once when it finishes). A scheduled job also "
         "rewrites its schedule's item of 20 firings (about 3 KB: 3 write units) and reads it twice. X-Ray active "
-        "tracing records about one trace per invocation below one job a second: at "
-        f"{money(price('xray_trace') * MILLION)} per million traces it costs as much as DynamoDB; a sampling rule "
-        "or tracing off on the api and worker removes it.",
+        "tracing, off by default, would record about one trace per invocation below one job a second: at "
+        f"{money(price('xray_trace') * MILLION)} per million traces it would cost about as much as DynamoDB.",
         "",
         "### The same work on Step Functions Standard and Temporal Cloud",
         "",
@@ -915,7 +913,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     setup.add_argument("--utilisation", type=float, default=Config.utilisation, help="provisioned capacity used")
     setup.add_argument("--log-level", choices=["INFO", "WARNING"], default="INFO")
     setup.add_argument("--api-type", choices=["http", "rest"], default="http")
-    setup.add_argument("--no-tracing", action="store_true", help="X-Ray active tracing off")
+    setup.add_argument("--tracing", action="store_true", help="X-Ray active tracing on (the stack's tracing option)")
     setup.add_argument("--job-types", type=int, default=Config.job_types, help="job types in use (metrics)")
     setup.add_argument("--measured", type=Path, metavar="FILE", help="measured counts (docs/measured_calls.json)")
     setup.add_argument("--json", action="store_true", help="print the estimate as JSON")
@@ -938,7 +936,7 @@ def config_from(args: argparse.Namespace) -> Config:
         utilisation=args.utilisation,
         log_level=args.log_level,
         api_type=args.api_type,
-        tracing=not args.no_tracing,
+        tracing=args.tracing,
         job_types=args.job_types,
     )
 

@@ -34,6 +34,7 @@ EXTENDED_CONTEXT = {
     "alarm_email": "ops@example.com",
     "deletion_protection": "false",
     "powertools_layer_arn": PINNED_LAYER,
+    "tracing": "true",
 }
 
 

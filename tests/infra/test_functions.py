@@ -21,7 +21,8 @@ from tests.infra.template_view import (
     statements_of_role,
 )
 
-LOGS_AND_TRACES = {"logs:CreateLogStream", "logs:PutLogEvents", "xray:PutTraceSegments", "xray:PutTelemetryRecords"}
+LOGS = {"logs:CreateLogStream", "logs:PutLogEvents"}
+TRACES = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
 # What each function's code calls (adapters/), plus what its trigger needs.
 EXPECTED_ACTIONS = {
     "api": {
@@ -107,6 +108,11 @@ def test_every_function_is_arm64_python314_with_the_powertools_layer_from_ssm(de
         assert function["Runtime"] == "python3.14"
         assert function["Architectures"] == ["arm64"]
         assert function["Layers"] == [{"Ref": parameter_id}]
+        assert "TracingConfig" not in function  # off by default: see the `tracing` option
+
+
+def test_tracing_can_be_turned_on_by_context(extended_stack: Synthesized) -> None:
+    for _, function in functions_by_name(extended_stack.json).values():
         assert function["TracingConfig"] == {"Mode": "Active"}
 
 
@@ -164,15 +170,17 @@ def test_every_function_logs_to_its_own_log_group_with_retention(default_stack: 
         assert group["Properties"]["RetentionInDays"] == default_stack.stack.options.log_retention_days
 
 
-def test_each_function_has_its_own_role_granting_only_what_it_calls(default_stack: Synthesized) -> None:
-    template = default_stack.json
+def test_each_function_has_its_own_role_granting_only_what_it_calls(any_stack: Synthesized) -> None:
+    template = any_stack.json
+    prefix = any_stack.stack.options.prefix
+    traces = TRACES if any_stack.stack.options.tracing else set()
     roles = set()
     for name, (_, function) in functions_by_name(template).items():
         role = role_of(function)
         roles.add(role)
         assert "ManagedPolicyArns" not in template["Resources"][role]["Properties"]
         actions = set(grants_of_role(template, role))
-        assert actions == EXPECTED_ACTIONS[kind_of(name, "offpath")] | LOGS_AND_TRACES, name
+        assert actions == EXPECTED_ACTIONS[kind_of(name, prefix)] | LOGS | traces, name
     assert len(roles) == len(functions_by_name(template))
 
 

@@ -20,14 +20,14 @@ def meter(pipeline: Pipeline) -> Iterator[CapacityMeter]:
         meter.detach()
 
 
-def test_a_job_from_submit_to_success_costs_eight_write_units(pipeline: Pipeline, meter: CapacityMeter) -> None:
+def test_a_job_from_submit_to_success_costs_six_write_units(pipeline: Pipeline, meter: CapacityMeter) -> None:
     _, job, _ = pipeline.submit("demo.echo", {"n": 1})
     pipeline.drain()
 
     assert pipeline.store.get(job["job_id"]).status.value == "SUCCEEDED"  # type: ignore[union-attr]
     assert [w.operation for w in meter.writes] == ["PutItem", "UpdateItem", "UpdateItem"]
     assert meter.usage.table_write_units == 3
-    assert dict(meter.usage.index_write_units) == {"by_tenant": 3, "sweep": 2}
+    assert dict(meter.usage.index_write_units) == {"by_tenant": 1, "sweep": 2}
 
 
 def test_a_replayed_submit_costs_the_existing_items_size_and_no_index_units(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
@@ -90,9 +91,9 @@ class DynamoDbJobStore:
     def list_jobs(
         self, tenant: str, *, status: JobStatus | None, job_type: str | None, limit: int, cursor: str | None
     ) -> JobPage:
-        """One index query (status and type filtered on the projected attributes), then one batch
-        read of the page's items. A filtered page can hold fewer than `limit` jobs and still have
-        a cursor: DynamoDB applies the limit before the filter."""
+        """One query of the keys-only index for `limit` keys, then one batch read of their items,
+        filtered by status and type. A filtered page can hold fewer than `limit` jobs and still
+        have a cursor."""
         request: dict[str, Any] = {
             "TableName": self.table_name,
             "IndexName": INDEX_BY_TENANT,
@@ -101,24 +102,18 @@ class DynamoDbJobStore:
             "ScanIndexForward": False,
             "Limit": limit,
         }
-        filters, names = [], {}
-        if status is not None:
-            filters.append("#s = :s")
-            names["#s"] = "status"
-            request["ExpressionAttributeValues"][":s"] = {"S": status.value}
-        if job_type is not None:
-            filters.append("#t = :t")
-            names["#t"] = "type"
-            request["ExpressionAttributeValues"][":t"] = {"S": job_type}
-        if filters:
-            request["FilterExpression"] = " AND ".join(filters)
-            request["ExpressionAttributeNames"] = names
         if cursor is not None:
             request["ExclusiveStartKey"] = decode_cursor(cursor, "gsi1pk", tenant)
         response = self._call(self.client.query, **request)
         last = response.get("LastEvaluatedKey")
         keys = [item["pk"]["S"] for item in response.get("Items", [])]
-        jobs = [job for job in self._get_many(keys) if job.tenant == tenant]
+        jobs = [
+            job
+            for job in self._get_many(keys)
+            if job.tenant == tenant
+            and (status is None or job.status is status)
+            and (job_type is None or job.type == job_type)
+        ]
         return JobPage(jobs, encode_cursor(last) if last else None)
 
     def _get_many(self, keys: list[str]) -> list[Job]:
@@ -178,6 +173,9 @@ class DynamoDbJobStore:
             current = from_item(failed.item)
             if current.tenant != tenant:
                 raise JobConflictError(None, "message tenant does not match the job") from None
+            if current.status is JobStatus.RUNNING and current.lease_until == lease_until and current.updated_at == now:
+                # This claim's own write, met by an SDK retry after its response was lost.
+                return current
             raise JobConflictError(current, f"job is {current.status.value}") from None
         return from_item(response["Attributes"])
 
@@ -278,6 +276,9 @@ class DynamoDbJobStore:
             raise JobConflictError(None, f"attempt {attempt} no longer holds the job") from None
 
     def mark_once(self, job_id: str, name: str, *, now: datetime, expires_at: datetime) -> bool:
+        # The mark carries a token of this call: an SDK retry of a mark that landed (its response was
+        # lost) finds its own token and is still the first, rather than losing the side effect.
+        token = uuid.uuid4().hex
         try:
             self._call(
                 self.client.put_item,
@@ -286,12 +287,14 @@ class DynamoDbJobStore:
                     "pk": {"S": f"ONCE#{job_id}#{name}"},
                     "marked_at": {"S": iso(now)},
                     "expires_at": {"N": str(epoch(expires_at))},
+                    "mark_token": {"S": token},
                 },
                 ConditionExpression="attribute_not_exists(pk)",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
             return True
-        except _ConditionFailed:
-            return False
+        except _ConditionFailed as failed:
+            return failed.item.get("mark_token") == {"S": token}
 
     # -- scheduling, sweeping and redrive -----------------------------------------------------
 
