@@ -76,3 +76,12 @@ def test_a_cursor_the_api_handed_out_pages_on(pipeline: Pipeline) -> None:
     assert len(first["jobs"]) == 2
     assert len(second["jobs"]) == 1
     assert len({j["job_id"] for j in first["jobs"] + second["jobs"]}) == 3
+
+
+def test_a_payload_nested_deeper_than_the_validator_allows_is_refused(pipeline: Pipeline) -> None:
+    payload = json.loads('{"a":' * 300 + "1" + "}" * 300)
+
+    status, body, _ = pipeline.submit("demo.echo", payload)
+
+    assert status == 422
+    assert body["error"]["field"] == "payload"

@@ -113,13 +113,16 @@ def _tenant() -> str:
 
 def _decoded_json(limit_bytes: int, payload_limit_bytes: int | None = None) -> Any:
     """`payload_limit_bytes`: the limit the caller knows, named in the 413 instead of the body's."""
-    raw = app.current_event.decoded_body or ""
+    try:
+        raw = app.current_event.decoded_body or ""
+    except ValueError:  # a base64 body whose bytes are not UTF-8 (UnicodeDecodeError)
+        raise _MalformedJson() from None
     size = len(raw.encode()) if isinstance(raw, str) else len(raw)
     if size > limit_bytes:
         raise PayloadTooLargeError(size, payload_limit_bytes or limit_bytes)
     try:
         return json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, RecursionError):  # RecursionError: arrays or objects nested thousands deep
         raise _MalformedJson() from None
 
 

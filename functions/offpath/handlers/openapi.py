@@ -65,6 +65,13 @@ class ErrorView(BaseModel):
     error: ErrorBody
 
 
+class GatewayErrorView(BaseModel):
+    """API Gateway's own answer, given before or instead of the function's (authorizer, throttling, a body
+    over 10 MB, the 30 s integration timeout), e.g. {"message": "Unauthorized"}."""
+
+    message: str
+
+
 class QueueView(BaseModel):
     name: str
     visible: int
@@ -139,6 +146,7 @@ def openapi_document(server_url: str | None = None) -> dict[str, Any]:
         JobPageView,
         BatchView,
         ErrorView,
+        GatewayErrorView,
         QueuesView,
         RedriveView,
         SchedulesView,
@@ -152,14 +160,42 @@ def openapi_document(server_url: str | None = None) -> dict[str, Any]:
     def ref(name: str) -> dict[str, Any]:
         return {"$ref": f"#/components/schemas/{name}"}
 
-    def answer(description: str, schema: str) -> dict[str, Any]:
-        return {"description": description, "content": {"application/json": {"schema": ref(schema)}}}
+    def answer(description: str, schema: str, headers: dict[str, Any] | None = None) -> dict[str, Any]:
+        answered: dict[str, Any] = {
+            "description": description,
+            "content": {"application/json": {"schema": ref(schema)}},
+        }
+        if headers:
+            answered["headers"] = headers
+        return answered
 
+    def refused(description: str, headers: dict[str, Any] | None = None) -> dict[str, Any]:
+        """An error the function answers (ErrorView) or API Gateway answers itself (GatewayErrorView)."""
+        refusal = answer(description, "ErrorView", headers)
+        refusal["content"]["application/json"]["schema"] = {"anyOf": [ref("ErrorView"), ref("GatewayErrorView")]}
+        return refusal
+
+    def header(description: str, schema: dict[str, Any], required: bool = True) -> dict[str, Any]:
+        return {"description": description, "required": required, "schema": schema}
+
+    retry_after = header("seconds to wait before retrying", {"type": "string", "pattern": "^[0-9]+$"}, False)
+    throttled = refused("API Gateway's throttling of the stage (GatewayErrorView)")
     errors = {
-        "401": answer("no or invalid credentials", "ErrorView"),
-        "503": answer("the job store is unavailable; retry after Retry-After seconds", "ErrorView"),
+        "401": refused("no or invalid credentials (a JWT authorizer, or the embedded runtime's bearer tokens)"),
+        "403": refused("IAM authorisation: no or a refused SigV4 signature; admin routes: no admin scope"),
+        "429": throttled,
+        "503": refused(
+            "a backing service is unavailable (retry after Retry-After seconds), or API Gateway's 30 s timeout",
+            {"Retry-After": retry_after},
+        ),
     }
-    job_id = {"name": "job_id", "in": "path", "required": True, "schema": {"type": "string"}}
+    too_large = refused("over the limit: the payload (ErrorView, the limit in its message) or 10 MB (API Gateway)")
+    job_id = {
+        "name": "job_id",
+        "in": "path",
+        "required": True,
+        "schema": {"type": "string", "pattern": "^[0-9a-f]{32}$"},
+    }
     idempotency = {"name": "Idempotency-Key", "in": "header", "required": False, "schema": {"type": "string"}}
     document: dict[str, Any] = {
         "openapi": "3.1.0",
@@ -171,10 +207,26 @@ def openapi_document(server_url: str | None = None) -> dict[str, Any]:
                     "parameters": [idempotency],
                     "requestBody": {"required": True, "content": {"application/json": {"schema": ref("SubmitBody")}}},
                     "responses": {
-                        "202": answer("accepted", "JobView"),
-                        "200": answer("replay of an earlier submission with the same key", "JobView"),
+                        "202": answer(
+                            "accepted",
+                            "JobView",
+                            {
+                                "Location": header(
+                                    "the job's path, /jobs/{job_id}", {"type": "string", "pattern": "^/jobs/"}
+                                )
+                            },
+                        ),
+                        "200": answer(
+                            "replay of an earlier submission with the same key",
+                            "JobView",
+                            {
+                                "Idempotent-Replayed": header(
+                                    "always true on a replay", {"type": "string", "enum": ["true"]}
+                                )
+                            },
+                        ),
                         "400": answer("malformed JSON", "ErrorView"),
-                        "413": answer("payload over the limit", "ErrorView"),
+                        "413": too_large,
                         "422": answer("invalid body, unknown type, payload mismatch, key reuse", "ErrorView"),
                         **errors,
                     },
@@ -205,7 +257,7 @@ def openapi_document(server_url: str | None = None) -> dict[str, Any]:
                     "responses": {
                         "207": answer("one result per item", "BatchView"),
                         "400": answer("malformed JSON", "ErrorView"),
-                        "413": answer("body over the limit", "ErrorView"),
+                        "413": too_large,
                         "422": answer("invalid body", "ErrorView"),
                         **errors,
                     },
@@ -254,9 +306,9 @@ def openapi_document(server_url: str | None = None) -> dict[str, Any]:
                     ],
                     "responses": {
                         "202": answer("redrive started", "RedriveView"),
-                        "403": answer("not an admin", "ErrorView"),
                         "404": answer("no such queue", "ErrorView"),
                         "409": answer("a redrive is already running", "ErrorView"),
+                        "422": answer("max_per_second is not a whole number from 1 to 500", "ErrorView"),
                         **errors,
                     },
                 }
@@ -278,20 +330,52 @@ def openapi_document(server_url: str | None = None) -> dict[str, Any]:
                     "responses": {
                         "202": answer("a job was made", "TriggerView"),
                         "200": answer("skipped by the overlap policy", "TriggerView"),
-                        "403": answer("not an admin", "ErrorView"),
                         "404": answer("no such schedule", "ErrorView"),
                         **errors,
                     },
                 }
             },
             "/openapi.json": {
-                "get": {"operationId": "openapi", "responses": {"200": {"description": "this document"}}}
+                "get": {
+                    "operationId": "openapi",
+                    "responses": {
+                        "200": {
+                            "description": "this document",
+                            "content": {"application/json": {"schema": {"type": "object"}}},
+                        },
+                        **errors,
+                    },
+                }
             },
             "/health": {
-                "get": {"operationId": "health", "security": [], "responses": {"200": answer("alive", "HealthView")}}
+                "get": {
+                    "operationId": "health",
+                    "security": [],
+                    "responses": {"200": answer("alive", "HealthView"), "429": throttled},
+                }
             },
         },
-        "components": {"schemas": schemas},
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {
+                "jwt": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "bearerFormat": "JWT",
+                    "description": "With a JWT authorizer: the tenant is the token's tenant (or sub) claim; admin "
+                    "routes need the offpath/admin scope. The embedded runtime checks its own bearer tokens.",
+                },
+                "iam": {
+                    "type": "apiKey",
+                    "in": "header",
+                    "name": "Authorization",
+                    "description": "The default on AWS: a SigV4 signature (service execute-api); the tenant is the "
+                    "caller's IAM principal; admin routes are granted by IAM policy.",
+                    "x-amazon-apigateway-authtype": "awsSigv4",
+                },
+            },
+        },
+        "security": [{"jwt": []}, {"iam": []}],
     }
     if server_url:
         document["servers"] = [{"url": server_url}]

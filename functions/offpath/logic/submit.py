@@ -110,9 +110,11 @@ def build_job(request: SubmitRequest, ports: Ports, policy: SubmitPolicy, now: d
     key = validate_idempotency_key(request.idempotency_key)
     try:
         model = job_type.parse_payload(request.payload)
+        payload = model.model_dump(mode="json")
     except ValidationError as error:
         raise InvalidRequestError(_field_of(error), _message_of(error), code="invalid_payload") from None
-    payload = model.model_dump(mode="json")
+    except (ValueError, RecursionError):  # pydantic refuses data nested deeper than its recursion limit
+        raise InvalidRequestError("payload", "payload is nested too deeply", code="invalid_payload") from None
     size = len(canonical_json(payload).encode())
     if size > policy.payload_limit_bytes:
         raise PayloadTooLargeError(size, policy.payload_limit_bytes)
@@ -148,9 +150,13 @@ def parse_run_at(text: str, now: datetime, policy: SubmitPolicy) -> datetime:
         raise InvalidRequestError("run_at", "run_at must be an ISO 8601 date-time, e.g. 2026-01-31T09:00:00Z") from None
     if when.tzinfo is None:
         raise InvalidRequestError("run_at", "run_at must carry a time zone (Z or an offset such as +01:00)")
+    try:
+        when = when.astimezone(now.tzinfo)
+    except OverflowError:  # e.g. 0001-01-01T00:00:00+01:00 is before year 1 in UTC
+        raise InvalidRequestError("run_at", "run_at is outside the range of UTC times") from None
     if when - now > policy.max_schedule_ahead:
         raise InvalidRequestError("run_at", f"run_at may be at most {policy.max_schedule_ahead.days} days ahead")
-    return when.astimezone(now.tzinfo)
+    return when
 
 
 def delay_seconds(job: Job, now: datetime) -> int:
