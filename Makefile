@@ -41,6 +41,20 @@ bench-local: $(STAMP)
 bench-calls: $(STAMP)
 	$(BIN)/python scripts/bench_calls.py
 
+# Cold start, end-to-end throughput and worker overhead, written into their sections of docs/benchmarks.md
+# (with the machine they ran on); one section: make bench BENCH_ARGS="--only overhead".
+BENCH_ARGS ?=
+.PHONY: bench
+bench: $(STAMP)
+	$(BIN)/python scripts/write_benchmarks.py $(BENCH_ARGS)
+	$(BIN)/python scripts/ledger.py --jobs 1000 --burst 5000
+
+# TESTPLAN 12 and 21 at full size: 1,000 jobs under injected faults, a burst of 5,000 (its section of
+# docs/benchmarks.md; part of make bench).
+.PHONY: bench-ledger
+bench-ledger: $(STAMP)
+	$(BIN)/python scripts/ledger.py --jobs 1000 --burst 5000
+
 clean:
 	rm -rf $(VENV) cdk.out .pytest_cache .mypy_cache .ruff_cache
 

@@ -85,6 +85,19 @@ def _parser() -> argparse.ArgumentParser:
     tuning.add_argument("--clock-speed", type=float, default=1.0, help="scheduler clock speed (60: a minute a second)")
     tuning.add_argument("--clock-tick", type=float, default=1.0, help="seconds between scheduler clock ticks")
     tuning.add_argument("--alarm-interval", type=float, default=5.0, help="seconds between alarm evaluations")
+    tuning.add_argument(
+        "--timeout-scale", type=float, default=1.0, metavar="F", help="tests only: job, lease and worker timeouts x F"
+    )
+    tuning.add_argument(
+        "--visibility-scale", type=float, default=1.0, metavar="F", help="tests only: queue visibility timeouts x F"
+    )
+    faults = local.add_argument_group("injected faults (off by default; docs/local.md)")
+    faults.add_argument("--faults", type=int, metavar="SEED", help="inject random faults, seeded")
+    faults.add_argument("--fault-rate", type=float, metavar="X", help="probability of each kind per eligible call")
+    faults.add_argument("--fault", metavar="KIND[=RATE]", action="append", default=[], help="only these kinds")
+    faults.add_argument(
+        "--fault-job", metavar="KIND:JOB_ID", action="append", default=[], help="force a fault on that job"
+    )
 
     submit = commands.add_parser("submit", parents=[client], help="submit a job")
     submit.add_argument("type", help="job type, e.g. demo.echo")
@@ -166,6 +179,14 @@ def run_local(args: argparse.Namespace) -> int:
     unknown = [a for a in args.admin if tokens and a not in tokens]
     if unknown:
         raise UsageError(f"--admin {unknown[0]!r} is not a tenant given with --token")
+    from offpath_local.faults import FaultConfig
+
+    try:
+        fault_config = FaultConfig.from_options(args.faults, args.fault_rate, args.fault, args.fault_job)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    if not (0 < args.timeout_scale <= 1 and 0 < args.visibility_scale <= 1):
+        raise UsageError("--timeout-scale and --visibility-scale must be in (0, 1]")
     if args.clock_speed <= 0 or args.clock_tick <= 0 or args.alarm_interval <= 0:
         raise UsageError("--clock-speed, --clock-tick and --alarm-interval must be positive")
     config = LocalConfig(
@@ -180,6 +201,9 @@ def run_local(args: argparse.Namespace) -> int:
         clock_tick_s=args.clock_tick,
         alarm_interval_s=args.alarm_interval,
         load_modules=tuple(args.load),
+        faults=fault_config,
+        timeout_scale=args.timeout_scale,
+        visibility_scale=args.visibility_scale,
     )
     stop = threading.Event()
 

@@ -130,7 +130,9 @@ class WorkerFunction:
         events: JobEvents,
         concurrency: int,
         tap: MetricTap | None = None,
+        adjust: Callable[[Any], Any] | None = None,
     ) -> None:
+        """`adjust`: applied to each environment's services (the runtime's test timings, faults.TestTiming)."""
         self.name = name
         self.service = f"worker-{queue_class}"
         module = importlib.import_module(WORKER_MODULE)
@@ -143,7 +145,7 @@ class WorkerFunction:
         for _ in range(max(1, concurrency)):
             services = observed(base, events, f"worker-{queue_class}", tap)
             services.ports.rng = random.Random()
-            self._pool.put(services)
+            self._pool.put(adjust(services) if adjust is not None else services)
 
     def __call__(self, event: dict[str, Any], context: Any) -> Any:
         services = self._pool.get()

@@ -25,6 +25,7 @@ from typing import Any
 from offpath_local.alarms import AlarmEvaluator, EventCounts
 from offpath_local.emulator import CREDENTIALS, Emulator, QueuePeek
 from offpath_local.event_source import PollResult, SqsEventSource
+from offpath_local.faults import FAULTS_FILE, FaultConfig, FaultInjector, TestTiming
 from offpath_local.functions import (
     ENQUEUE_MODULE,
     SWEEPER_MODULE,
@@ -91,6 +92,9 @@ class LocalConfig:
     api_environments: int = 4
     prefix: str = "offpath"
     load_modules: tuple[str, ...] = ()
+    faults: FaultConfig | None = None  # injected faults (faults.py); None: none
+    timeout_scale: float = 1.0  # tests only: faults.TestTiming
+    visibility_scale: float = 1.0
 
 
 class LocalRuntime:
@@ -109,6 +113,7 @@ class LocalRuntime:
         self._parts: list[Any] = []
         self._started = False
         self._saved_env: dict[str, str | None] = {}
+        self.faults: FaultInjector | None = None
 
     # -- life cycle ---------------------------------------------------------------------------
 
@@ -140,6 +145,12 @@ class LocalRuntime:
         clients = {name: self.emulator.client(name) for name in ("dynamodb", "sqs", "scheduler", "cloudwatch")}
         self.resources = resources = create_local_resources(clients, registry, config.prefix)
         self._set_env({**resources.environment(), "OFFPATH_LOG_LEVEL": config.log_level})
+        timing = TestTiming(config.timeout_scale, config.visibility_scale)
+        timing.apply_visibility(clients["sqs"], registry, resources.queue_urls)
+        if config.faults is not None:
+            # Before any function makes its clients: they all come from boto3's default session.
+            self.faults = FaultInjector(config.faults, self.data_dir / FAULTS_FILE)
+            self.faults.install_on_default_session()
 
         from offpath.settings import Settings
 
@@ -188,15 +199,19 @@ class LocalRuntime:
                 self.events,
                 queue_class.max_concurrency,
                 self.counts.add,
+                adjust=timing.worker_services,
             )
+            receiver = self.emulator.client("sqs")
+            if self.faults is not None:
+                self.faults.install_event_source(receiver, resources.queue_urls[name], clients["sqs"])
             source = SqsEventSource(
-                self.emulator.client("sqs"),
+                receiver,
                 resources.queue_urls[name],
                 worker,
                 function_name=worker_function_name(config.prefix, name),
                 batch_size=queue_class.batch_size,
                 batching_window_s=queue_class.batching_window_s,
-                function_timeout_s=registry.worker_timeout_s(name),
+                function_timeout_s=timing.function_timeout_s(registry, name),
                 region=REGION,
             )
             poller = QueuePoller(
@@ -248,6 +263,8 @@ class LocalRuntime:
         )
         self.gateway.start()
         self._parts.append(self.gateway)
+        if self.faults is not None:
+            self.faults.arm()
 
     def stop(self) -> None:
         """Stops everything started, newest first (the HTTP API first); safe to call twice."""
@@ -261,6 +278,10 @@ class LocalRuntime:
         while self._parts:
             self._stop_part(self._parts.pop())
         (self.data_dir / STATE_FILE).unlink(missing_ok=True)
+        if self.faults is not None:
+            if self._started:
+                self.output.say(f"offpath local: {self.faults.summary()} (listed in {FAULTS_FILE})")
+            self.faults.close()
         self._restore_env()
         self.output.restore()
         self._started = False
@@ -304,6 +325,11 @@ class LocalRuntime:
         lines += [
             f"  emulator   {self.emulator.endpoint}  (moto: DynamoDB, SQS, EventBridge Scheduler, CloudWatch)",
             f"  data       {self.data_dir}/  (function logs: offpath.log, alarm changes: alarms.jsonl)",
+            *(
+                [f"  faults     {self.config.faults.describe()} (each injected one in {FAULTS_FILE})"]
+                if self.faults
+                else []
+            ),
             "",
             "Submit a first job:",
             f"  curl -s -X POST {url}/jobs -H 'Authorization: Bearer {token}' "

@@ -1,0 +1,637 @@
+"""The fault ledger (TESTPLAN 12) and the burst (TESTPLAN 21), over HTTP against `offpath local` in a child process.
+
+Ledger: jobs submitted over HTTP to a runtime started with injected faults (`--faults SEED`), each with an
+idempotency key (so a submit answered 503 is retried safely, and the job ids, hence the faults they draw,
+are the same in every run with the same seed), followed to their final states, and every outcome
+accounted for: submitted, accepted, succeeded and failed (against what each job type should end as),
+lost (accepted and never final), side effects done twice or never (the welcome e-mails, written to a file
+by the transport `tests/e2e/ledger_jobs.py` puts in place), the faults injected by kind (`faults.jsonl`),
+the jobs' retries, the sweeper's re-sends and the duplicate deliveries the workers acknowledged (from the
+functions' log).
+
+Burst: jobs submitted in batches of 100 to the `bulk` queue class (maximum concurrency 2), then every one
+must succeed and the queue's DLQ must stay empty.
+
+Used by tests/e2e/test_ledger.py and tests/e2e/test_worker_faults.py (`make test`) and scripts/ledger.py
+(`make bench`). The runtime runs with the test timings (`--timeout-scale`, `--visibility-scale`) and a short
+sweep grace, so crash recovery takes seconds instead of minutes.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from offpath.logic.submit import job_id_for
+
+ROOT = Path(__file__).resolve().parents[2]
+TENANT, TOKEN = "ledger", "ledger-token-0123456789"
+FINAL = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
+EFFECTS_FILE = "effects.jsonl"
+START_TIMEOUT_S = 45
+STOP_TIMEOUT_S = 30
+# Test timings: a worker's crash is recovered within seconds (the lease of a 30 s job becomes 6 s, the default
+# queue's visibility timeout 11 s); the sweeper runs every second (its schedule at 60x) with a short grace.
+TIMEOUT_SCALE = 0.1
+VISIBILITY_SCALE = 0.025
+SWEEP_GRACE_S = 5
+UNAVAILABLE = frozenset({429, 500, 502, 503, 504})
+LIST_EVERY_ROUND_UP_TO = 300
+
+
+# -- the runtime ------------------------------------------------------------------------------
+
+
+@dataclass
+class LocalProcess:
+    """`offpath local` in a child process on free ports, with the ledger's tenant and job types."""
+
+    process: subprocess.Popen[bytes]
+    url: str
+    data_dir: Path
+    console: Path
+
+    @classmethod
+    def start(
+        cls,
+        data_dir: Path,
+        *,
+        seed: int | None = None,
+        fault_rate: float | None = None,
+        fault_kinds: Sequence[str] = (),
+        fault_jobs: Sequence[str] = (),
+        sweep_grace_s: int = SWEEP_GRACE_S,
+        test_timing: bool = True,
+        clock_speed: float = 60,
+        alarm_interval_s: float = 1,
+        quiet: bool = True,
+    ) -> LocalProcess:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        console = data_dir / "console.txt"
+        command = [
+            sys.executable,
+            "-m",
+            "offpath_local",
+            "local",
+            "--port",
+            "0",
+            "--data",
+            str(data_dir),
+            "--token",
+            f"{TENANT}:{TOKEN}",
+            "--clock-speed",
+            str(clock_speed),
+            "--clock-tick",
+            "0.2",
+            "--alarm-interval",
+            str(alarm_interval_s),
+            "--load",
+            "tests.e2e.ledger_jobs",
+        ]
+        if test_timing:
+            command += ["--timeout-scale", str(TIMEOUT_SCALE), "--visibility-scale", str(VISIBILITY_SCALE)]
+        if quiet:
+            command.append("--quiet")
+        if seed is not None:
+            command += ["--faults", str(seed)]
+            if fault_rate is not None:
+                command += ["--fault-rate", str(fault_rate)]
+            for kind in fault_kinds:
+                command += ["--fault", kind]
+        for target in fault_jobs:
+            command += ["--fault-job", target]
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+            "LEDGER_EFFECTS_FILE": str(data_dir / EFFECTS_FILE),
+            "OFFPATH_SWEEP_GRACE_S": str(sweep_grace_s),
+        }
+        with console.open("w") as out:
+            process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            url = _wait_until_serving(process, data_dir, console)
+        except BaseException:
+            process.kill()
+            process.wait(timeout=10)
+            raise
+        return cls(process, url, data_dir, console)
+
+    def stop(self) -> None:
+        """SIGTERM; it must stop cleanly (exit status 0)."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+                raise AssertionError(f"offpath local did not stop on SIGTERM:\n{self.tail()}") from None
+        assert self.process.returncode == 0, f"offpath local exited with {self.process.returncode}:\n{self.tail()}"
+
+    def tail(self, chars: int = 4000) -> str:
+        return self.console.read_text(errors="replace")[-chars:] if self.console.exists() else ""
+
+    def api(self) -> Api:
+        return Api(self.url, TOKEN)
+
+    def effects(self) -> list[dict[str, Any]]:
+        return _json_lines(self.data_dir / EFFECTS_FILE)
+
+    def faults(self) -> list[dict[str, Any]]:
+        return _json_lines(self.data_dir / "faults.jsonl")
+
+    def log(self) -> LogFacts:
+        return LogFacts.read(self.data_dir / "offpath.log")
+
+
+def _wait_until_serving(process: subprocess.Popen[bytes], data_dir: Path, console: Path) -> str:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    state = data_dir / "local.json"
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"offpath local exited with {process.returncode}:\n{console.read_text()[-4000:]}")
+        if state.exists():
+            try:
+                url = str(json.loads(state.read_text())["url"])
+                connection = http.client.HTTPConnection(urllib.parse.urlsplit(url).netloc, timeout=5)
+                connection.request("GET", "/health")
+                if connection.getresponse().status == 200:
+                    return url
+            except (ValueError, KeyError, OSError):
+                pass
+        time.sleep(0.05)
+    raise RuntimeError(f"offpath local did not start within {START_TIMEOUT_S} s:\n{console.read_text()[-4000:]}")
+
+
+def _json_lines(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+# -- HTTP -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Answer:
+    status: int
+    body: Any
+    tries: int = 1
+
+
+class Api:
+    """A keep-alive HTTP client for one thread. `call` retries what a careful client retries: a 503 (or
+    another 5xx/429) and a dropped connection, a bounded number of times."""
+
+    def __init__(self, url: str, token: str, *, tries: int = 10, pause_s: float = 0.2) -> None:
+        self.netloc = urllib.parse.urlsplit(url).netloc
+        self.token = token
+        self.tries = tries
+        self.pause_s = pause_s
+        self._connection: http.client.HTTPConnection | None = None
+
+    def call(self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None) -> Answer:
+        answer = Answer(0, None, 0)
+        for attempt in range(1, self.tries + 1):
+            try:
+                status, data = self._once(method, path, body, headers or {})
+            except (OSError, http.client.HTTPException):
+                self.close()
+                status, data = 0, None
+            answer = Answer(status, data, attempt)
+            if status and status not in UNAVAILABLE:
+                return answer
+            time.sleep(self.pause_s * attempt)
+        return answer
+
+    def _once(self, method: str, path: str, body: Any, headers: dict[str, str]) -> tuple[int, Any]:
+        if self._connection is None:
+            self._connection = http.client.HTTPConnection(self.netloc, timeout=60)
+        all_headers = {"Authorization": f"Bearer {self.token}", **headers}
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            all_headers["Content-Type"] = "application/json"
+        self._connection.request(method, path, body=data, headers=all_headers)
+        response = self._connection.getresponse()
+        raw = response.read()
+        try:
+            parsed = json.loads(raw) if raw else None
+        except ValueError:
+            parsed = raw.decode(errors="replace")
+        return response.status, parsed
+
+    def close(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+
+def in_parallel(items: Sequence[Any], work: Callable[[Api, Any], None], url: str, clients: int) -> None:
+    """`work(api, item)` for every item, from `clients` threads with a connection each."""
+    position = iter(range(len(items)))
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+
+    def client() -> None:
+        api = Api(url, TOKEN)
+        try:
+            while True:
+                with lock:
+                    index = next(position, None)
+                if index is None:
+                    return
+                work(api, items[index])
+        except BaseException as error:
+            errors.append(error)
+        finally:
+            api.close()
+
+    threads = [threading.Thread(target=client) for _ in range(max(1, clients))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+
+
+def final_views(api: Api, job_ids: Iterable[str], timeout_s: float, pause_s: float = 0.5) -> dict[str, dict[str, Any]]:
+    """The last view of each of `job_ids`, once every one is final or `timeout_s` has passed.
+
+    Cheap to the runtime while it works: first the queues are watched (`GET /queues`) until no message is
+    left on them; then the tenant's jobs are listed once (100 a page: the emulator answers each index query
+    by reading the whole table) and the ones not yet final (a message the sweeper has still to send, a
+    retry's backoff) are read one by one until they are."""
+    wanted = set(job_ids)
+    deadline = time.monotonic() + timeout_s
+    views: dict[str, dict[str, Any]] = {}
+    while time.monotonic() < deadline and queued_messages(api) != 0:
+        if len(wanted) <= LIST_EVERY_ROUND_UP_TO:
+            # Few jobs: listing them is cheap, and the queues may hold duplicates of finished jobs a while longer.
+            views = _listing(api)
+            if all(views.get(job_id, {}).get("status") in FINAL for job_id in wanted):
+                return views
+        time.sleep(pause_s)
+    views = _listing(api)
+    pending = [job_id for job_id in wanted if views.get(job_id, {}).get("status") not in FINAL]
+    while pending:
+        for job_id in pending:
+            answer = api.call("GET", f"/jobs/{job_id}")
+            if answer.status == 200:
+                views[job_id] = answer.body
+        pending = [job_id for job_id in pending if views.get(job_id, {}).get("status") not in FINAL]
+        if not pending or time.monotonic() >= deadline:
+            break
+        time.sleep(pause_s)
+    return views
+
+
+def queued_messages(api: Api) -> int | None:
+    """Messages visible, in flight or delayed on all the queues (not their DLQs); None when unknown."""
+    answer = api.call("GET", "/queues")
+    if answer.status != 200:
+        return None
+    return sum(int(q["visible"]) + int(q["in_flight"]) + int(q["delayed"]) for q in answer.body.get("queues", []))
+
+
+def _listing(api: Api) -> dict[str, dict[str, Any]]:
+    views: dict[str, dict[str, Any]] = {}
+    cursor: str | None = None
+    while True:
+        query = "limit=100" + (f"&cursor={urllib.parse.quote(cursor)}" if cursor else "")
+        answer = api.call("GET", f"/jobs?{query}")
+        if answer.status != 200:
+            return views  # unavailable for now: the next round lists again
+        for job in answer.body.get("jobs", []):
+            views[job["job_id"]] = job
+        cursor = answer.body.get("cursor")
+        if not cursor:
+            return views
+
+
+# -- what the runtime wrote down -----------------------------------------------------------------
+
+
+@dataclass
+class LogFacts:
+    """Counted from the functions' log (offpath.log): JSON log lines and EMF metric lines."""
+
+    sweeper_resends: int = 0  # messages sent again for jobs whose message was missing or late
+    sweeper_requeues: int = 0  # jobs whose worker died holding the lease, requeued
+    duplicate_deliveries: int = 0  # DuplicateDeliveries: deliveries acknowledged without running the job
+    acknowledged: Counter[str] = field(default_factory=Counter)  # job id -> deliveries acknowledged without a run
+
+    @classmethod
+    def read(cls, path: Path) -> LogFacts:
+        facts = cls()
+        if not path.exists():
+            return facts
+        with path.open(encoding="utf-8", errors="replace") as log:
+            for line in log:
+                if not line.startswith("{"):
+                    continue
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    continue
+                if "_aws" in entry:
+                    facts.duplicate_deliveries += int(entry.get("DuplicateDeliveries", 0) or 0)
+                    continue
+                message = str(entry.get("message", ""))
+                if entry.get("service") == "sweeper":
+                    if message.startswith("job overdue on its queue") or message.startswith("scheduled job overdue"):
+                        facts.sweeper_resends += 1
+                    elif message.startswith("lease expired; job requeued"):
+                        facts.sweeper_requeues += 1
+                elif message.startswith("delivery for a ") and entry.get("job_id"):
+                    facts.acknowledged[str(entry["job_id"])] += 1
+        return facts
+
+
+# -- the ledger -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Planned:
+    key: str
+    job_type: str
+    payload: dict[str, Any]
+    expect: str
+    email: str | None = None
+
+    @property
+    def job_id(self) -> str:
+        return job_id_for(TENANT, self.key)
+
+
+def plan(jobs: int, tag: str = "ledger") -> list[Planned]:
+    """Eight in ten welcome e-mails (SUCCEEDED, one e-mail each), one flaky job that fails its first attempt
+    (SUCCEEDED on a retry), one poison job (FAILED)."""
+    planned = []
+    for n in range(jobs):
+        key = f"{tag}-{n}"
+        if n % 10 == 8:
+            planned.append(Planned(key, "demo.flaky", {"fail_first": 1}, "SUCCEEDED"))
+        elif n % 10 == 9:
+            planned.append(Planned(key, "demo.poison", {"reason": f"{key} is poison"}, "FAILED"))
+        else:
+            email = f"{key}@example.com"
+            planned.append(Planned(key, "send_welcome_email", {"user_id": key, "email": email}, "SUCCEEDED", email))
+    return planned
+
+
+@dataclass
+class Ledger:
+    jobs: int
+    seed: int | None
+    fault_rate: float | None
+    submitted: int = 0
+    accepted: int = 0
+    refused: int = 0  # still refused after the client's retries
+    submit_retries: int = 0  # submits tried again after a 503 (or a dropped connection)
+    written_despite_refusal: int = 0  # a submit answered 503 whose job existed all the same
+    succeeded: int = 0
+    failed: int = 0
+    unexpected: list[str] = field(default_factory=list)  # final, but not in the state its type should end in
+    lost: list[str] = field(default_factory=list)  # accepted, never final
+    duplicate_effects: list[str] = field(default_factory=list)  # e-mails sent more than once
+    missing_effects: list[str] = field(default_factory=list)  # SUCCEEDED welcome jobs that sent no e-mail
+    faults: dict[str, int] = field(default_factory=dict)
+    faulted_jobs: dict[str, list[str]] = field(default_factory=dict)  # kind -> job ids it hit
+    retries: int = 0  # attempts after the first, over all jobs
+    sweeper_resends: int = 0
+    sweeper_requeues: int = 0
+    duplicate_deliveries: int = 0
+    elapsed_s: float = 0.0
+    views: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def expected(self) -> Counter[str]:
+        return Counter(p.expect for p in plan(self.jobs))
+
+    @property
+    def clean(self) -> bool:
+        return not (self.lost or self.unexpected or self.duplicate_effects or self.missing_effects or self.refused)
+
+    def lines(self) -> list[str]:
+        faults = sum(self.faults.values())
+        by_kind = ", ".join(f"{kind} {n}" for kind, n in sorted(self.faults.items(), key=lambda kv: -kv[1]))
+        setting = f"seed {self.seed}, fault rate {self.fault_rate:g}" if self.seed is not None else "no faults"
+        expected = self.expected
+        return [
+            f"ledger: {self.jobs} jobs over HTTP, {setting}",
+            f"  submitted {self.submitted}   accepted {self.accepted}   refused {self.refused}"
+            f"   (submits retried after a 503: {self.submit_retries}; 503s whose job existed: "
+            f"{self.written_despite_refusal})",
+            f"  succeeded {self.succeeded} (expected {expected['SUCCEEDED']})   failed {self.failed}"
+            f" (expected {expected['FAILED']})   not as expected {len(self.unexpected)}",
+            f"  lost {len(self.lost)}   duplicate side effects {len(self.duplicate_effects)}"
+            f"   missing side effects {len(self.missing_effects)}",
+            f"  faults injected {faults}: {by_kind or '-'}",
+            f"  job retries {self.retries}   sweeper re-sends {self.sweeper_resends}"
+            f" (+ {self.sweeper_requeues} expired leases requeued)   duplicate deliveries {self.duplicate_deliveries}",
+            f"  {self.elapsed_s:.1f} s from the first submit until every job was final",
+        ]
+
+    def markdown_rows(self) -> list[tuple[str, str]]:
+        faults = sum(self.faults.values())
+        by_kind = ", ".join(f"{kind} {n}" for kind, n in sorted(self.faults.items(), key=lambda kv: -kv[1]))
+        expected = self.expected
+        return [
+            ("submitted / accepted / refused", f"{self.submitted} / {self.accepted} / {self.refused}"),
+            ("submits retried after a 503", str(self.submit_retries)),
+            ("succeeded (expected)", f"{self.succeeded} ({expected['SUCCEEDED']})"),
+            ("failed (expected: the poison jobs)", f"{self.failed} ({expected['FAILED']})"),
+            ("not in the expected final state", str(len(self.unexpected))),
+            ("**lost**", f"**{len(self.lost)}**"),
+            ("**duplicate side effects** (`ctx.once`)", f"**{len(self.duplicate_effects)}**"),
+            ("missing side effects", str(len(self.missing_effects))),
+            ("faults injected", f"{faults}: {by_kind or '-'}"),
+            ("job retries (attempts after the first)", str(self.retries)),
+            ("sweeper re-sends (+ expired leases requeued)", f"{self.sweeper_resends} (+ {self.sweeper_requeues})"),
+            ("duplicate deliveries acknowledged", str(self.duplicate_deliveries)),
+            ("first submit until every job final", f"{self.elapsed_s:.1f} s"),
+        ]
+
+
+def run_ledger(
+    local: LocalProcess,
+    jobs: int,
+    *,
+    seed: int | None,
+    fault_rate: float | None,
+    clients: int = 4,
+    timeout_s: float = 120,
+    tag: str = "ledger",
+) -> Ledger:
+    planned = plan(jobs, tag)
+    ledger = Ledger(jobs=jobs, seed=seed, fault_rate=fault_rate, submitted=len(planned))
+    answers: dict[str, Answer] = {}
+    lock = threading.Lock()
+
+    def submit(api: Api, job: Planned) -> None:
+        body = {"type": job.job_type, "payload": job.payload}
+        answer = api.call("POST", "/jobs", body, {"Idempotency-Key": job.key})
+        with lock:
+            answers[job.key] = answer
+
+    started = time.monotonic()
+    in_parallel(planned, submit, local.url, clients)
+    accepted = []
+    for job in planned:
+        answer = answers[job.key]
+        ledger.submit_retries += answer.tries - 1
+        if answer.status in (200, 202) and answer.body.get("job_id") == job.job_id:
+            accepted.append(job)
+            if answer.tries > 1 and answer.status == 200:
+                ledger.written_despite_refusal += 1
+        else:
+            ledger.refused += 1
+    ledger.accepted = len(accepted)
+
+    api = local.api()
+    try:
+        views = final_views(api, (job.job_id for job in accepted), timeout_s)
+    finally:
+        api.close()
+    ledger.elapsed_s = time.monotonic() - started
+    ledger.views = views
+    _settle(local)
+
+    emails = Counter(str(e.get("to")) for e in local.effects() if e.get("effect") == "welcome-email")
+    for job in accepted:
+        view = views.get(job.job_id, {})
+        status = view.get("status")
+        if status not in FINAL:
+            ledger.lost.append(job.job_id)
+            continue
+        ledger.succeeded += status == "SUCCEEDED"
+        ledger.failed += status == "FAILED"
+        ledger.retries += max(0, int(view.get("attempts") or 0) - 1)
+        if status != job.expect:
+            ledger.unexpected.append(job.job_id)
+        if job.email is not None:
+            if emails[job.email] > 1:
+                ledger.duplicate_effects.append(job.job_id)
+            elif status == "SUCCEEDED" and emails[job.email] == 0:
+                ledger.missing_effects.append(job.job_id)
+
+    for fault in local.faults():
+        kind = str(fault["kind"])
+        ledger.faults[kind] = ledger.faults.get(kind, 0) + 1
+        if fault.get("job_id"):
+            ledger.faulted_jobs.setdefault(kind, []).append(str(fault["job_id"]))
+    facts = local.log()
+    ledger.sweeper_resends = facts.sweeper_resends
+    ledger.sweeper_requeues = facts.sweeper_requeues
+    ledger.duplicate_deliveries = facts.duplicate_deliveries
+    return ledger
+
+
+def _settle(local: LocalProcess, quiet_s: float = 1.0, limit_s: float = 10.0) -> None:
+    """Wait until the side effects file stops growing (a job thread abandoned at its timeout may still be
+    finishing), at most `limit_s`."""
+    files = [local.data_dir / EFFECTS_FILE]
+    deadline = time.monotonic() + limit_s
+    last: tuple[int, ...] = ()
+    still_since = time.monotonic()
+    while time.monotonic() < deadline:
+        sizes = tuple(path.stat().st_size if path.exists() else 0 for path in files)
+        if sizes != last:
+            last, still_since = sizes, time.monotonic()
+        elif time.monotonic() - still_since >= quiet_s:
+            return
+        time.sleep(0.1)
+
+
+# -- the burst --------------------------------------------------------------------------------
+
+
+@dataclass
+class Burst:
+    jobs: int
+    accepted: int = 0
+    succeeded: int = 0
+    not_succeeded: list[str] = field(default_factory=list)
+    retried: int = 0  # jobs that took more than one attempt
+    dlq_depth: int = -1
+    sweeper_resends: int = 0  # jobs still waiting on the queue after the sweep grace are sent again
+    duplicate_deliveries: int = 0
+    submit_s: float = 0.0
+    elapsed_s: float = 0.0
+
+    def lines(self) -> list[str]:
+        rate = self.succeeded / self.elapsed_s if self.elapsed_s else 0.0
+        return [
+            f"burst: {self.jobs} jobs on the bulk queue (maximum concurrency 2), submitted in batches of 100",
+            f"  accepted {self.accepted}   succeeded {self.succeeded}   not succeeded {len(self.not_succeeded)}"
+            f"   retried {self.retried}   bulk DLQ depth {self.dlq_depth}",
+            f"  sweeper re-sends {self.sweeper_resends}   duplicate deliveries {self.duplicate_deliveries}",
+            f"  submitted in {self.submit_s:.1f} s; all final {self.elapsed_s:.1f} s after the first submit"
+            f" ({rate:.0f} jobs/s)",
+        ]
+
+
+def run_burst(
+    local: LocalProcess, jobs: int, *, clients: int = 2, timeout_s: float = 600, poll_s: float = 1.0, tag: str = "burst"
+) -> Burst:
+    """`poll_s`: between looks at the queues while they drain (each look costs the emulator time proportional to
+    the messages queued)."""
+    burst = Burst(jobs=jobs)
+    batches = [list(range(start, min(jobs, start + 100))) for start in range(0, jobs, 100)]
+    accepted: list[str] = []
+    lock = threading.Lock()
+
+    def submit(api: Api, numbers: list[int]) -> None:
+        ids: list[str] = []
+        for _ in range(5):  # items answered 503 (the store was unavailable for them) are sent again
+            items = [{"type": "e2e.burst", "payload": {"n": n}, "idempotency_key": f"{tag}-{n}"} for n in numbers]
+            answer = api.call("POST", "/jobs/batch", {"jobs": items})
+            if answer.status != 207:
+                continue
+            results = answer.body.get("results", [])
+            ids += [item["job"]["job_id"] for item in results if item.get("job")]
+            numbers = [numbers[item["index"]] for item in results if item.get("status") in UNAVAILABLE]
+            if not numbers:
+                break
+        with lock:
+            accepted.extend(ids)
+
+    started = time.monotonic()
+    in_parallel(batches, submit, local.url, clients)
+    burst.submit_s = time.monotonic() - started
+    burst.accepted = len(accepted)
+    api = local.api()
+    try:
+        views = final_views(api, accepted, timeout_s, pause_s=poll_s)
+        burst.elapsed_s = time.monotonic() - started
+        queues = api.call("GET", "/queues")
+    finally:
+        api.close()
+    for job_id in accepted:
+        view = views.get(job_id, {})
+        if view.get("status") == "SUCCEEDED":
+            burst.succeeded += 1
+        else:
+            burst.not_succeeded.append(job_id)
+        burst.retried += int(view.get("attempts") or 0) > 1
+    if queues.status == 200:
+        bulk = next((q for q in queues.body.get("queues", []) if q.get("name") == "bulk"), None)
+        burst.dlq_depth = int(bulk["dlq_depth"]) if bulk else -1
+    facts = local.log()
+    burst.sweeper_resends = facts.sweeper_resends
+    burst.duplicate_deliveries = facts.duplicate_deliveries
+    return burst

@@ -1,0 +1,73 @@
+"""What the fault ledger's runtimes load (`offpath local --load tests.e2e.ledger_jobs`): side effects the
+test can count, and queue classes of their own.
+
+- The welcome e-mail's transport stand-in is replaced by one that appends each e-mail it "sends" to the
+  file named by `$LEDGER_EFFECTS_FILE` (one JSON line per e-mail): the side effect the ledger counts.
+- `e2e.batch_effect` on queue class `e2e-batch` (batches of 10 gathered for a second, so a burst of
+  submits arrives as one batch, and nothing else uses the queue): each run of the job function and each
+  side effect (guarded by `ctx.once`) is appended to the same file. TESTPLAN 16.
+- `e2e.burst` on the stack's `bulk` queue class (maximum concurrency 2): returns at once. TESTPLAN 21.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from offpath.domain.context import JobContext
+from offpath.domain.registry import job, queue_class
+from offpath.jobs import load_job_types, welcome_email
+
+load_job_types()
+
+EFFECTS_ENV = "LEDGER_EFFECTS_FILE"
+BATCH_QUEUE = "e2e-batch"
+_lock = threading.Lock()
+
+
+def record(entry: dict[str, Any]) -> None:
+    path = os.environ.get(EFFECTS_ENV)
+    if not path:
+        return
+    with _lock, open(path, "a", encoding="utf-8") as effects:
+        effects.write(json.dumps(entry) + "\n")
+
+
+class FileEmailTransport:
+    """Sends nothing: appends the e-mail to the effects file, where the ledger counts it."""
+
+    def send(self, to: str, subject: str, body: str) -> str:
+        record({"effect": "welcome-email", "to": to, "subject": subject})
+        return f"file-{to}"
+
+
+welcome_email.transport = FileEmailTransport()
+
+
+class BatchEffect(BaseModel):
+    tag: str = Field(min_length=1, max_length=64)
+
+
+queue_class(BATCH_QUEUE, batch_size=10, batching_window_s=1, max_concurrency=2)
+
+
+@job("e2e.batch_effect", payload=BatchEffect, queue=BATCH_QUEUE, max_attempts=5, timeout_s=10)
+def batch_effect(payload: BatchEffect, ctx: JobContext) -> dict[str, Any]:
+    record({"effect": "run", "tag": payload.tag, "attempt": ctx.attempt})
+    sent = ctx.once("effect")
+    if sent:
+        record({"effect": "batch-effect", "tag": payload.tag, "attempt": ctx.attempt})
+    return {"tag": payload.tag, "sent": sent}
+
+
+class Burst(BaseModel):
+    n: int = Field(ge=0)
+
+
+@job("e2e.burst", payload=Burst, queue="bulk", max_attempts=3, timeout_s=10)
+def burst(payload: Burst, ctx: JobContext) -> dict[str, int]:
+    return {"n": payload.n}

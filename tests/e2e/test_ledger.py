@@ -1,0 +1,83 @@
+"""TESTPLAN 12, the ledger: 100 jobs over HTTP through `offpath local` with random injected faults (seeded)
+lose nothing, repeat no side effect guarded by `ctx.once`, and all end in the state their type should end in.
+
+The runtime is started for this module with `--faults 7 --fault-rate 0.03` (every kind of faults.py) and
+the test timings; the 1,000-job version is `scripts/ledger.py` (`make bench`). The ledger is printed.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from offpath_local.faults import KINDS
+from tests.e2e.ledger import Ledger, LocalProcess, run_ledger
+
+SEED = 7
+FAULT_RATE = 0.03
+JOBS = 100
+
+
+@pytest.fixture(scope="module")
+def ledger(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Ledger, LocalProcess]]:
+    data_dir: Path = tmp_path_factory.mktemp("ledger")
+    local = LocalProcess.start(data_dir, seed=SEED, fault_rate=FAULT_RATE)
+    try:
+        result = run_ledger(local, JOBS, seed=SEED, fault_rate=FAULT_RATE, timeout_s=90)
+    finally:
+        local.stop()
+    print("\n" + "\n".join(result.lines()))
+    yield result, local
+
+
+def test_every_accepted_job_reaches_the_final_state_its_type_should_end_in(ledger: tuple[Ledger, LocalProcess]) -> None:
+    result, _ = ledger
+
+    assert (result.submitted, result.accepted, result.refused) == (JOBS, JOBS, 0)
+    assert result.lost == []
+    assert result.unexpected == []
+    assert (result.succeeded, result.failed) == (90, 10)
+
+
+def test_no_side_effect_guarded_by_once_happens_twice_or_never(ledger: tuple[Ledger, LocalProcess]) -> None:
+    result, _ = ledger
+
+    assert result.duplicate_effects == []
+    assert result.missing_effects == []
+
+
+def test_a_submit_answered_503_left_no_job_behind(ledger: tuple[Ledger, LocalProcess]) -> None:
+    result, _ = ledger
+
+    assert result.written_despite_refusal == 0
+
+
+def test_the_run_met_every_kind_of_fault(ledger: tuple[Ledger, LocalProcess]) -> None:
+    result, _ = ledger
+
+    assert {kind for kind, count in result.faults.items() if count} == set(KINDS)
+    assert result.sweeper_resends + result.sweeper_requeues > 0
+    assert result.duplicate_deliveries > 0
+
+
+def test_jobs_whose_worker_died_after_the_side_effect_finished_without_repeating_it(
+    ledger: tuple[Ledger, LocalProcess],
+) -> None:
+    """TESTPLAN 14 under random faults: every welcome job whose worker was killed before its success write."""
+    result, local = ledger
+    crashed = set(result.faulted_jobs.get("worker-crash", []))
+    emails = Counter(e["to"] for e in local.effects() if e.get("effect") == "welcome-email")
+    welcome = {
+        view["job_id"]: view
+        for view in result.views.values()
+        if view["type"] == "send_welcome_email" and view["job_id"] in crashed
+    }
+
+    assert welcome, "no welcome job was crashed: the seed no longer exercises TESTPLAN 14"
+    for view in welcome.values():
+        assert view["status"] == "SUCCEEDED"
+        assert view["attempts"] >= 2
+        assert emails[f"{view['result']['user_id']}@example.com"] == 1
