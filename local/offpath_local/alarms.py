@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from offpath_local.emulator import QueueDepth, QueuePeek, prune_metric_data
+from offpath_local.periodic import Periodic
 from offpath_local.resources import AlarmSpec
 
 logger = logging.getLogger("offpath.local.alarms")
@@ -57,7 +58,9 @@ class EventCounts:
             return len(events)
 
 
-class AlarmEvaluator:
+class AlarmEvaluator(Periodic):
+    thread_name = "alarm-evaluator"
+
     def __init__(
         self,
         *,
@@ -75,36 +78,16 @@ class AlarmEvaluator:
         self.queue_urls = list(queue_urls)
         self.specs = list(specs)
         self.events = events
-        self.interval_s = interval_s
+        super().__init__(interval_s)
         self.record_path = record_path
         self.on_change = on_change
         self.states: dict[str, str] = {spec.name: "INSUFFICIENT_DATA" for spec in self.specs}
         self._published: dict[tuple[str, str], tuple[float, float]] = {}
         self._last_prune = time.monotonic()
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="alarm-evaluator", daemon=True)
 
-    def start(self) -> None:
-        self._thread.start()
-
-    def request_stop(self) -> None:
-        """Begin stopping without waiting (the runtime asks every part first, then waits for each)."""
-        self._stop.set()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=10)
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.evaluate()
-            except Exception:
-                if not self._stop.is_set():
-                    logger.warning("alarm evaluation failed", exc_info=True)
-            self._stop.wait(self.interval_s)
+    def step(self) -> object:
+        return self.evaluate()
 
     def evaluate(self) -> dict[str, QueueDepth]:
         with self._lock:

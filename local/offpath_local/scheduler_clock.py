@@ -20,7 +20,6 @@ import json
 import logging
 import re
 import secrets
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from offpath.domain.cron import load_zone, parse_cron, parse_rate
+from offpath_local.periodic import Periodic
 
 logger = logging.getLogger("offpath.local.scheduler")
 
@@ -97,7 +97,9 @@ def next_slot(expression: str, timezone: str, after: datetime, anchor: datetime)
     raise ValueError(f"unsupported schedule expression {expression[:60]!r}")
 
 
-class SchedulerClock:
+class SchedulerClock(Periodic):
+    thread_name = "scheduler-clock"
+
     def __init__(
         self,
         scheduler: Any,
@@ -112,34 +114,15 @@ class SchedulerClock:
         self.group = group
         self.invoke = invoke
         self.time = time_source or VirtualTime()
+        super().__init__(tick_s)
         self.tick_s = tick_s
         self.record = record
         self._tracked: dict[str, _Tracked] = {}
         # One-time schedules that fired and stay in the group (no ActionAfterCompletion: DELETE).
         self._done: dict[str, Any] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="scheduler-clock", daemon=True)
 
-    def start(self) -> None:
-        self._thread.start()
-
-    def request_stop(self) -> None:
-        """Begin stopping without waiting (the runtime asks every part first, then waits for each)."""
-        self._stop.set()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=10)
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.tick()
-            except Exception:
-                if not self._stop.is_set():
-                    logger.exception("scheduler clock tick failed")
-            self._stop.wait(self.tick_s)
+    def step(self) -> object:
+        return self.tick()
 
     def tick(self) -> int:
         """Fire every slot that has come; returns how many fired."""
