@@ -8,6 +8,11 @@ relies on (shared AWS-SEMANTICS.md):
 - SQS `StartMessageMoveTask`, `ListMessageMoveTasks` and `CancelMessageMoveTask`, which moto lacks, are
   answered by `MessageMoveTasks` (see move_tasks.py).
 
+Two corrections to moto's queues, made where they are defined: a queue's messages are added and deleted
+one change at a time (moto's server could lose a message sent while another was deleted, or bring a deleted
+one back); and, for speed only, they count their visible, in-flight and delayed messages reading the clock
+once per count rather than once per message (with thousands of messages queued, each receive took a second).
+
 `QueuePeek` reads queue depths and message ages from moto's own state, without receiving any message
 (a receive would count towards the redrive policy's maxReceiveCount).
 """
@@ -87,6 +92,8 @@ class Emulator:
         if hasattr(dispatcher, "get_backend_for_host"):
             dispatcher.get_backend_for_host = functools.lru_cache(maxsize=512)(dispatcher.get_backend_for_host)
         wsgi_server.app = _EmulatorApp(dispatcher, self.move_tasks)
+        _count_queue_messages_at_one_instant()
+        _change_queue_messages_one_at_a_time()
         # moto keeps its state per process: start from nothing.
         import urllib.request
 
@@ -104,6 +111,66 @@ class Emulator:
         return boto3.session.Session().client(
             service, endpoint_url=self.endpoint, region_name=REGION, config=CLIENT_CONFIG, **CREDENTIALS
         )
+
+
+def _count_queue_messages_at_one_instant() -> None:
+    """moto decides whether each message is visible (or delayed) by reading the clock once per message, and a
+    receive lists the queue's messages and counts them several times: with thousands of messages queued (a
+    burst) a receive took over a second. The same lists, with the clock read once per list. The semantics
+    are unchanged: visible means received before now minus the visibility timeout, delayed means delayed
+    past now."""
+    try:
+        from moto.core.utils import unix_time_millis
+        from moto.sqs.models import Queue
+    except ImportError:  # another moto layout: left as it is
+        return
+    if getattr(Queue, "_offpath_counts_at_one_instant", False):
+        return
+
+    def messages(queue: Any) -> list[Any]:
+        now = unix_time_millis()
+        return [m for m in queue._messages if now > m.visible_at and not now < m.delayed_until]
+
+    def delayed(queue: Any) -> int:
+        now = unix_time_millis()
+        return sum(1 for m in queue._messages if now < m.delayed_until)
+
+    def not_visible(queue: Any) -> int:
+        now = unix_time_millis()
+        return sum(1 for m in queue._messages if not now > m.visible_at)
+
+    Queue.messages = property(messages)
+    Queue.approximate_number_of_messages_delayed = property(delayed)
+    Queue.approximate_number_of_messages_not_visible = property(not_visible)
+    Queue._offpath_counts_at_one_instant = True
+
+
+def _change_queue_messages_one_at_a_time() -> None:
+    """moto deletes a message by rebuilding its queue's list of messages from a copy and puts the new list
+    in place of the old one; its server runs requests on many threads. A message sent, or another deleted,
+    while a delete rebuilds the list was lost, or came back from the dead to be delivered again (a worker's
+    batch deletes, a burst's sends and the other batches' deletes do meet). SQS does neither: here a
+    queue's messages are added and deleted one change at a time."""
+    try:
+        from moto.sqs.models import Queue
+    except ImportError:  # another moto layout: left as it is
+        return
+    if getattr(Queue, "_offpath_one_change_at_a_time", False):
+        return
+    lock = threading.RLock()
+    add, delete = Queue.add_message, Queue.delete_message
+
+    def add_message(queue: Any, message: Any) -> None:
+        with lock:
+            add(queue, message)
+
+    def delete_message(queue: Any, receipt_handle: str) -> None:
+        with lock:
+            delete(queue, receipt_handle)
+
+    Queue.add_message = add_message
+    Queue.delete_message = delete_message
+    Queue._offpath_one_change_at_a_time = True
 
 
 @dataclass(frozen=True)

@@ -330,7 +330,8 @@ class FaultInjector:
                 for kind in kinds:
                     if (kind, call.job_id) in self._targets:
                         self._targets.discard((kind, call.job_id))
-                        return _Decision(call, kind, "throttle" if kind != "send-failure" else "server-error")
+                        error = kind if kind in ("throttle", "server-error") else "throttle"
+                        return _Decision(call, kind, "server-error" if kind == "send-failure" else error)
         rates = self.config.rates
         if not any(rates.get(kind, 0.0) > 0 for kind in kinds):
             return None
