@@ -58,7 +58,9 @@ def main() -> int:
     base = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="offpath-ledger-"))
     ledger: Ledger | None = None
     burst: Burst | None = None
-    command = " ".join(["scripts/ledger.py", *sys.argv[1:]])
+    command = f"scripts/ledger.py --jobs {args.jobs} --seed {args.seed} --fault-rate {args.fault_rate:g}" + (
+        f" --burst {args.burst}" if args.burst else ""
+    )
     if args.jobs:
         local = LocalProcess.start(base / "ledger", seed=args.seed, fault_rate=args.fault_rate)
         try:
