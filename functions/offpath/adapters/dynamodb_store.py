@@ -346,11 +346,7 @@ class DynamoDbJobStore:
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except _ConditionFailed as failed:
-            if not failed.item:
-                raise JobNotFoundError(job_id) from None
-            current = from_item(failed.item)
-            if current.tenant != tenant:
-                raise JobNotFoundError(job_id) from None
+            current = _tenants_job(failed, job_id, tenant)
             raise JobConflictError(current, f"job is {current.status.value}") from None
         return from_item(response["Attributes"])
 
@@ -481,9 +477,7 @@ class DynamoDbJobStore:
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except _ConditionFailed as failed:
-            current = from_item(failed.item) if failed.item else None
-            if current is None or current.tenant != tenant:
-                raise JobNotFoundError(job_id) from None
+            current = _tenants_job(failed, job_id, tenant)
             raise JobConflictError(current, f"a {current.status.value} job cannot be cancelled") from None
         return from_item(response["Attributes"])
 
@@ -504,6 +498,14 @@ class DynamoDbJobStore:
 class _ConditionFailed(Exception):
     def __init__(self, item: Item) -> None:
         self.item = item
+
+
+def _tenants_job(failed: _ConditionFailed, job_id: str, tenant: str) -> Job:
+    """The job a failed condition returned, if it is the tenant's; another tenant's job is no job."""
+    current = from_item(failed.item) if failed.item else None
+    if current is None or current.tenant != tenant:
+        raise JobNotFoundError(job_id)
+    return current
 
 
 def job_key(job_id: str) -> str:
