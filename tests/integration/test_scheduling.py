@@ -114,8 +114,16 @@ def test_one_time_schedule_firing_enqueues_and_runs_the_job_once(timed: Pipeline
 
 @pytest.mark.parametrize(
     "run_at",
-    ["2027-13-01T00:00:00Z", "tomorrow", "2026-01-01T10:00:00", "9" * 5000, "0001-01-01T00:00:00+01:00"],
-    ids=["bad-month", "words", "no-time-zone", "huge", "before-year-one-in-utc"],
+    [
+        "2027-13-01T00:00:00Z",
+        "tomorrow",
+        "2026-01-01T10:00:00",
+        "9" * 5000,
+        "0001-01-01T00:00:00+01:00",
+        "0999-01-01T00:00:00Z",
+        "1969-12-31T23:59:59Z",
+    ],
+    ids=["bad-month", "words", "no-time-zone", "huge", "before-year-one-in-utc", "year-999", "before-1970"],
 )
 def test_run_at_that_is_not_iso_8601_with_a_zone_is_rejected(timed: Pipeline, run_at: str) -> None:
     code, body, _ = timed.call("POST", "/jobs", body={"type": "demo.echo", "payload": {}, "run_at": run_at})
