@@ -1,5 +1,6 @@
 """One worker function per queue class, so `critical` never waits behind `bulk`: each has its own event source
-mapping with the batch size, batching window and maximum concurrency of its queue class."""
+mapping with the batch size, batching window and maximum concurrency of its queue class. The batch size and the
+function's timeout come from the registry together: a full batch of the slowest job type fits the timeout."""
 
 from __future__ import annotations
 
@@ -51,7 +52,7 @@ class Workers(Construct):
             queue = queues.queues[name]
             source = event_sources.SqsEventSource(
                 queue,
-                batch_size=settings.batch_size,
+                batch_size=registry.batch_size(name),
                 max_batching_window=(
                     cdk.Duration.seconds(settings.batching_window_s) if settings.batching_window_s else None
                 ),

@@ -317,7 +317,7 @@ class Bench:
                 self.resources.queue_urls[name],
                 self._worker(services),
                 function_name=f"offpath-worker-{name}",
-                batch_size=registry.queues[name].batch_size,
+                batch_size=registry.batch_size(name),
                 batching_window_s=0,
                 function_timeout_s=registry.worker_timeout_s(name),
             )

@@ -129,7 +129,7 @@ def section(ledger: Ledger | None, burst: Burst | None, command: str) -> str:
             f"`offpath local --faults {ledger.seed} --fault-rate {ledger.fault_rate:g}`: each kind of fault "
             "(local/offpath_local/faults.py) with that probability per eligible DynamoDB or SQS call. Test timings "
             f"(`--timeout-scale {TIMEOUT_SCALE:g} --visibility-scale {VISIBILITY_SCALE:g}`, sweep grace "
-            f"{SWEEP_GRACE_S} s, the sweeper every second), so a dead worker's job is taken up within seconds. "
+            f"{SWEEP_GRACE_S} s, the sweeper every second), so a dead worker's job is taken up within two minutes. "
             "Eight in ten jobs send a welcome e-mail guarded by `ctx.once` (the e-mails are counted in a file), "
             "one in ten is `demo.flaky` failing its first attempt, one in ten `demo.poison` (expected FAILED). "
             "Submits carry idempotency keys and are retried on 503, as a client should.",

@@ -96,7 +96,9 @@ class SqsEventSource:
         context = LocalLambdaContext(self.function_name, self.function_timeout_s)
         try:
             response = self.handler(event, context)
-        except Exception:
+        except KeyboardInterrupt:
+            raise
+        except BaseException:  # whatever ends the function (a crash is a BaseException in tests), Lambda reports
             logger.exception("function %s raised: the whole batch returns to the queue", self.function_name)
             return PollResult(len(messages), 0, len(messages), errored=True)
         if context.get_remaining_time_in_millis() <= 0:

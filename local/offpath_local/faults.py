@@ -83,8 +83,9 @@ _PENDING_LIMIT = 10_000
 _MESSAGE = "injected by offpath local --faults"
 
 
-class WorkerCrash(Exception):
-    """Raised in place of a worker's success write: the worker "dies" after the job function ran."""
+class WorkerCrash(BaseException):
+    """Raised in place of a worker's success write: the worker "dies" after the job function ran. A
+    BaseException, as a process ending is: the worker contains every Exception of one record."""
 
 
 # -- configuration ------------------------------------------------------------------------------

@@ -209,7 +209,7 @@ class LocalRuntime:
                 resources.queue_urls[name],
                 worker,
                 function_name=worker_function_name(config.prefix, name),
-                batch_size=queue_class.batch_size,
+                batch_size=registry.batch_size(name),
                 batching_window_s=queue_class.batching_window_s,
                 function_timeout_s=timing.function_timeout_s(registry, name),
                 region=REGION,

@@ -42,8 +42,9 @@ FINAL = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
 EFFECTS_FILE = "effects.jsonl"
 START_TIMEOUT_S = 45
 STOP_TIMEOUT_S = 30
-# Test timings: a worker's crash is recovered within seconds (the lease of a 30 s job becomes 6 s, the default
-# queue's visibility timeout 11 s); the sweeper runs every second (its schedule at 60x) with a short grace.
+# Test timings: a worker's crash is recovered within a minute or two (the default queue's worker timeout becomes
+# 70 s, so a lease at most 73 s, and its visibility timeout 105 s); the sweeper runs every second (its schedule
+# at 60x) with a short grace.
 TIMEOUT_SCALE = 0.1
 VISIBILITY_SCALE = 0.025
 SWEEP_GRACE_S = 5

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from infra.nag import RESOURCELESS_ACTIONS
 from infra.options import POWERTOOLS_LAYER_PARAMETER
+from offpath.domain.registry import MAX_WORKER_TIMEOUT_S, WORKER_TIMEOUT_MARGIN_S
 from offpath.naming import TABLE_INDEXES
 from offpath.settings import Settings
 from tests.infra.stacks import PINNED_LAYER, Synthesized
@@ -88,12 +89,29 @@ def test_every_queue_class_has_its_own_worker_with_its_batching_and_concurrency(
         mapping = mappings[f"<{worker_id}>"]
         assert render(mapping["EventSourceArn"]) == f"<{queue_id}.Arn>"
         assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
-        assert mapping["BatchSize"] == settings.batch_size
+        assert mapping["BatchSize"] == any_stack.registry.batch_size(name)
         assert mapping.get("MaximumBatchingWindowInSeconds", 0) == settings.batching_window_s
         assert mapping["ScalingConfig"] == {"MaximumConcurrency": settings.max_concurrency}
         assert worker["Handler"] == "offpath.handlers.worker.handler"
         assert worker["Environment"]["Variables"]["OFFPATH_QUEUE_CLASS"] == name
         assert worker["Timeout"] == any_stack.registry.worker_timeout_s(name)
+
+
+def test_a_full_batch_of_each_workers_slowest_job_type_fits_its_timeout(any_stack: Synthesized) -> None:
+    """A batch never has to return most of its records unrun: the batch size or the timeout gives way."""
+    template = any_stack.json
+    functions = functions_by_name(template)
+    batch_sizes = {
+        render(m["Properties"]["FunctionName"]): m["Properties"]["BatchSize"]
+        for m in of_type(template, "AWS::Lambda::EventSourceMapping").values()
+    }
+    prefix = any_stack.stack.options.prefix
+    for name, settings in any_stack.registry.queues.items():
+        worker_id, worker = functions[f"{prefix}-worker-{name}"]
+        slowest = max((jt.timeout_s for jt in any_stack.registry.job_types_on(name)), default=0)
+        batch = batch_sizes[f"<{worker_id}>"]
+        assert batch * (slowest + WORKER_TIMEOUT_MARGIN_S) <= worker["Timeout"] <= MAX_WORKER_TIMEOUT_S, name
+        assert 1 <= batch <= settings.batch_size, name
 
 
 def test_every_function_is_arm64_python314_with_the_powertools_layer_from_ssm(default_stack: Synthesized) -> None:

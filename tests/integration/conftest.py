@@ -207,13 +207,12 @@ class Pipeline:
 
     def event_source(self, queue_class: str) -> SqsEventSource:
         services = self.worker_services(queue_class)
-        queue_settings = self.registry.queues[queue_class]
         return SqsEventSource(
             self.clients["sqs"],
             self.resources.queue_urls[queue_class],
             self._recording_worker(queue_class, services),
             function_name=f"worker-{queue_class}",
-            batch_size=queue_settings.batch_size,
+            batch_size=self.registry.batch_size(queue_class),
             batching_window_s=0,
             function_timeout_s=self.registry.worker_timeout_s(queue_class),
         )

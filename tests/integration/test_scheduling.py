@@ -10,12 +10,15 @@ from typing import Any
 
 import pytest
 
+from offpath.adapters.dynamodb_store import DynamoDbJobStore
 from offpath.domain.clock import ManualClock
 from offpath.domain.errors import QueueUnavailableError
-from offpath.domain.job import JobStatus
+from offpath.domain.job import Job, JobStatus
 from offpath.domain.registry import Registry
+from offpath.handlers import sweeper
 from offpath.jobs import billing
 from offpath.logic.submit import SubmitRequest, build_job
+from offpath.logic.sweep import SweepPolicy
 from offpath_local.resources import Resources
 from tests.integration.conftest import Pipeline, RecordingMetrics
 
@@ -114,8 +117,16 @@ def test_one_time_schedule_firing_enqueues_and_runs_the_job_once(timed: Pipeline
 
 @pytest.mark.parametrize(
     "run_at",
-    ["2027-13-01T00:00:00Z", "tomorrow", "2026-01-01T10:00:00", "9" * 5000, "0001-01-01T00:00:00+01:00"],
-    ids=["bad-month", "words", "no-time-zone", "huge", "before-year-one-in-utc"],
+    [
+        "2027-13-01T00:00:00Z",
+        "tomorrow",
+        "2026-01-01T10:00:00",
+        "9" * 5000,
+        "0001-01-01T00:00:00+01:00",
+        "0999-01-01T00:00:00Z",
+        "1969-12-31T23:59:59Z",
+    ],
+    ids=["bad-month", "words", "no-time-zone", "huge", "before-year-one-in-utc", "year-999", "before-1970"],
 )
 def test_run_at_that_is_not_iso_8601_with_a_zone_is_rejected(timed: Pipeline, run_at: str) -> None:
     code, body, _ = timed.call("POST", "/jobs", body={"type": "demo.echo", "payload": {}, "run_at": run_at})
@@ -221,6 +232,61 @@ def test_overlapping_sweeps_resend_a_job_once(timed: Pipeline, clock: ManualCloc
         thread.join()
 
     assert sum(r["resent"] for r in reports) == 1
+
+
+class OneJobCannotBeSwept(DynamoDbJobStore):
+    """Sweeping one given job raises what nothing expects (as an item the code cannot read would)."""
+
+    def __init__(self, store: DynamoDbJobStore, job_id: str) -> None:
+        super().__init__(store.table_name, client=store.client)
+        self.job_id = job_id
+
+    def reschedule_sweep(self, job: Job, *, sweep_at: datetime, resent: bool) -> None:
+        if job.job_id == self.job_id:
+            raise ValueError("time data 'not a time' does not match format '%Y-%m-%dT%H:%M:%S.%fZ'")
+        super().reschedule_sweep(job, sweep_at=sweep_at, resent=resent)
+
+
+class DueJobsCannotBeRead(DynamoDbJobStore):
+    def due_for_sweep(self, *, now: datetime, limit: int) -> list[Job]:
+        raise ValueError("time data 'not a time' does not match format '%Y-%m-%dT%H:%M:%S.%fZ'")
+
+
+def sweep_with(pipeline: Pipeline, store: DynamoDbJobStore) -> dict[str, Any]:
+    ports = dataclasses.replace(pipeline.ports, store=store)
+    services = sweeper.SweeperServices(ports, SweepPolicy(grace=timedelta(seconds=GRACE_S)))
+    return sweeper.handler({"kind": "sweep"}, None, services=services)
+
+
+def test_a_job_whose_sweep_raises_does_not_stop_the_sweep_of_the_others(timed: Pipeline, clock: ManualClock) -> None:
+    """TESTPLAN 31, the sweeper's half: the job that raised stays due; every other job is swept."""
+    with FailingSends(timed):
+        job_ids = [timed.submit("demo.echo", {"n": n})[1]["job_id"] for n in range(3)]
+    clock.advance(GRACE_S + 1)
+
+    report = sweep_with(timed, OneJobCannotBeSwept(timed.store, job_ids[1]))
+    timed.drain()
+
+    assert (report["resent"], report["errors"]) == (2, 1)
+    statuses = [status_of(timed, job_id)["status"] for job_id in job_ids]
+    assert statuses == ["SUCCEEDED", "QUEUED", "SUCCEEDED"]
+    assert timed.metrics.counts["SweepErrors"] == 1
+
+    # It stayed due: the next sweep that can read it sends it.
+    assert timed.sweep()["resent"] == 1
+    timed.drain()
+    assert status_of(timed, job_ids[1])["status"] == "SUCCEEDED"
+
+
+def test_a_failed_query_of_due_jobs_ends_the_sweep_without_raising(timed: Pipeline, clock: ManualClock) -> None:
+    clock.advance(GRACE_S + 1)
+
+    report = sweep_with(timed, DueJobsCannotBeRead(timed.store.table_name, client=timed.store.client))
+
+    assert (report["stuck"], report["errors"]) == (0, 1)
+    assert timed.metrics.counts["SweepErrors"] == 1
+    assert timed.metrics.counts["StuckJobsFound"] == 0  # the stuck-jobs metric stays continuous
+    assert timed.metrics.flushes == 1
 
 
 def test_expired_lease_with_attempts_left_is_requeued_and_retried(timed: Pipeline, clock: ManualClock) -> None:

@@ -10,31 +10,41 @@ import io
 import json
 import logging
 import threading
+import time
+import types
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 import boto3
+import botocore.endpoint
 import pytest
+from botocore.awsrequest import AWSPreparedRequest
 
 from offpath.adapters.dynamodb_store import DynamoDbJobStore
+from offpath.domain.backoff import Backoff
 from offpath.domain.clock import ManualClock
-from offpath.domain.registry import Registry
+from offpath.domain.registry import JobType, Registry
 from offpath.handlers import worker
 from offpath.jobs import welcome_email
 from offpath.logic.process import WorkerPolicy
 from offpath.observability import EmfMetrics, JsonFormatter
 from offpath_local.resources import Resources
-from tests.fakes import SCRIPTED_TIMEOUT_S, SCRIPTED_TYPE, CeilingJitter, ScriptedJob, registry_with
-from tests.integration.conftest import Pipeline, RecordingMetrics, aws_calls, sqs_event
+from tests.fakes import SCRIPTED_TYPE, AnyPayload, CeilingJitter, ScriptedJob, registry_with
+from tests.integration.conftest import Answer, Pipeline, RecordingMetrics, aws_calls, operation_of, sqs_event
 
-# The lease a claim takes: the job type's timeout plus the worker's margin.
-SCRIPTED_LEASE_S = SCRIPTED_TIMEOUT_S + WorkerPolicy(queue="default").lease_margin.total_seconds()
 WAIT_S = 10
 
 
-class WorkerDied(Exception):
-    """Stands for the worker's process ending at that point."""
+class WorkerDied(BaseException):
+    """Stands for the worker's process ending at that point (a BaseException: the worker contains
+    every Exception of one record, but nothing survives its process ending)."""
+
+
+def lease_s(registry: Registry, queue_class: str = "default") -> float:
+    """The lease a claim takes in an invocation with all its time left: it outlives the worker
+    function's timeout (from the registry) by the lease margin."""
+    return registry.worker_timeout_s(queue_class) + WorkerPolicy(queue=queue_class).lease_margin.total_seconds()
 
 
 @pytest.fixture
@@ -164,7 +174,7 @@ def test_a_worker_that_dies_after_the_side_effect_does_not_repeat_it_on_redelive
     assert len(email_transport.sent) == 1
 
     # The dead worker's lease and the message's visibility timeout both run out.
-    clock.advance(timed.registry.job_types["send_welcome_email"].timeout_s + 31)
+    clock.advance(lease_s(timed.registry) + 1)
     timed.visibility_timeout_passes()
     timed.drain()
 
@@ -189,6 +199,32 @@ def test_one_bad_record_in_a_batch_of_ten_is_the_only_failure_reported(
     assert pipeline.worker_responses[0] == {"batchItemFailures": [{"itemIdentifier": bad_id}]}
     assert {view_of(pipeline, job_id)["status"] for job_id in job_ids} == {"SUCCEEDED"}
     assert pipeline.depth() == (0, 1)  # the bad one waits for its visibility timeout, then the DLQ
+
+
+def test_a_record_whose_job_item_cannot_be_read_fails_alone_and_the_rest_of_its_batch_runs(
+    pipeline: Pipeline, scripted: ScriptedJob, metrics: RecordingMetrics
+) -> None:
+    """TESTPLAN 31: other tenants' jobs in the same batch run as if the unreadable one were not there."""
+    job_ids = [submit(pipeline, {"n": n}) for n in range(10)]
+    unreadable = job_ids[4]
+    # Written past the store, as any item offpath cannot read (the unpadded year "999" of earlier versions was).
+    pipeline.clients["dynamodb"].update_item(
+        TableName=pipeline.resources.table_name,
+        Key={"pk": {"S": f"JOB#{unreadable}"}},
+        UpdateExpression="SET created_at = :unreadable",
+        ExpressionAttributeValues={":unreadable": {"S": "not a time"}},
+    )
+
+    pipeline.drain()
+
+    assert len(pipeline.delivered["default"]) == 10
+    assert [len(response["batchItemFailures"]) for response in pipeline.worker_responses] == [1]
+    others = [job_id for job_id in job_ids if job_id != unreadable]
+    assert {view_of(pipeline, job_id)["status"] for job_id in others} == {"SUCCEEDED"}
+    assert [scripted.runs_of(job_id) for job_id in others] == [1] * 9
+    assert scripted.runs_of(unreadable) == 0
+    assert metrics.counts["RecordsFailed"] == 1
+    assert pipeline.depth() == (0, 1)  # it waits for its visibility timeout, and in the end for the DLQ
 
 
 class FailsAtClaim(DynamoDbJobStore):
@@ -289,7 +325,7 @@ def test_a_late_worker_cannot_overwrite_the_outcome_of_a_newer_attempt(
     assert started.wait(WAIT_S)
 
     # Attempt 1's lease runs out while it is still working; the redelivered message is attempt 2.
-    clock.advance(SCRIPTED_LEASE_S + 1)
+    clock.advance(lease_s(timed.registry) + 1)
     newer = timed.invoke_worker(messages)
     release.set()
     late.join(WAIT_S)
@@ -439,3 +475,68 @@ def test_every_line_logged_while_a_job_runs_carries_its_id_and_none_of_its_paylo
     assert {"offpath.worker", "offpath.email.stub"} <= loggers  # the worker's lines and the job's own
     assert all(line.get("job_id") == job_id for line in lines), lines
     assert not any(value in worker_log.getvalue() for value in payload.values())
+
+
+# -- 33: a timeout that cannot be swallowed -----------------------------------------------------
+
+
+def catches_exception(payload: Any, ctx: Any) -> str:
+    try:
+        time.sleep(WAIT_S)
+    except Exception:
+        return "carried on"
+    return "slept"
+
+
+def test_a_job_function_that_catches_exception_still_times_out(pipeline: Pipeline) -> None:
+    pipeline.registry.add_job_type(
+        JobType(
+            name="test.careless",
+            function=catches_exception,
+            payload_model=AnyPayload,
+            queue="default",
+            max_attempts=2,
+            timeout_s=1,
+            backoff=Backoff(base_s=1, cap_s=1),
+        )
+    )
+    job_id = submit(pipeline, job_type="test.careless")
+    messages = pipeline.receive()
+
+    answer = pipeline.invoke_worker(messages)  # on the main thread, as on Lambda: the SIGALRM path
+
+    assert answer == {"batchItemFailures": [{"itemIdentifier": messages[0]["MessageId"]}]}
+    view = view_of(pipeline, job_id)
+    assert (view["status"], view["attempts"], view["error"]) == ("RETRYING", 1, "job ran past its timeout of 1 s")
+    assert view["result"] is None
+
+
+# -- an outcome write through a store outage ----------------------------------------------------
+
+
+def test_a_success_write_during_a_store_outage_is_retried_and_the_job_succeeds(
+    pipeline: Pipeline, aws_answers: list[Any], metrics: RecordingMetrics, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job_id = submit(pipeline)
+    messages = pipeline.receive()
+    refused: list[str] = []
+
+    def outage_for_four_success_writes(request: AWSPreparedRequest) -> Answer | None:
+        body = request.body.decode() if isinstance(request.body, bytes) else str(request.body or "")
+        if operation_of(request) != "DynamoDB_20120810.UpdateItem" or '"SUCCEEDED"' not in body or len(refused) >= 4:
+            return None
+        refused.append("InternalServerError")
+        error = {"__type": "com.amazonaws.dynamodb.v20120810#InternalServerError", "message": "try again later"}
+        return 500, {"Content-Type": "application/x-amz-json-1.0"}, json.dumps(error)
+
+    aws_answers.append(outage_for_four_success_writes)
+    monkeypatch.setattr(botocore.endpoint, "time", types.SimpleNamespace(sleep=lambda seconds: None))
+
+    answer = pipeline.invoke_worker(messages)
+
+    # The SDK's own three attempts failed, then the worker's retry met the outage once more, then it landed.
+    assert len(refused) == 4
+    assert answer == {"batchItemFailures": []}
+    view = view_of(pipeline, job_id)
+    assert (view["status"], view["attempts"], view["result"]) == ("SUCCEEDED", 1, {"done": True})
+    assert metrics.counts["OutcomeWriteRetries"] == 1

@@ -68,7 +68,15 @@ def ports(
 def worker_ports(
     registry: Registry, store: InMemoryJobStore, queue: InMemoryJobQueue, clock: ManualClock, metrics: RecordingMetrics
 ) -> WorkerPorts:
-    return WorkerPorts(registry=registry, store=store, queue=queue, clock=clock, metrics=metrics, rng=CeilingJitter())
+    return WorkerPorts(
+        registry=registry,
+        store=store,
+        queue=queue,
+        clock=clock,
+        metrics=metrics,
+        rng=CeilingJitter(),
+        sleep=clock.advance,  # the worker's waits move the test's clock, not real time
+    )
 
 
 @pytest.fixture

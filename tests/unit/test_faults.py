@@ -235,7 +235,8 @@ def test_test_timings_shorten_leases_and_visibility_but_keep_a_batch_invisible_w
     assert registry.job_types["send_welcome_email"].timeout_s == 30  # the shared registry is left alone
     function = timing.function_timeout_s(registry, "default")
     slowest = max(timing.job_timeout_s(jt.timeout_s) for jt in registry.job_types_on("default"))
-    assert slowest < function <= timing.visibility_timeout_s(registry, "default") < 60
+    shortened = registry.visibility_timeout_s("default") / 10
+    assert slowest < function <= timing.visibility_timeout_s(registry, "default") < shortened
 
 
 def _ports(registry: Registry) -> Any:

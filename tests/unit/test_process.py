@@ -2,20 +2,36 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+import io
+import json
+import logging
+from collections.abc import Iterator
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 
+from offpath.domain.backoff import Backoff
 from offpath.domain.clock import ManualClock
 from offpath.domain.errors import PermanentError, StoreUnavailableError
 from offpath.domain.job import Job, JobStatus
-from offpath.logic.process import Delivery, WorkerPolicy, WorkerPorts, process_batch, process_record
+from offpath.domain.registry import JobType, Registry
+from offpath.logic.process import (
+    OUTCOME_BACKOFF,
+    Delivery,
+    WorkerPolicy,
+    WorkerPorts,
+    process_batch,
+    process_record,
+)
 from offpath.logic.submit import Ports
+from offpath.logic.sweep import SweepPolicy, sweep
+from offpath.observability import JsonFormatter
 from tests.fakes import (
     SCRIPTED_MAX_ATTEMPTS,
     SCRIPTED_TIMEOUT_S,
     STRICT_TYPE,
+    AnyPayload,
     DeadLetter,
     InMemoryJobQueue,
     InMemoryJobStore,
@@ -49,8 +65,54 @@ def another_worker_claims(store: InMemoryJobStore, job: Job, clock: ManualClock,
     return store.claim(job.job_id, tenant=job.tenant, now=now, lease_until=now + timedelta(seconds=lease_s))
 
 
-def lease_length_s(policy: WorkerPolicy) -> float:
-    return SCRIPTED_TIMEOUT_S + policy.lease_margin.total_seconds()
+def lease_length_s(worker_ports: WorkerPorts, policy: WorkerPolicy) -> float:
+    """The lease a claim takes in an invocation with all its time left: the worker function's timeout
+    (from the registry) plus the lease margin."""
+    return worker_ports.registry.worker_timeout_s(policy.queue) + policy.lease_margin.total_seconds()
+
+
+class Invocation:
+    """A Lambda invocation of `timeout_s`, its remaining time counted on the test's clock."""
+
+    def __init__(self, clock: ManualClock, timeout_s: float) -> None:
+        self.clock = clock
+        self.ends: datetime = clock.now() + timedelta(seconds=timeout_s)
+
+    def remaining_ms(self) -> int:
+        return max(0, int((self.ends - self.clock.now()).total_seconds() * 1000))
+
+
+SLOW_TYPE = "test.slow"
+OUTCOME_BACKOFF_CAP_MS = OUTCOME_BACKOFF.cap_s * 1000
+
+
+def add_slow_type(registry: Registry, scripted: ScriptedJob, timeout_s: int) -> JobType:
+    """A job type on the default queue, slower than any other there."""
+    return registry.add_job_type(
+        JobType(
+            name=SLOW_TYPE,
+            function=scripted,
+            payload_model=AnyPayload,
+            queue="default",
+            max_attempts=3,
+            timeout_s=timeout_s,
+            backoff=Backoff(),
+        )
+    )
+
+
+@pytest.fixture
+def worker_log() -> Iterator[io.StringIO]:
+    """The worker's log lines, as JSON."""
+    lines = io.StringIO()
+    handler = logging.StreamHandler(lines)
+    handler.setFormatter(JsonFormatter("worker"))
+    worker_logger = logging.getLogger("offpath.worker")
+    worker_logger.addHandler(handler)
+    try:
+        yield lines
+    finally:
+        worker_logger.removeHandler(handler)
 
 
 # -- outcomes -----------------------------------------------------------------------------------
@@ -223,13 +285,14 @@ def test_an_expired_lease_on_the_last_attempt_fails_the_job_into_the_dlq(
     assert scripted.calls == []
 
 
-def test_a_record_without_time_to_finish_goes_back_untouched(
+def test_a_record_without_time_to_finish_goes_back_at_once_unclaimed(
     ports: Ports,
     worker_ports: WorkerPorts,
     policy: WorkerPolicy,
     store: InMemoryJobStore,
     queue: InMemoryJobQueue,
     scripted: ScriptedJob,
+    metrics: RecordingMetrics,
 ) -> None:
     job = submitted(ports)
     store.writes.clear()
@@ -237,8 +300,12 @@ def test_a_record_without_time_to_finish_goes_back_untouched(
 
     assert process_record(delivery_of(job), worker_ports, policy, lambda: almost_enough) is False
 
+    # No write: the job was not claimed, so no attempt is spent; visible again at once, not after its timeout.
     assert store.writes == []
-    assert (queue.visibility_changes, queue.dead_letters, scripted.calls) == ([], [], [])
+    assert (stored(store, job).status, stored(store, job).attempt) == (JobStatus.QUEUED, 0)
+    assert queue.visibility_changes == [VisibilityChange("default", "rh-m-1", 0)]
+    assert (queue.dead_letters, scripted.calls) == ([], [])
+    assert metrics.counts["RecordsReturnedUnrun"] == 1
 
 
 def test_a_record_with_just_enough_time_is_started(
@@ -314,7 +381,7 @@ def test_a_result_written_after_a_newer_attempt_took_over_is_discarded(
 
     def slow_first_attempt(payload: Any, ctx: Any) -> Any:
         # While this attempt runs, its lease expires and another worker runs attempt 2 to the end.
-        clock.advance(lease_length_s(policy) + 1)
+        clock.advance(lease_length_s(worker_ports, policy) + 1)
         newer = another_worker_claims(store, job, clock, lease_s=60)
         store.record_success(newer, result="attempt 2", now=clock.now(), expires_at=clock.now())
         return "attempt 1"
@@ -339,7 +406,7 @@ def test_a_failure_reported_after_a_newer_attempt_took_over_changes_nothing(
     job = submitted(ports)
 
     def overtaken(payload: Any, ctx: Any) -> Any:
-        clock.advance(lease_length_s(policy) + 1)
+        clock.advance(lease_length_s(worker_ports, policy) + 1)
         another_worker_claims(store, job, clock, lease_s=3600)
         raise RuntimeError("late")
 
@@ -393,3 +460,281 @@ def test_a_batch_reports_only_the_records_that_stay_on_the_queue(
     ]
 
     assert process_batch(deliveries, worker_ports, policy, unbounded) == ["m-bad"]
+
+
+# -- one record never fails the batch (TESTPLAN 31) ---------------------------------------------
+
+
+def test_a_record_whose_job_cannot_be_read_fails_alone_and_the_batch_goes_on(
+    ports: Ports,
+    worker_ports: WorkerPorts,
+    policy: WorkerPolicy,
+    store: InMemoryJobStore,
+    metrics: RecordingMetrics,
+    worker_log: io.StringIO,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    good = [submitted(ports, payload={"n": n}) for n in range(3)]
+    unreadable = submitted(ports, payload={"n": "unreadable"}, tenant="tenant-b")
+    claim = store.claim
+
+    def claim_that_cannot_parse_one_item(job_id: str, **kwargs: Any) -> Job:
+        if job_id == unreadable.job_id:
+            raise ValueError("time data '999-01-01T00:00:00.000000Z' does not match format '%Y-%m-%dT%H:%M:%S.%fZ'")
+        return claim(job_id, **kwargs)
+
+    monkeypatch.setattr(store, "claim", claim_that_cannot_parse_one_item)
+    deliveries = [
+        delivery_of(good[0], "m-0"),
+        delivery_of(unreadable, "m-unreadable"),
+        delivery_of(good[1], "m-1"),
+        delivery_of(good[2], "m-2"),
+    ]
+
+    assert process_batch(deliveries, worker_ports, policy, unbounded) == ["m-unreadable"]
+
+    assert [stored(store, job).status for job in good] == [JobStatus.SUCCEEDED] * 3
+    assert metrics.counts["RecordsFailed"] == 1
+    logged = [json.loads(line) for line in worker_log.getvalue().splitlines()]
+    failed = [line for line in logged if line["level"] == "ERROR"]
+    assert [(line["job_id"], line["message_id"]) for line in failed] == [(unreadable.job_id, "m-unreadable")]
+    assert "does not match format" in failed[0]["exception"]
+
+
+# -- a batch of slow jobs fits its invocation (issue 10, item 7) --------------------------------
+
+
+def test_a_full_batch_of_the_slowest_job_type_runs_to_the_end_within_the_workers_timeout(
+    ports: Ports,
+    worker_ports: WorkerPorts,
+    policy: WorkerPolicy,
+    registry: Registry,
+    store: InMemoryJobStore,
+    queue: InMemoryJobQueue,
+    scripted: ScriptedJob,
+    clock: ManualClock,
+) -> None:
+    slow = add_slow_type(registry, scripted, timeout_s=120)
+    # The batch reaches the worker a second into its invocation (a cold start, the handler's imports).
+    invocation = Invocation(clock, registry.worker_timeout_s("default") - 1)
+
+    def uses_its_whole_timeout(payload: Any, ctx: Any) -> str:
+        clock.advance(slow.timeout_s)
+        return "done"
+
+    scripted.action = uses_its_whole_timeout
+    jobs = [submitted(ports, job_type=SLOW_TYPE, payload={"n": n}) for n in range(registry.batch_size("default"))]
+    deliveries = [delivery_of(job, f"m-{n}") for n, job in enumerate(jobs)]
+
+    assert process_batch(deliveries, worker_ports, policy, invocation.remaining_ms) == []
+
+    assert [stored(store, job).status for job in jobs] == [JobStatus.SUCCEEDED] * len(jobs)
+    assert queue.visibility_changes == []
+    assert invocation.remaining_ms() > 0
+
+
+def test_records_a_batch_has_no_time_for_go_back_at_once_without_spending_an_attempt(
+    ports: Ports,
+    worker_ports: WorkerPorts,
+    policy: WorkerPolicy,
+    registry: Registry,
+    store: InMemoryJobStore,
+    queue: InMemoryJobQueue,
+    scripted: ScriptedJob,
+    clock: ManualClock,
+) -> None:
+    slow = add_slow_type(registry, scripted, timeout_s=120)
+    # An invocation with time for one slow job only (its batch was slowed down by something else).
+    invocation = Invocation(clock, slow.timeout_s + policy.start_margin_ms / 1000)
+
+    def uses_its_whole_timeout(payload: Any, ctx: Any) -> str:
+        clock.advance(slow.timeout_s)
+        return "done"
+
+    scripted.action = uses_its_whole_timeout
+    jobs = [submitted(ports, job_type=SLOW_TYPE, payload={"n": n}) for n in range(3)]
+    deliveries = [delivery_of(job, f"m-{n}") for n, job in enumerate(jobs)]
+
+    assert process_batch(deliveries, worker_ports, policy, invocation.remaining_ms) == ["m-1", "m-2"]
+
+    assert [(stored(store, job).status, stored(store, job).attempt) for job in jobs] == [
+        (JobStatus.SUCCEEDED, 1),
+        (JobStatus.QUEUED, 0),
+        (JobStatus.QUEUED, 0),
+    ]
+    assert queue.visibility_changes == [
+        VisibilityChange("default", "rh-m-1", 0),
+        VisibilityChange("default", "rh-m-2", 0),
+    ]
+
+
+# -- a timeout cannot be swallowed, and no second claim while the first can run (TESTPLAN 33) ---
+
+
+def test_no_second_attempt_is_claimed_while_the_first_invocation_can_still_run(
+    ports: Ports,
+    worker_ports: WorkerPorts,
+    policy: WorkerPolicy,
+    registry: Registry,
+    store: InMemoryJobStore,
+    queue: InMemoryJobQueue,
+    scripted: ScriptedJob,
+    clock: ManualClock,
+) -> None:
+    job = submitted(ports)
+    first = Invocation(clock, registry.worker_timeout_s("default"))
+    seen: list[tuple[JobStatus, int]] = []
+
+    def swallows_its_timeout(payload: Any, ctx: Any) -> str:
+        if ctx.attempt > 1:
+            return "a second attempt ran"
+        try:
+            # It runs on past its own timeout to the last second of its invocation. Meanwhile, at every
+            # second, the sweeper runs and the job's message is delivered again to another worker.
+            while first.remaining_ms() > 0:
+                clock.advance(1)
+                sweep(ports, SweepPolicy())
+                process_record(delivery_of(job, "m-again"), worker_ports, policy, unbounded)
+                now = stored(store, job)
+                seen.append((now.status, now.attempt))
+        except Exception:  # what a job function must not do
+            pass
+        return "the first attempt carried on"
+
+    scripted.action = swallows_its_timeout
+
+    assert process_record(delivery_of(job), worker_ports, policy, first.remaining_ms) is False
+
+    assert len(seen) >= registry.worker_timeout_s("default")
+    assert set(seen) == {(JobStatus.RUNNING, 1)}
+    assert scripted.calls == [(job.job_id, 1)]
+    assert len(queue.sent) == 1  # the submit's own message: nothing was requeued
+    # It returned after its deadline: timed out, whatever it returned.
+    timed_out = stored(store, job)
+    assert (timed_out.status, timed_out.attempt) == (JobStatus.RETRYING, 1)
+    assert timed_out.error == f"job ran past its timeout of {SCRIPTED_TIMEOUT_S} s"
+
+
+def test_a_job_that_returns_after_its_timeout_counts_as_timed_out(
+    ports: Ports,
+    worker_ports: WorkerPorts,
+    policy: WorkerPolicy,
+    store: InMemoryJobStore,
+    scripted: ScriptedJob,
+    clock: ManualClock,
+    metrics: RecordingMetrics,
+) -> None:
+    def overruns(payload: Any, ctx: Any) -> str:
+        clock.advance(SCRIPTED_TIMEOUT_S + 1)
+        return "late"
+
+    scripted.action = overruns
+    job = submitted(ports)
+
+    assert run(delivery_of(job), worker_ports, policy) is False
+
+    late = stored(store, job)
+    assert (late.status, late.result, late.error) == (
+        JobStatus.RETRYING,
+        None,
+        f"job ran past its timeout of {SCRIPTED_TIMEOUT_S} s",
+    )
+    assert metrics.counts["JobsTimedOut"] == 1
+
+
+def test_the_lease_outlives_the_invocation_that_takes_it(
+    ports: Ports,
+    worker_ports: WorkerPorts,
+    policy: WorkerPolicy,
+    store: InMemoryJobStore,
+    scripted: ScriptedJob,
+    clock: ManualClock,
+) -> None:
+    job = submitted(ports)
+    invocation = Invocation(clock, 100)
+    leases: list[datetime | None] = []
+
+    def notes_its_lease(payload: Any, ctx: Any) -> None:
+        leases.append(stored(store, job).lease_until)
+
+    scripted.action = notes_its_lease
+
+    process_record(delivery_of(job), worker_ports, policy, invocation.remaining_ms)
+
+    assert leases == [invocation.ends + policy.lease_margin]
+
+
+# -- outcome writes through a store outage (issue 10, item 8) -----------------------------------
+
+
+def test_a_success_write_that_meets_a_store_outage_is_retried_until_it_lands(
+    ports: Ports,
+    worker_ports: WorkerPorts,
+    policy: WorkerPolicy,
+    store: InMemoryJobStore,
+    metrics: RecordingMetrics,
+) -> None:
+    job = submitted(ports)
+    for _ in range(8):
+        store.fail_next("record_success", StoreUnavailableError("DynamoDB ServiceUnavailable"))
+
+    assert run(delivery_of(job), worker_ports, policy) is True
+
+    done = stored(store, job)
+    assert (done.status, done.result) == (JobStatus.SUCCEEDED, {"done": True})
+    assert metrics.counts["OutcomeWriteRetries"] == 8
+
+
+def test_a_success_on_the_last_attempt_during_a_store_outage_is_never_reported_as_a_failure(
+    ports: Ports,
+    worker_ports: WorkerPorts,
+    policy: WorkerPolicy,
+    store: InMemoryJobStore,
+    queue: InMemoryJobQueue,
+    clock: ManualClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    job = store.put(submitted(ports).replace(attempt=SCRIPTED_MAX_ATTEMPTS - 1))
+    outage_ends = clock.now() + timedelta(seconds=30)
+    record_success = store.record_success
+
+    def during_the_outage(*args: Any, **kwargs: Any) -> None:
+        if clock.now() < outage_ends:
+            raise StoreUnavailableError("DynamoDB ServiceUnavailable")
+        record_success(*args, **kwargs)
+
+    monkeypatch.setattr(store, "record_success", during_the_outage)
+
+    assert run(delivery_of(job), worker_ports, policy) is True
+    clock.advance(lease_length_s(worker_ports, policy) + SweepPolicy().grace.total_seconds() + 1)
+    sweep(ports, SweepPolicy())
+
+    done = stored(store, job)
+    assert (done.status, done.attempt, done.error) == (JobStatus.SUCCEEDED, SCRIPTED_MAX_ATTEMPTS, None)
+    assert queue.dead_letters == []
+
+
+def test_outcome_write_retries_stop_before_the_invocation_ends_and_inside_the_lease(
+    ports: Ports,
+    worker_ports: WorkerPorts,
+    policy: WorkerPolicy,
+    registry: Registry,
+    store: InMemoryJobStore,
+    clock: ManualClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    job = submitted(ports)
+    invocation = Invocation(clock, registry.worker_timeout_s("default"))
+
+    def store_down(*args: Any, **kwargs: Any) -> None:
+        raise StoreUnavailableError("DynamoDB ServiceUnavailable")
+
+    monkeypatch.setattr(store, "record_success", store_down)
+
+    assert process_record(delivery_of(job), worker_ports, policy, invocation.remaining_ms) is False
+
+    # It kept trying for nearly all the invocation had left, and stopped in time to return the batch.
+    assert 0 < invocation.remaining_ms() <= policy.finish_reserve_ms + OUTCOME_BACKOFF_CAP_MS
+    unrecorded = stored(store, job)
+    assert unrecorded.status is JobStatus.RUNNING
+    assert unrecorded.lease_until is not None and clock.now() < unrecorded.lease_until

@@ -105,7 +105,8 @@ def test_a_new_queue_class_takes_job_types_and_gets_its_own_settings(registry: R
     registry.add_job_type(job_type(queue="reports", timeout_s=120, max_attempts=7))
 
     assert [jt.name for jt in registry.job_types_on("reports")] == ["reports.build"]
-    assert registry.worker_timeout_s("reports") == 120 + WORKER_TIMEOUT_MARGIN_S
+    # A full batch of five of its slowest job type, each with its margin.
+    assert registry.worker_timeout_s("reports") == 5 * (120 + WORKER_TIMEOUT_MARGIN_S)
     assert registry.max_receive_count("reports") > 7
 
 
@@ -154,3 +155,29 @@ def test_the_slowest_allowed_job_type_still_gets_six_worker_timeouts(registry: R
 
     assert registry.worker_timeout_s("default") == MAX_WORKER_TIMEOUT_S
     assert registry.visibility_timeout_s("default") >= 6 * MAX_WORKER_TIMEOUT_S
+
+
+def test_a_full_batch_of_each_queue_classes_slowest_job_type_fits_its_worker_timeout() -> None:
+    registry = load_job_types()
+
+    for name in registry.queues:
+        slowest = max((jt.timeout_s for jt in registry.job_types_on(name)), default=0)
+        full_batch = registry.batch_size(name) * (slowest + WORKER_TIMEOUT_MARGIN_S)
+        assert full_batch <= registry.worker_timeout_s(name) <= MAX_WORKER_TIMEOUT_S, name
+
+
+def test_a_batch_too_slow_for_lambdas_15_minutes_is_made_smaller(registry: Registry) -> None:
+    registry.add_queue(QueueClass("reports", batch_size=10, batching_window_s=5, max_concurrency=3))
+    registry.add_job_type(job_type(queue="reports", timeout_s=300))
+
+    # Three records of 300 s and their margins would take 930 s: two fit.
+    assert registry.batch_size("reports") == 2
+    assert registry.worker_timeout_s("reports") == 2 * (300 + WORKER_TIMEOUT_MARGIN_S)
+
+
+def test_a_queue_class_of_fast_job_types_keeps_its_batch_size(registry: Registry) -> None:
+    registry.add_queue(QueueClass("reports", batch_size=10, max_concurrency=3))
+    registry.add_job_type(job_type(queue="reports", timeout_s=5))
+
+    assert registry.batch_size("reports") == 10
+    assert registry.worker_timeout_s("reports") == 10 * (5 + WORKER_TIMEOUT_MARGIN_S)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import logging
@@ -13,8 +14,7 @@ from typing import Any
 
 import pytest
 
-from offpath.domain.errors import JobTimeoutError
-from offpath.domain.timeout import run_with_timeout
+from offpath.domain.timeout import JobTimeout, run_with_timeout
 from offpath.observability import JsonFormatter, bound_job_id
 
 SHORT_S = 0.05
@@ -56,7 +56,7 @@ def test_on_the_main_thread_the_functions_value_is_returned(main_thread: None) -
 
 
 def test_on_the_main_thread_a_slow_function_is_interrupted_at_its_timeout(main_thread: None) -> None:
-    with pytest.raises(JobTimeoutError, match=r"timeout of 0\.05 s"):
+    with pytest.raises(JobTimeout, match=r"timeout of 0\.05 s"):
         run_with_timeout(lambda: time.sleep(30), SHORT_S)
 
 
@@ -68,11 +68,50 @@ def test_on_the_main_thread_the_functions_error_is_raised(main_thread: None) -> 
 def test_on_the_main_thread_the_alarm_is_cleared_and_the_old_handler_restored(main_thread: None) -> None:
     before = signal.getsignal(signal.SIGALRM)
 
-    with pytest.raises(JobTimeoutError):
+    with pytest.raises(JobTimeout):
         run_with_timeout(lambda: time.sleep(30), SHORT_S)
 
     assert signal.getsignal(signal.SIGALRM) is before
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+def test_the_timeout_is_not_an_exception_so_except_exception_cannot_swallow_it() -> None:
+    assert issubclass(JobTimeout, BaseException)
+    assert not issubclass(JobTimeout, Exception)
+
+
+def test_on_the_main_thread_a_function_catching_exception_still_times_out(main_thread: None) -> None:
+    def careless() -> str:
+        try:
+            time.sleep(30)
+        except Exception:
+            return "carried on"
+        return "slept"
+
+    with pytest.raises(JobTimeout, match=r"timeout of 0\.05 s"):
+        run_with_timeout(careless, SHORT_S)
+
+
+def test_on_the_main_thread_a_function_that_swallows_the_timeout_and_returns_still_timed_out(
+    main_thread: None,
+) -> None:
+    def swallows_everything() -> str:
+        with contextlib.suppress(BaseException):  # what a job must not do, and still cannot get away with
+            time.sleep(30)
+        return "carried on"
+
+    with pytest.raises(JobTimeout):
+        run_with_timeout(swallows_everything, SHORT_S)
+
+
+def test_on_the_main_thread_an_error_raised_after_the_deadline_is_a_timeout(main_thread: None) -> None:
+    def swallows_then_fails() -> None:
+        with contextlib.suppress(BaseException):
+            time.sleep(30)
+        raise ValueError("cleanup failed")
+
+    with pytest.raises(JobTimeout):
+        run_with_timeout(swallows_then_fails, SHORT_S)
 
 
 # -- other threads (the local runtime) ----------------------------------------------------------
@@ -90,7 +129,7 @@ def test_on_another_thread_the_functions_error_is_raised() -> None:
 def test_on_another_thread_a_slow_function_is_abandoned_at_its_timeout() -> None:
     release = threading.Event()
     try:
-        with pytest.raises(JobTimeoutError):
+        with pytest.raises(JobTimeout):
             in_a_thread(lambda: run_with_timeout(lambda: release.wait(30), SHORT_S))
     finally:
         release.set()

@@ -16,10 +16,6 @@ class PermanentError(OffpathError):
     """Raised by a job function when retrying cannot help (bad input, like an HTTP 4xx)."""
 
 
-class JobTimeoutError(OffpathError):
-    """A job function ran past its `timeout_s`. Retryable."""
-
-
 class TransitionError(OffpathError):
     def __init__(self, current: JobStatus, target: JobStatus, detail: str = "") -> None:
         self.current = current

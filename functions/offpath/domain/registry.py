@@ -30,7 +30,14 @@ RESERVED_SCHEDULE_SUFFIX = "-sweeper"
 
 # The Lambda hard limit; a worker's timeout must stay under it with room for bookkeeping.
 MAX_WORKER_TIMEOUT_S = 900
+# Each record of a batch gets its job type's timeout plus this for its claim and outcome write (and
+# the outcome write's retries through a store outage).
 WORKER_TIMEOUT_MARGIN_S = 10
+# A record starts only with its job type's timeout plus this left in the invocation: less than the margin
+# above, so every record of a full batch of the slowest type starts even when the batch began late.
+START_MARGIN_S = 5
+# A worker's lease on a job outlives the invocation that holds it by this much.
+LEASE_MARGIN_S = 30
 # maxReceiveCount is a safety net for crashes, kept above every job type's max_attempts.
 RECEIVE_COUNT_HEADROOM = 3
 
@@ -170,10 +177,20 @@ class Registry:
     def job_types_on(self, queue: str) -> Iterable[JobType]:
         return (jt for jt in self.job_types.values() if jt.queue == queue)
 
+    def slowest_s(self, queue: str) -> int:
+        """The longest timeout of a job type on a queue class (30 s for a queue class without any)."""
+        return max((jt.timeout_s for jt in self.job_types_on(queue)), default=30)
+
+    def batch_size(self, queue: str) -> int:
+        """The batch size of the queue class's worker: the queue class's own, lowered until a full batch of
+        its slowest job type fits in Lambda's 15 minutes."""
+        per_record = self.slowest_s(queue) + WORKER_TIMEOUT_MARGIN_S
+        return max(1, min(self.queues[queue].batch_size, MAX_WORKER_TIMEOUT_S // per_record))
+
     def worker_timeout_s(self, queue: str) -> int:
-        """The worker function's timeout for a queue class: its slowest job type plus a margin."""
-        slowest = max((jt.timeout_s for jt in self.job_types_on(queue)), default=30)
-        return min(MAX_WORKER_TIMEOUT_S, slowest + WORKER_TIMEOUT_MARGIN_S)
+        """The worker function's timeout for a queue class: a full batch of its slowest job type, each
+        record with its margin, so no record of a batch has to go back unrun for lack of time."""
+        return self.batch_size(queue) * (self.slowest_s(queue) + WORKER_TIMEOUT_MARGIN_S)
 
     def visibility_timeout_s(self, queue: str) -> int:
         """AWS guidance: at least six times the function timeout (SQS caps it at 12 hours)."""

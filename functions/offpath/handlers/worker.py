@@ -14,7 +14,8 @@ from offpath.logic.process import Delivery, WorkerPolicy, WorkerPorts, process_b
 from offpath.observability import EmfMetrics, configure_logging
 from offpath.settings import Settings
 
-# Used when the invocation has no Lambda context (a direct call in tests).
+# Used when the invocation has no Lambda context (a direct call in tests); the worker never counts on more
+# than its function's timeout from the registry (logic/process.py).
 UNBOUNDED_MS = 15 * 60 * 1000
 
 

@@ -1,7 +1,12 @@
 """The worker's logic: claim, run, record the outcome, decide what happens to the message.
 
 It never raises for one record: every record ends as "ack" (delete the message) or "retry"
-(leave it on the queue, in the partial batch response).
+(leave it on the queue, in the partial batch response). Whatever a record raises (an unreadable
+item, a bug) is logged with its job id and counted, and only that record stays on the queue: its
+redrive policy moves it to the DLQ after maxReceiveCount receives. The rest of the batch proceeds.
+
+A claim's lease outlives the invocation that holds it, so no second worker can claim the job while
+the first can still be running it, even when the job function ignores its timeout.
 """
 
 from __future__ import annotations
@@ -9,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -16,6 +22,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from offpath.domain.backoff import Backoff
 from offpath.domain.clock import Clock
 from offpath.domain.context import JobContext
 from offpath.domain.errors import (
@@ -28,8 +35,8 @@ from offpath.domain.errors import (
 )
 from offpath.domain.job import Job, JobStatus
 from offpath.domain.ports import JobMessage, JobQueue, JobStore, Metrics
-from offpath.domain.registry import JobType, Registry
-from offpath.domain.timeout import run_with_timeout
+from offpath.domain.registry import LEASE_MARGIN_S, START_MARGIN_S, JobType, Registry
+from offpath.domain.timeout import JobTimeout, run_with_timeout
 from offpath.observability import bound_job_id
 
 logger = logging.getLogger("offpath.worker")
@@ -38,6 +45,9 @@ MAX_VISIBILITY_S = 43_200
 MAX_ERROR_LENGTH = 1_000
 # Results live on the job item (DynamoDB's item limit is 400 KB); larger results belong in S3.
 MAX_RESULT_BYTES = 64 * 1024
+# Retries of an outcome write through a store outage (full jitter; see _write_outcome).
+OUTCOME_BACKOFF = Backoff(base_s=0.2, cap_s=2.0)
+UNKNOWN = "unknown"
 
 
 @dataclass(frozen=True)
@@ -56,11 +66,15 @@ class Delivery:
 class WorkerPolicy:
     queue: str
     retention: timedelta = timedelta(days=7)
-    # The lease outlives the job's timeout by this much, so a slow outcome write is not mistaken
-    # for a dead worker.
-    lease_margin: timedelta = timedelta(seconds=30)
-    # A record is only started when the invocation has at least its timeout plus this left.
-    start_margin_ms: int = 2_000
+    # The lease outlives the invocation that takes it by this much (the invocation's end is the
+    # earlier of Lambda's remaining time and the worker function's timeout from the registry).
+    lease_margin: timedelta = timedelta(seconds=LEASE_MARGIN_S)
+    # A record is only started when the invocation has at least its timeout plus this left: the
+    # time for its claim and its outcome write (with retries through a store outage).
+    start_margin_ms: int = START_MARGIN_S * 1000
+    # Retries of an outcome write stop this long before the invocation ends (time to return the
+    # rest of the batch).
+    finish_reserve_ms: int = 2_000
     sweep_grace: timedelta = timedelta(minutes=2)
 
 
@@ -72,6 +86,7 @@ class WorkerPorts:
     clock: Clock
     metrics: Metrics
     rng: random.Random = field(default_factory=random.Random)
+    sleep: Callable[[float], None] = time.sleep
 
 
 def process_batch(
@@ -97,20 +112,46 @@ def process_record(
     except (ValueError, KeyError, TypeError):
         # Left alone, the queue's redrive policy moves it to the DLQ after maxReceiveCount receives.
         logger.error("message is not an offpath job message", extra={"message_id": delivery.message_id})
+        ports.metrics.count("RecordsFailed", queue=policy.queue, job_type=UNKNOWN)
         return False
     with bound_job_id(message.job_id):
-        job_type = ports.registry.job_type(message.type)
-        if job_type is None:
-            logger.error("no job type %s in this deployment", message.type)
-            return False
-        if remaining_ms() < job_type.timeout_s * 1000 + policy.start_margin_ms:
-            logger.info("not enough time left in this invocation to start the job; it goes back untouched")
-            return False
         try:
-            return _claim_and_run(delivery, message, job_type, ports, policy, remaining_ms)
-        except (StoreUnavailableError, QueueUnavailableError):
-            logger.exception("store or queue unavailable; the message returns after its visibility timeout")
+            return _process(delivery, message, ports, policy, _invocation_left(ports, policy, remaining_ms))
+        except Exception:
+            logger.exception(
+                "the record failed; it stays on the queue (its redrive policy moves it to the DLQ in the end)",
+                extra={"message_id": delivery.message_id},
+            )
+            ports.metrics.count("RecordsFailed", queue=policy.queue, job_type=message.type)
             return False
+
+
+def _invocation_left(ports: WorkerPorts, policy: WorkerPolicy, remaining_ms: Callable[[], int]) -> Callable[[], int]:
+    """What is left of this invocation: Lambda's count, never more than the worker function's timeout
+    (the registry's, which the stack deploys), so a direct call without a Lambda context is bounded too."""
+    limit_ms = ports.registry.worker_timeout_s(policy.queue) * 1000
+    return lambda: min(remaining_ms(), limit_ms)
+
+
+def _process(
+    delivery: Delivery, message: JobMessage, ports: WorkerPorts, policy: WorkerPolicy, remaining_ms: Callable[[], int]
+) -> bool:
+    job_type = ports.registry.job_type(message.type)
+    if job_type is None:
+        logger.error("no job type %s in this deployment", message.type)
+        ports.metrics.count("RecordsFailed", queue=policy.queue, job_type=message.type)
+        return False
+    if remaining_ms() < job_type.timeout_s * 1000 + policy.start_margin_ms:
+        # Never claimed, so no attempt is spent; visible again at once, so it waits for no visibility timeout.
+        logger.info("not enough time left in this invocation to start the job; it goes back at once, unclaimed")
+        ports.metrics.count("RecordsReturnedUnrun", queue=policy.queue, job_type=job_type.name)
+        ports.queue.change_visibility(policy.queue, delivery.receipt_handle, 0)
+        return False
+    try:
+        return _claim_and_run(delivery, message, job_type, ports, policy, remaining_ms)
+    except (StoreUnavailableError, QueueUnavailableError):
+        logger.exception("store or queue unavailable; the message returns after its visibility timeout")
+        return False
 
 
 def _claim_and_run(
@@ -122,8 +163,10 @@ def _claim_and_run(
     remaining_ms: Callable[[], int],
 ) -> bool:
     now = ports.clock.now()
+    # The invocation ends within `remaining_ms()`: the lease outlives it, however the job function behaves.
+    lease_until = now + timedelta(milliseconds=remaining_ms()) + policy.lease_margin
     try:
-        job = _claim(message, job_type, ports, policy, now)
+        job = _claim(message, ports, now, lease_until)
     except JobNotFoundError:
         logger.warning("message for a job that does not exist (expired or never written); dropped")
         return True
@@ -132,7 +175,7 @@ def _claim_and_run(
             return True
         if conflict.job.status is JobStatus.FAILED and delivery.redriven:
             try:
-                job = _redrive_and_claim(message, job_type, ports, policy, now)
+                job = _redrive_and_claim(message, ports, policy, now, lease_until)
             except JobConflictError as again:
                 return again.job is None or _not_claimed(delivery, again.job, ports, policy, now)
         else:
@@ -148,20 +191,31 @@ def _claim_and_run(
     try:
         result = _run(job, job_type, ports, remaining_ms)
     except PermanentError as error:
-        return _fail(job, f"permanent error: {_describe(error)}", ports, policy)
-    except Exception as error:  # every other error is retryable by contract
+        return _fail(job, f"permanent error: {_describe(error)}", ports, policy, remaining_ms)
+    except (Exception, JobTimeout) as error:  # every other error is retryable by contract
         ports.metrics.milliseconds("JobDuration", _ms(ports.clock.now() - started), queue=queue, job_type=job_type_name)
+        if isinstance(error, JobTimeout):
+            ports.metrics.count("JobsTimedOut", queue=queue, job_type=job_type_name)
         if job.attempt >= job.max_attempts:
-            return _fail(job, f"attempts exhausted ({job.attempt}): {_describe(error)}", ports, policy)
-        return _retry(delivery, job, job_type, _describe(error), ports)
+            return _fail(job, f"attempts exhausted ({job.attempt}): {_describe(error)}", ports, policy, remaining_ms)
+        return _retry(delivery, job, job_type, _describe(error), ports, policy, remaining_ms)
 
     finished = ports.clock.now()
     ports.metrics.milliseconds("JobDuration", _ms(finished - started), queue=queue, job_type=job_type_name)
     result_size = len(json.dumps(result, default=str).encode())
     if result_size > MAX_RESULT_BYTES:
-        return _fail(job, f"result is {result_size} bytes; the limit is {MAX_RESULT_BYTES} bytes", ports, policy)
+        reason = f"result is {result_size} bytes; the limit is {MAX_RESULT_BYTES} bytes"
+        return _fail(job, reason, ports, policy, remaining_ms)
     try:
-        ports.store.record_success(job, result=result, now=finished, expires_at=finished + policy.retention)
+        _write_outcome(
+            lambda: ports.store.record_success(
+                job, result=result, now=finished, expires_at=finished + policy.retention
+            ),
+            job,
+            ports,
+            policy,
+            remaining_ms,
+        )
     except JobConflictError:
         logger.warning("a newer attempt owns this job; this attempt's result is discarded")
         return True
@@ -170,17 +224,12 @@ def _claim_and_run(
     return True
 
 
-def _claim(message: JobMessage, job_type: JobType, ports: WorkerPorts, policy: WorkerPolicy, now: datetime) -> Job:
-    return ports.store.claim(
-        message.job_id,
-        tenant=message.tenant,
-        now=now,
-        lease_until=now + timedelta(seconds=job_type.timeout_s) + policy.lease_margin,
-    )
+def _claim(message: JobMessage, ports: WorkerPorts, now: datetime, lease_until: datetime) -> Job:
+    return ports.store.claim(message.job_id, tenant=message.tenant, now=now, lease_until=lease_until)
 
 
 def _redrive_and_claim(
-    message: JobMessage, job_type: JobType, ports: WorkerPorts, policy: WorkerPolicy, now: datetime
+    message: JobMessage, ports: WorkerPorts, policy: WorkerPolicy, now: datetime, lease_until: datetime
 ) -> Job:
     """A redriven message for a FAILED job: a fresh attempt budget (one conditional write, so a
     redrive resets the job once), then the usual claim."""
@@ -189,7 +238,7 @@ def _redrive_and_claim(
     )
     ports.metrics.count("JobsRedriven", queue=reset.queue, job_type=reset.type)
     logger.info("redriven job reset to QUEUED (redrive %d)", reset.redrives)
-    return _claim(message, job_type, ports, policy, now)
+    return _claim(message, ports, now, lease_until)
 
 
 def _run(job: Job, job_type: JobType, ports: WorkerPorts, remaining_ms: Callable[[], int]) -> Any:
@@ -206,14 +255,58 @@ def _run(job: Job, job_type: JobType, ports: WorkerPorts, remaining_ms: Callable
         remaining_ms=remaining_ms,
         logger=logging.getLogger(f"offpath.jobs.{job.type}"),
     )
-    return run_with_timeout(lambda: job_type.function(payload, context), job_type.timeout_s)
+    started = ports.clock.now()
+    result = run_with_timeout(lambda: job_type.function(payload, context), job_type.timeout_s)
+    if ports.clock.now() - started > timedelta(seconds=job_type.timeout_s):
+        # Returned after its deadline (it caught the timeout and carried on): it timed out all the same.
+        raise JobTimeout(job_type.timeout_s)
+    return result
 
 
-def _retry(delivery: Delivery, job: Job, job_type: JobType, error: str, ports: WorkerPorts) -> bool:
+def _write_outcome(
+    write: Callable[[], None], job: Job, ports: WorkerPorts, policy: WorkerPolicy, remaining_ms: Callable[[], int]
+) -> None:
+    """An attempt's outcome write, retried through a store outage until shortly before the invocation
+    ends, which is inside the attempt's lease: a finished attempt is recorded unless the store stayed
+    unavailable for all of that time. Conflicts are not retried (a newer attempt owns the job)."""
+    deadline = ports.clock.now() + timedelta(milliseconds=remaining_ms() - policy.finish_reserve_ms)
+    retries = 0
+    while True:
+        try:
+            write()
+            return
+        except StoreUnavailableError:
+            retries += 1
+            delay_s = OUTCOME_BACKOFF.delay(retries, ports.rng)
+            if ports.clock.now() + timedelta(seconds=delay_s) >= deadline:
+                logger.error("outcome write failed %d times; giving up before the invocation ends", retries)
+                raise
+            ports.metrics.count("OutcomeWriteRetries", queue=job.queue, job_type=job.type)
+            logger.warning("outcome write failed; retrying", extra={"retry": retries, "retry_in_s": round(delay_s, 3)})
+            ports.sleep(delay_s)
+
+
+def _retry(
+    delivery: Delivery,
+    job: Job,
+    job_type: JobType,
+    error: str,
+    ports: WorkerPorts,
+    policy: WorkerPolicy,
+    remaining_ms: Callable[[], int],
+) -> bool:
     delay_s = round(job_type.backoff.delay(job.attempt, ports.rng))
     now = ports.clock.now()
     try:
-        ports.store.record_retry(job, error=error, now=now, next_attempt_at=now + timedelta(seconds=delay_s))
+        _write_outcome(
+            lambda: ports.store.record_retry(
+                job, error=error, now=now, next_attempt_at=now + timedelta(seconds=delay_s)
+            ),
+            job,
+            ports,
+            policy,
+            remaining_ms,
+        )
     except JobConflictError:
         logger.warning("a newer attempt owns this job; this attempt's failure is not recorded")
         return True
@@ -223,13 +316,19 @@ def _retry(delivery: Delivery, job: Job, job_type: JobType, error: str, ports: W
     return False
 
 
-def _fail(job: Job, reason: str, ports: WorkerPorts, policy: WorkerPolicy) -> bool:
+def _fail(job: Job, reason: str, ports: WorkerPorts, policy: WorkerPolicy, remaining_ms: Callable[[], int]) -> bool:
     """The DLQ copy goes first: if the status write then fails, the message returns and the job is
     failed again (a second DLQ copy is harmless); the other order could lose the DLQ copy."""
     ports.queue.send_to_dlq(job.queue, JobMessage.of(job), reason=reason)
     now = ports.clock.now()
     try:
-        ports.store.record_failure(job, error=reason, now=now, expires_at=now + policy.retention)
+        _write_outcome(
+            lambda: ports.store.record_failure(job, error=reason, now=now, expires_at=now + policy.retention),
+            job,
+            ports,
+            policy,
+            remaining_ms,
+        )
     except JobConflictError:
         logger.warning("a newer attempt owns this job; this attempt's failure is not recorded")
         return True
@@ -267,7 +366,7 @@ def _not_claimed(delivery: Delivery, job: Job, ports: WorkerPorts, policy: Worke
 
 
 def _describe(error: BaseException) -> str:
-    text = f"{type(error).__name__}: {error}" if not isinstance(error, OffpathError) else str(error)
+    text = str(error) if isinstance(error, OffpathError | JobTimeout) else f"{type(error).__name__}: {error}"
     return text[:MAX_ERROR_LENGTH]
 
 

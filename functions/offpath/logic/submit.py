@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic import ValidationError
@@ -37,6 +37,9 @@ MAX_BATCH = 100
 BATCH_WRITERS = 8
 SAFE_FIELD_PART = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$|^[0-9]{1,6}$")
 SQS_MAX_DELAY_S = 900
+# A time in the past means "now", but only from the Unix epoch on: every time a job carries must round-trip
+# through the store's fixed-width text and its epoch-second TTL.
+EARLIEST_RUN_AT = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -154,6 +157,8 @@ def parse_run_at(text: str, now: datetime, policy: SubmitPolicy) -> datetime:
         when = when.astimezone(now.tzinfo)
     except OverflowError:  # e.g. 0001-01-01T00:00:00+01:00 is before year 1 in UTC
         raise InvalidRequestError("run_at", "run_at is outside the range of UTC times") from None
+    if when < EARLIEST_RUN_AT:
+        raise InvalidRequestError("run_at", "run_at must be 1970-01-01T00:00:00Z or later")
     if when - now > policy.max_schedule_ahead:
         raise InvalidRequestError("run_at", f"run_at may be at most {policy.max_schedule_ahead.days} days ahead")
     return when

@@ -9,6 +9,10 @@ looks at the job and acts on what it finds:
   ("lease expired") with its message in the DLQ.
 Before acting it moves the sweep time on with a write fenced on the time it saw, so when two
 sweeps overlap only one of them acts on a job.
+
+One job never stops a sweep: whatever sweeping it raises is logged with its job id and counted
+(`SweepErrors`), the job stays due and the sweep goes on with the next. A query of due jobs that
+fails is logged and counted the same way, and the sweep ends without raising.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from offpath.logic.submit import Ports, delay_seconds
 from offpath.observability import bound_job_id
 
 logger = logging.getLogger("offpath.sweeper")
+
+UNKNOWN = "unknown"
 
 
 @dataclass(frozen=True)
@@ -42,6 +48,8 @@ class SweepReport:
     requeued: int = 0
     failed: int = 0
     deferred: int = 0
+    # Jobs whose sweep raised (and the due-jobs query, if it failed): each stays due for the next sweep.
+    errors: int = 0
 
     @property
     def stuck(self) -> int:
@@ -51,7 +59,14 @@ class SweepReport:
 def sweep(ports: Ports, policy: SweepPolicy) -> SweepReport:
     now = ports.clock.now()
     report = SweepReport()
-    for job in ports.store.due_for_sweep(now=now, limit=policy.max_jobs):
+    try:
+        due = ports.store.due_for_sweep(now=now, limit=policy.max_jobs)
+    except Exception:
+        logger.exception("the query of due jobs failed; nothing is swept this time")
+        ports.metrics.count("SweepErrors", queue=UNKNOWN, job_type=UNKNOWN)
+        report.errors += 1
+        due = []
+    for job in due:
         with bound_job_id(job.job_id):
             try:
                 _sweep_one(job, ports, policy, now, report)
@@ -59,6 +74,10 @@ def sweep(ports: Ports, policy: SweepPolicy) -> SweepReport:
                 logger.info("job changed while being swept; left to its new owner")
             except (StoreUnavailableError, QueueUnavailableError):
                 logger.exception("sweep of one job failed; it stays due and is tried next sweep")
+            except Exception:
+                logger.exception("sweep of one job raised; it stays due and the sweep goes on")
+                ports.metrics.count("SweepErrors", queue=job.queue, job_type=job.type)
+                report.errors += 1
     for job_type in ports.registry.job_types.values():
         # A zero for every type keeps the stuck-jobs alarm's metric continuous.
         ports.metrics.count("StuckJobsFound", 0, queue=job_type.queue, job_type=job_type.name)
