@@ -7,11 +7,10 @@ from typing import Any
 
 import pytest
 
-from offpath.domain.clock import ManualClock
 from offpath.domain.errors import PermanentError, StoreUnavailableError
 from offpath.domain.job import Job, JobStatus
+from offpath.domain.ports import Ports
 from offpath.logic.process import Delivery, WorkerPolicy, WorkerPorts, process_batch, process_record
-from offpath.logic.submit import Ports
 from tests.fakes import (
     SCRIPTED_MAX_ATTEMPTS,
     SCRIPTED_TIMEOUT_S,
@@ -19,6 +18,7 @@ from tests.fakes import (
     DeadLetter,
     InMemoryJobQueue,
     InMemoryJobStore,
+    ManualClock,
     RecordingMetrics,
     ScriptedJob,
     VisibilityChange,
