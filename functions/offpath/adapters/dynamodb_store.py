@@ -172,7 +172,7 @@ class DynamoDbJobStore:
                 CLAIM,
                 job_id,
                 Facts(now=now, tenant=tenant),
-                "SET #s = :to, attempt = attempt + :one, lease_until = :lease, "
+                "SET #s = :status, attempt = attempt + :one, lease_until = :lease, "
                 "started_at = if_not_exists(started_at, :now), updated_at = :now REMOVE next_attempt_at",
                 {":one": 1, ":now": iso(now), ":lease": iso(lease_until)},
             )
@@ -223,7 +223,7 @@ class DynamoDbJobStore:
                 transition,
                 job.job_id,
                 Facts(now=now, attempt=job.attempt),
-                f"SET #s = :to, updated_at = :now, {update}",
+                f"SET #s = :status, updated_at = :now, {update}",
                 {":now": iso(now), **values},
                 names={"#e": "error"},
                 returns=False,
@@ -310,7 +310,7 @@ class DynamoDbJobStore:
                 transition,
                 job_id,
                 Facts(now=now, tenant=tenant),
-                "SET #s = :to, updated_at = :now, sweep_pk = :shard, sweep_at = :sweep" + also,
+                "SET #s = :status, updated_at = :now, sweep_pk = :shard, sweep_at = :sweep" + also,
                 {":now": iso(now), ":shard": sweep_shard(job_id), ":sweep": iso(sweep_at), **(values or {})},
                 names=names,
             )
@@ -324,7 +324,7 @@ class DynamoDbJobStore:
                 REQUEUE_EXPIRED_LEASE,
                 job.job_id,
                 Facts(now=now, attempt=job.attempt),
-                "SET #s = :to, updated_at = :now, sweep_at = :sweep, resends = resends + :one REMOVE lease_until",
+                "SET #s = :status, updated_at = :now, sweep_at = :sweep, resends = resends + :one REMOVE lease_until",
                 {":now": iso(now), ":sweep": iso(sweep_at), ":one": 1},
             )
         except _ConditionFailed as failed:
@@ -406,7 +406,7 @@ class DynamoDbJobStore:
                 CANCEL,
                 job_id,
                 Facts(now=now, tenant=tenant),
-                "SET #s = :to, updated_at = :now, finished_at = :now, expires_at = :ttl REMOVE sweep_pk, sweep_at",
+                "SET #s = :status, updated_at = :now, finished_at = :now, expires_at = :ttl REMOVE sweep_pk, sweep_at",
                 {":now": iso(now), ":ttl": epoch(expires_at)},
             )
         except _ConditionFailed as failed:
@@ -460,12 +460,13 @@ class DynamoDbJobStore:
         names: dict[str, str] | None = None,
         returns: bool = True,
     ) -> Job | None:
-        """One conditional update of a job: `update` (which sets the status to `:to` when the
-        transition changes it) under the transition's declared condition. On a failed condition
+        """One conditional update of a job: `update` (which sets the status to `:status` when the
+        transition changes it; the local runtime's fault injector finds the success write by it)
+        under the transition's declared condition. On a failed condition
         `_ConditionFailed` carries the job as it was."""
         condition = condition_of(transition, facts)
         if transition.to is not None:
-            values = {**values, ":to": transition.to.value}
+            values = {**values, ":status": transition.to.value}
         clash = {name for name in values.keys() & condition.values.keys() if values[name] != condition.values[name]}
         assert not clash, f"the update and the condition give {clash} different values"
         request: dict[str, Any] = {
