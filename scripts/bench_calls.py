@@ -75,11 +75,12 @@ from offpath.adapters import dynamodb_store, sqs_queue  # noqa: E402
 from offpath.adapters.dynamodb_store import DynamoDbJobStore  # noqa: E402
 from offpath.adapters.scheduler import EventBridgeJobScheduler  # noqa: E402
 from offpath.adapters.sqs_queue import SqsJobQueue, SqsQueueMonitor, SqsRedriver  # noqa: E402
+from offpath.domain.ports import Ports  # noqa: E402
 from offpath.domain.registry import Registry, schedule  # noqa: E402
 from offpath.handlers import api, enqueue, worker  # noqa: E402
 from offpath.jobs import load_job_types  # noqa: E402
 from offpath.logic.process import WorkerPolicy, WorkerPorts  # noqa: E402
-from offpath.logic.submit import Ports, SubmitPolicy  # noqa: E402
+from offpath.logic.submit import SubmitPolicy  # noqa: E402
 from offpath.observability import EmfMetrics, JsonFormatter  # noqa: E402
 from offpath.settings import Settings  # noqa: E402
 from offpath_local import cost  # noqa: E402

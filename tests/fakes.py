@@ -1,8 +1,9 @@
 """In-memory fakes of the ports (offpath.domain.ports) and other test doubles.
 
 The fakes decide exactly as the real adapters do: `InMemoryJobStore` applies the pure transitions of
-`offpath.domain.job` under the same preconditions and attempt fencing as the conditional writes of
-`DynamoDbJobStore`; tests/integration/test_store_contract.py runs the same checks against both.
+`offpath.domain.job`, which check the same declaration (`TRANSITIONS`) that `DynamoDbJobStore` renders
+into its condition expressions; tests/integration/test_store_contract.py runs the same checks against
+both, and checks both against the declaration state by state and guard by guard.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import random
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -32,6 +33,25 @@ from offpath.domain.errors import (
 from offpath.domain.job import Job, JobStatus, Progress
 from offpath.domain.ports import CreateOutcome, Firing, JobMessage, JobPage, ScheduleState
 from offpath.domain.registry import REGISTRY, JobType, Registry
+
+# -- the clock ----------------------------------------------------------------------------------
+
+
+class ManualClock:
+    """A clock that only moves when told to."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        self._now = start or datetime(2026, 1, 1, tzinfo=UTC)
+
+    def now(self) -> datetime:
+        return self._now
+
+    def advance(self, seconds: float) -> None:
+        self._now += timedelta(seconds=seconds)
+
+    def set(self, when: datetime) -> None:
+        self._now = when
+
 
 # -- the job store ------------------------------------------------------------------------------
 
@@ -118,11 +138,11 @@ class InMemoryJobStore:
             current = self._jobs.get(job_id)
             if current is None:
                 raise JobNotFoundError(job_id)
-            if current.tenant != tenant:
-                raise JobConflictError(None, "message tenant does not match the job")
             try:
-                claimed = transitions.claim(current, now=now, lease=lease_until - now)
+                claimed = transitions.claim(current, tenant=tenant, now=now, lease=lease_until - now)
             except TransitionError:
+                if current.tenant != tenant:
+                    raise JobConflictError(None, "message tenant does not match the job") from None
                 raise JobConflictError(current, f"job is {current.status.value}") from None
             self._jobs[job_id] = claimed
             return claimed
@@ -156,24 +176,25 @@ class InMemoryJobStore:
         )
 
     def fail_expired_lease(self, job: Job, *, now: datetime, expires_at: datetime) -> None:
-        def change(current: Job) -> Job:
-            if current.attempt != job.attempt:
-                raise TransitionError(
-                    current.status, JobStatus.FAILED, f"attempt {job.attempt} no longer holds the job"
-                )
-            return transitions.fail_expired_lease(current, now=now, retention=expires_at - now)
-
-        self._fenced("fail_expired_lease", job, change)
+        self._fenced(
+            "fail_expired_lease",
+            job,
+            lambda current: transitions.fail_expired_lease(
+                current, attempt=job.attempt, now=now, retention=expires_at - now
+            ),
+        )
 
     def cancel(self, job_id: str, *, tenant: str, now: datetime, expires_at: datetime) -> Job:
         with self._lock:
             self._enter("cancel", write=True)
             current = self._jobs.get(job_id)
-            if current is None or current.tenant != tenant:
+            if current is None:
                 raise JobNotFoundError(job_id)
             try:
-                cancelled = transitions.cancel(current, now=now, retention=expires_at - now)
+                cancelled = transitions.cancel(current, tenant=tenant, now=now, retention=expires_at - now)
             except TransitionError:
+                if current.tenant != tenant:
+                    raise JobNotFoundError(job_id) from None
                 raise JobConflictError(current, f"a {current.status.value} job cannot be cancelled") from None
             self._jobs[job_id] = cancelled
             return cancelled
@@ -182,9 +203,12 @@ class InMemoryJobStore:
         with self._lock:
             self._enter("set_progress", write=True)
             current = self._jobs.get(job_id)
-            if current is None or current.status is not JobStatus.RUNNING or current.attempt != attempt:
+            if current is None:
                 raise JobConflictError(None, f"attempt {attempt} no longer holds the job")
-            self._jobs[job_id] = current.replace(progress=progress, updated_at=now)
+            try:
+                self._jobs[job_id] = transitions.record_progress(current, attempt=attempt, progress=progress, now=now)
+            except TransitionError:
+                raise JobConflictError(None, f"attempt {attempt} no longer holds the job") from None
 
     def mark_once(self, job_id: str, name: str, *, now: datetime, expires_at: datetime) -> bool:
         with self._lock:
@@ -201,7 +225,7 @@ class InMemoryJobStore:
             "enqueue_scheduled",
             job_id,
             tenant,
-            lambda current: transitions.enqueue_scheduled(current, now=now, sweep_at=sweep_at),
+            lambda current: transitions.enqueue_scheduled(current, tenant=tenant, now=now, sweep_at=sweep_at),
         )
 
     def reset_for_redrive(self, job_id: str, *, tenant: str, now: datetime, sweep_at: datetime) -> Job:
@@ -209,20 +233,16 @@ class InMemoryJobStore:
             "reset_for_redrive",
             job_id,
             tenant,
-            lambda current: transitions.redrive(current, now=now, sweep_at=sweep_at),
+            lambda current: transitions.redrive(current, tenant=tenant, now=now, sweep_at=sweep_at),
         )
 
     def requeue_expired_lease(self, job: Job, *, now: datetime, sweep_at: datetime) -> Job:
-        def change(current: Job) -> Job:
-            if current.attempt != job.attempt:
-                raise TransitionError(
-                    current.status, JobStatus.QUEUED, f"attempt {job.attempt} no longer holds the job"
-                )
-            requeued = transitions.requeue_expired_lease(current, now=now, sweep_at=sweep_at)
-            # As the DynamoDB store does: the requeue counts as a resend of the job's message.
-            return requeued.replace(resends=current.resends + 1)
-
-        return self._fenced("requeue_expired_lease", job, change)
+        return self._fenced(
+            "requeue_expired_lease",
+            job,
+            lambda current: transitions.requeue_expired_lease(current, attempt=job.attempt, now=now, sweep_at=sweep_at),
+            refusal="the job's lease is no longer expired at that attempt",
+        )
 
     def due_for_sweep(self, *, now: datetime, limit: int) -> list[Job]:
         with self._lock:
@@ -270,25 +290,29 @@ class InMemoryJobStore:
         with self._lock:
             self._enter(operation, write=True)
             current = self._jobs.get(job_id)
-            if current is None or current.tenant != tenant:
+            if current is None:
                 raise JobNotFoundError(job_id)
             try:
                 changed = change(current)
             except TransitionError:
+                if current.tenant != tenant:
+                    raise JobNotFoundError(job_id) from None
                 raise JobConflictError(current, f"job is {current.status.value}") from None
             self._jobs[job_id] = changed
             return changed
 
-    def _fenced(self, operation: str, job: Job, change: Callable[[Job], Job]) -> Job:
+    def _fenced(self, operation: str, job: Job, change: Callable[[Job], Job], *, refusal: str = "") -> Job:
+        """A change fenced on the attempt `job` holds."""
+        refusal = refusal or f"attempt {job.attempt} no longer holds the job"
         with self._lock:
             self._enter(operation, write=True)
             current = self._jobs.get(job.job_id)
             if current is None:
-                raise JobConflictError(None, f"attempt {job.attempt} no longer holds the job")
+                raise JobConflictError(None, refusal)
             try:
                 changed = change(current)
             except TransitionError:
-                raise JobConflictError(current, f"attempt {job.attempt} no longer holds the job") from None
+                raise JobConflictError(current, refusal) from None
             self._jobs[job.job_id] = changed
             return changed
 

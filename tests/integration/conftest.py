@@ -19,11 +19,12 @@ from offpath.adapters.dynamodb_store import DynamoDbJobStore
 from offpath.adapters.scheduler import EventBridgeJobScheduler
 from offpath.adapters.sqs_queue import SqsJobQueue, SqsQueueMonitor, SqsRedriver
 from offpath.domain.clock import Clock, SystemClock
+from offpath.domain.ports import Ports
 from offpath.domain.registry import Registry
 from offpath.handlers import api, enqueue, sweeper, worker
 from offpath.jobs import load_job_types
 from offpath.logic.process import WorkerPolicy, WorkerPorts
-from offpath.logic.submit import Ports, SubmitPolicy
+from offpath.logic.submit import SubmitPolicy
 from offpath.logic.sweep import SweepPolicy
 from offpath.settings import Settings
 from offpath_local.event_source import SqsEventSource

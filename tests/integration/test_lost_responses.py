@@ -16,20 +16,24 @@ import pytest
 from offpath.adapters.dynamodb_store import DynamoDbJobStore
 from offpath.domain.errors import JobConflictError
 from offpath.domain.job import Job, JobStatus
+from tests.integration.conftest import Pipeline
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 RETENTION = timedelta(days=30)
 LEASE = timedelta(seconds=60)
 
 
-def lose_the_first_response(client: Any, operation: str) -> list[int]:
-    """The first successful `operation` of `client` is sent again at once, as after a lost response.
-    Returns the list of attempts the client makes (one entry per attempt)."""
+def lose_the_first_response(client: Any, operation: str, *, writing: str = "") -> list[int]:
+    """The first successful `operation` of `client` (whose request contains `writing`) is sent again
+    at once, as after a lost response. Returns the list of attempts the client makes (one entry per
+    attempt)."""
     lost: list[int] = []
     attempts: list[int] = []
 
-    def retry_once(response: Any, **kwargs: Any) -> int | None:
-        if not lost and response is not None and response[0].status_code == 200:
+    def retry_once(response: Any, request_dict: dict[str, Any], **kwargs: Any) -> int | None:
+        body = request_dict.get("body", b"")
+        sent = body.decode() if isinstance(body, bytes) else str(body)
+        if not lost and response is not None and response[0].status_code == 200 and writing in sent:
             lost.append(1)
             return 0
         return None
@@ -90,4 +94,86 @@ def test_a_claim_of_a_job_another_worker_holds_is_still_refused(store: DynamoDbJ
     later = now + timedelta(seconds=1)
     with pytest.raises(JobConflictError):
         store.claim(job.job_id, tenant=job.tenant, now=later, lease_until=later + LEASE)
+    assert len(attempts) == 1
+
+
+def test_a_retry_whose_response_was_lost_is_still_recorded(store: DynamoDbJobStore) -> None:
+    job = queued_job(max_attempts=3)
+    store.create(job)
+    now = T0 + timedelta(seconds=1)
+    claimed = store.claim(job.job_id, tenant=job.tenant, now=now, lease_until=now + LEASE)
+    attempts = lose_the_first_response(store.client, "UpdateItem")
+
+    store.record_retry(claimed, error="boom", now=now, next_attempt_at=now + timedelta(seconds=4))
+
+    waiting = store.get(job.job_id)
+    assert len(attempts) == 2
+    assert waiting is not None
+    assert (waiting.status, waiting.attempt, waiting.error) == (JobStatus.RETRYING, 1, "boom")
+
+
+def test_a_retry_whose_response_was_lost_keeps_the_message_for_the_next_attempt(pipeline: Pipeline) -> None:
+    """Otherwise the worker takes the retry for a newer attempt's write and acknowledges the
+    message: the job waits RETRYING until the sweeper sends it again."""
+    status, job, _ = pipeline.submit("demo.flaky", {"fail_first": 1})
+    assert status == 202, job
+    messages = pipeline.receive()
+    # The retry is the write that sets the next attempt's time.
+    attempts = lose_the_first_response(pipeline.store.client, "UpdateItem", writing="next_attempt_at = :next")
+
+    answer = pipeline.invoke_worker(messages)
+
+    assert len(attempts) == 3  # the claim, the retry, the retry sent again
+    assert answer == {"batchItemFailures": [{"itemIdentifier": messages[0]["MessageId"]}]}
+    _, view, _ = pipeline.call("GET", f"/jobs/{job['job_id']}")
+    assert (view["status"], view["attempts"]) == ("RETRYING", 1)
+
+
+def test_an_outcome_of_an_older_attempt_is_still_refused(store: DynamoDbJobStore) -> None:
+    job = queued_job(max_attempts=3)
+    store.create(job)
+    now = T0 + timedelta(seconds=1)
+    older = store.claim(job.job_id, tenant=job.tenant, now=now, lease_until=now + LEASE)
+    later = now + LEASE
+    store.claim(job.job_id, tenant=job.tenant, now=later, lease_until=later + LEASE)
+    attempts = lose_the_first_response(store.client, "UpdateItem")
+
+    with pytest.raises(JobConflictError):
+        store.record_retry(older, error="late", now=later, next_attempt_at=later + timedelta(seconds=4))
+    assert len(attempts) == 1
+
+
+def test_a_cancel_whose_response_was_lost_is_still_cancelled(store: DynamoDbJobStore) -> None:
+    job = queued_job()
+    store.create(job)
+    attempts = lose_the_first_response(store.client, "UpdateItem")
+    now = T0 + timedelta(seconds=1)
+
+    cancelled = store.cancel(job.job_id, tenant=job.tenant, now=now, expires_at=now + RETENTION)
+
+    assert len(attempts) == 2
+    assert (cancelled.status, cancelled.finished_at) == (JobStatus.CANCELLED, now)
+
+
+def test_a_cancel_whose_response_was_lost_answers_200_not_409(pipeline: Pipeline) -> None:
+    status, job, _ = pipeline.submit("demo.echo", {})
+    assert status == 202, job
+    attempts = lose_the_first_response(pipeline.store.client, "UpdateItem")
+
+    status, view, _ = pipeline.call("POST", f"/jobs/{job['job_id']}/cancel")
+
+    assert len(attempts) == 2
+    assert (status, view["status"]) == (200, "CANCELLED")
+
+
+def test_a_second_cancel_is_still_a_conflict(store: DynamoDbJobStore) -> None:
+    job = queued_job()
+    store.create(job)
+    now = T0 + timedelta(seconds=1)
+    store.cancel(job.job_id, tenant=job.tenant, now=now, expires_at=now + RETENTION)
+    attempts = lose_the_first_response(store.client, "UpdateItem")
+
+    later = now + timedelta(seconds=1)
+    with pytest.raises(JobConflictError, match="a CANCELLED job cannot be cancelled"):
+        store.cancel(job.job_id, tenant=job.tenant, now=later, expires_at=later + RETENTION)
     assert len(attempts) == 1

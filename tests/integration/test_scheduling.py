@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from offpath.adapters.dynamodb_store import DynamoDbJobStore
-from offpath.domain.clock import ManualClock
 from offpath.domain.errors import QueueUnavailableError
 from offpath.domain.job import Job, JobStatus
 from offpath.domain.registry import Registry
@@ -20,6 +19,7 @@ from offpath.jobs import billing
 from offpath.logic.submit import SubmitRequest, build_job
 from offpath.logic.sweep import SweepPolicy
 from offpath_local.resources import Resources
+from tests.fakes import ManualClock
 from tests.integration.conftest import Pipeline, RecordingMetrics
 
 ADMIN = ["offpath/admin"]

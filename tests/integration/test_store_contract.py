@@ -1,23 +1,30 @@
 """One contract, two stores: the DynamoDB store (under moto) and the in-memory fake decide alike.
 
 This is what keeps the fake honest for the unit tests, and where attempt fencing (TESTPLAN 20) is
-checked on the store itself with a clock the test controls.
+checked on the store itself with a clock the test controls. Both stores are also checked against the
+transitions declared in offpath.domain.job, state by state and guard by guard: a store that allows
+a change the declaration forbids (or refuses one it allows) fails here.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from offpath.adapters.dynamodb_store import DynamoDbJobStore, condition_of, iso, parse_iso
 from offpath.domain.errors import (
     IdempotencyConflictError,
     InvalidRequestError,
     JobConflictError,
     JobNotFoundError,
 )
-from offpath.domain.job import Job, JobStatus, Progress
+from offpath.domain.job import TRANSITIONS, Facts, Guard, Job, JobStatus, Progress, Transition
 from offpath.domain.ports import JobStore
 from tests.fakes import InMemoryJobStore
 
@@ -388,3 +395,151 @@ def test_an_expired_lease_with_attempts_left_is_requeued_once(job_store: JobStor
         job_store.requeue_expired_lease(claimed, now=T0 + LEASE, sweep_at=T0 + 2 * LEASE)
 
     assert (requeued.status, requeued.attempt, requeued.resends) == (JobStatus.QUEUED, 1, 1)
+
+
+# -- the declaration: both stores allow exactly what it allows --------------------------------------
+
+NOW = T0 + timedelta(minutes=5)
+SEEN = T0 + timedelta(minutes=2)
+# What the caller brings, matching every job `shaped` makes: its tenant, attempt and sweep time.
+FACTS = Facts(now=NOW, tenant=TENANT, attempt=1, seen_sweep_at=SEEN)
+
+
+def shaped(status: JobStatus, n: int) -> Job:
+    """A job in `status` that every guard allows: attempt 1 of 3, its lease ended at T0."""
+    return new_job(n, status=status, attempt=1, lease_until=T0, sweep_at=SEEN)
+
+
+# For each guard, how a job and the caller's facts break it (and only it).
+VIOLATIONS: dict[Guard, Callable[[Job, Facts], tuple[Job, Facts]]] = {
+    Guard.SAME_TENANT: lambda job, facts: (job, dataclasses.replace(facts, tenant="tenant-b")),
+    Guard.ATTEMPT_FENCE: lambda job, facts: (job.replace(attempt=2), facts),
+    Guard.ATTEMPTS_LEFT: lambda job, facts: (job.replace(attempt=3), dataclasses.replace(facts, attempt=3)),
+    Guard.LEASE_EXPIRED: lambda job, facts: (job.replace(lease_until=NOW + 2 * LEASE), facts),
+    Guard.SWEEP_FENCE: lambda job, facts: (
+        job,
+        dataclasses.replace(facts, seen_sweep_at=SEEN - timedelta(seconds=1)),
+    ),
+}
+
+# Each declared transition as the store method that makes it.
+OPERATIONS: dict[str, Callable[[JobStore, Job, Facts], object]] = {
+    "claim": lambda store, job, f: store.claim(job.job_id, tenant=str(f.tenant), now=NOW, lease_until=NOW + LEASE),
+    "succeed": lambda store, job, f: store.record_success(
+        job.replace(attempt=f.attempt), result="ok", now=NOW, expires_at=NOW + RETENTION
+    ),
+    "retry": lambda store, job, f: store.record_retry(
+        job.replace(attempt=f.attempt), error="e", now=NOW, next_attempt_at=NOW + LEASE
+    ),
+    "fail": lambda store, job, f: store.record_failure(
+        job.replace(attempt=f.attempt), error="e", now=NOW, expires_at=NOW + RETENTION
+    ),
+    "record_progress": lambda store, job, f: store.set_progress(
+        job.job_id, attempt=int(f.attempt or 0), progress=Progress(0.5, "half"), now=NOW
+    ),
+    "fail_expired_lease": lambda store, job, f: store.fail_expired_lease(
+        job.replace(attempt=f.attempt), now=NOW, expires_at=NOW + RETENTION
+    ),
+    "requeue_expired_lease": lambda store, job, f: store.requeue_expired_lease(
+        job.replace(attempt=f.attempt), now=NOW, sweep_at=NOW + LEASE
+    ),
+    "cancel": lambda store, job, f: store.cancel(job.job_id, tenant=str(f.tenant), now=NOW, expires_at=NOW + RETENTION),
+    "enqueue_scheduled": lambda store, job, f: store.enqueue_scheduled(
+        job.job_id, tenant=str(f.tenant), now=NOW, sweep_at=NOW + LEASE
+    ),
+    "redrive": lambda store, job, f: store.reset_for_redrive(
+        job.job_id, tenant=str(f.tenant), now=NOW, sweep_at=NOW + LEASE
+    ),
+    "reschedule_sweep": lambda store, job, f: store.reschedule_sweep(
+        job.replace(sweep_at=f.seen_sweep_at), sweep_at=NOW + LEASE, resent=False
+    ),
+}
+
+
+def cases(transition: Transition) -> list[tuple[str, Job, Facts]]:
+    """Every state with every guard holding, then every source state with each guard broken."""
+    found: list[tuple[str, Job, Facts]] = []
+    for status in JobStatus:
+        found.append((f"{status.value}", shaped(status, len(found) + 1), FACTS))
+    for status in sorted(transition.from_):
+        for guard in sorted(transition.all_guards, key=lambda g: g.name):
+            job, facts = VIOLATIONS[guard](shaped(status, len(found) + 1), FACTS)
+            found.append((f"{status.value} without {guard.name}", job, facts))
+    return found
+
+
+def test_every_transition_has_a_store_operation_and_every_guard_a_violation() -> None:
+    assert {t.name for t in TRANSITIONS} == set(OPERATIONS)
+    assert set(VIOLATIONS) == set(Guard)
+    for guard, violate in VIOLATIONS.items():
+        job, facts = violate(shaped(JobStatus.RUNNING, 1), FACTS)
+        assert guard.holds(shaped(JobStatus.RUNNING, 1), FACTS) and not guard.holds(job, facts), guard
+
+
+@pytest.mark.parametrize("transition", TRANSITIONS, ids=lambda t: t.name)
+def test_a_store_allows_exactly_the_transitions_the_declaration_allows(
+    job_store: JobStore, transition: Transition
+) -> None:
+    outcomes: dict[str, tuple[bool, bool]] = {}
+    for case, job, facts in cases(transition):
+        job_store.create(job)
+        before = current(job_store, job)
+        try:
+            OPERATIONS[transition.name](job_store, job, facts)
+            allowed = True
+        except (JobConflictError, JobNotFoundError):
+            allowed = False
+        after = current(job_store, job)
+        if allowed:
+            assert after.status is (transition.to or before.status), case
+        else:
+            assert after == before, f"{case}: a refused {transition.name} changed the job"
+        outcomes[case] = (allowed, transition.allows(job, facts))
+
+    assert {case: store for case, (store, _) in outcomes.items()} == {
+        case: declared for case, (_, declared) in outcomes.items()
+    }
+
+
+def test_a_claim_is_one_condition_rendered_from_its_declaration() -> None:
+    claim_transition = next(t for t in TRANSITIONS if t.name == "claim")
+
+    condition = condition_of(claim_transition, FACTS)
+
+    assert condition.expression == (
+        "tenant = :tenant AND attempt < max_attempts AND (#s IN (:queued, :retrying) OR "
+        "(#s = :running AND (attribute_not_exists(lease_until) OR lease_until <= :now)))"
+    )
+    assert condition.values == {
+        ":tenant": TENANT,
+        ":queued": "QUEUED",
+        ":retrying": "RETRYING",
+        ":running": "RUNNING",
+        ":now": iso(NOW),
+    }
+
+
+# -- timestamps -----------------------------------------------------------------------------------
+
+EVERY_UTC_TIME = st.datetimes(timezones=st.just(UTC))
+
+
+@given(EVERY_UTC_TIME)
+def test_a_stored_time_reads_back_as_it_was_in_every_year(when: datetime) -> None:
+    assert parse_iso(iso(when)) == when
+
+
+@given(EVERY_UTC_TIME, EVERY_UTC_TIME)
+def test_stored_times_sort_as_the_times_do(first: datetime, second: datetime) -> None:
+    """Conditions (`lease_until <= :now`) and the sweep index compare the text."""
+    assert (iso(first) < iso(second)) == (first < second)
+
+
+def test_a_job_from_before_the_year_1000_reads_back_from_the_table(store: DynamoDbJobStore) -> None:
+    early = datetime(999, 12, 31, 23, 59, 59, 5, tzinfo=UTC)
+    store.create(new_job(created_at=early, updated_at=early, run_at=early, sweep_at=early))
+
+    job = current(store, new_job())
+
+    assert (job.created_at, job.run_at, job.sweep_at) == (early, early, early)
+    assert [j.job_id for j in store.due_for_sweep(now=T0, limit=10)] == [job.job_id]

@@ -23,14 +23,13 @@ from botocore.awsrequest import AWSPreparedRequest
 
 from offpath.adapters.dynamodb_store import DynamoDbJobStore
 from offpath.domain.backoff import Backoff
-from offpath.domain.clock import ManualClock
 from offpath.domain.registry import JobType, Registry
 from offpath.handlers import worker
 from offpath.jobs import welcome_email
 from offpath.logic.process import WorkerPolicy
 from offpath.observability import EmfMetrics, JsonFormatter
 from offpath_local.resources import Resources
-from tests.fakes import SCRIPTED_TYPE, AnyPayload, CeilingJitter, ScriptedJob, registry_with
+from tests.fakes import SCRIPTED_TYPE, AnyPayload, CeilingJitter, ManualClock, ScriptedJob, registry_with
 from tests.integration.conftest import Answer, Pipeline, RecordingMetrics, aws_calls, operation_of, sqs_event
 
 WAIT_S = 10

@@ -7,17 +7,17 @@ from typing import Any
 
 import pytest
 
-from offpath.domain.clock import ManualClock
 from offpath.domain.job import Job, JobStatus
-from offpath.domain.ports import JobMessage
+from offpath.domain.ports import JobMessage, Ports
 from offpath.domain.registry import Registry
 from offpath.logic.process import Delivery, WorkerPolicy, WorkerPorts
-from offpath.logic.submit import Ports, SubmitPolicy, SubmitRequest, submit_job
+from offpath.logic.submit import SubmitPolicy, SubmitRequest, submit_job
 from tests.fakes import (
     SCRIPTED_TYPE,
     CeilingJitter,
     InMemoryJobQueue,
     InMemoryJobStore,
+    ManualClock,
     RecordingMetrics,
     ScriptedJob,
     registry_with,

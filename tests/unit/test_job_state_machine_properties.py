@@ -16,19 +16,19 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, initialize, invariant, rule
 
-from offpath.domain.clock import ManualClock
 from offpath.domain.context import JobContext
 from offpath.domain.errors import JobConflictError, JobNotFoundError, PermanentError
 from offpath.domain.job import JobStatus
-from offpath.domain.ports import JobMessage
+from offpath.domain.ports import JobMessage, Ports
 from offpath.logic import queries
 from offpath.logic.process import Delivery, WorkerPolicy, WorkerPorts, process_record
-from offpath.logic.submit import Ports, SubmitPolicy, SubmitRequest, submit_job
+from offpath.logic.submit import SubmitPolicy, SubmitRequest, submit_job
 from offpath.logic.sweep import SweepPolicy, sweep
 from tests.fakes import (
     SCRIPTED_TYPE,
     InMemoryJobQueue,
     InMemoryJobStore,
+    ManualClock,
     RecordingMetrics,
     ScriptedJob,
     registry_with,

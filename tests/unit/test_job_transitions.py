@@ -8,8 +8,8 @@ import pytest
 
 from offpath.domain import job as transitions
 from offpath.domain.errors import TransitionError
-from offpath.domain.job import CANCELLABLE_FROM, CLAIMABLE_FROM, FINAL_STATES, JobStatus
-from tests.unit.conftest import START, a_job
+from offpath.domain.job import CANCEL, CLAIM, FINAL_STATES, JobStatus
+from tests.unit.conftest import START, TENANT, a_job
 
 LEASE = timedelta(seconds=60)
 RETENTION = timedelta(days=7)
@@ -25,11 +25,11 @@ def running(attempt: int = 1, lease_until_s: float = 60):
 # -- claim --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("status", sorted(CLAIMABLE_FROM))
+@pytest.mark.parametrize("status", sorted(s for s in CLAIM.from_ if not CLAIM.sources[s]))
 def test_claim_takes_a_waiting_job_for_its_next_attempt(status: JobStatus) -> None:
     job = a_job(status, attempt=1, next_attempt_at=START)
 
-    claimed = transitions.claim(job, now=LATER, lease=LEASE)
+    claimed = transitions.claim(job, tenant=TENANT, now=LATER, lease=LEASE)
 
     assert claimed.status is JobStatus.RUNNING
     assert claimed.attempt == 2
@@ -41,7 +41,7 @@ def test_claim_takes_a_waiting_job_for_its_next_attempt(status: JobStatus) -> No
 def test_claim_keeps_the_time_of_the_first_start() -> None:
     job = a_job(JobStatus.RETRYING, attempt=1, started_at=START)
 
-    claimed = transitions.claim(job, now=LATER, lease=LEASE)
+    claimed = transitions.claim(job, tenant=TENANT, now=LATER, lease=LEASE)
 
     assert claimed.started_at == START
 
@@ -49,25 +49,25 @@ def test_claim_keeps_the_time_of_the_first_start() -> None:
 def test_claim_takes_over_a_running_job_whose_lease_expired() -> None:
     job = running(attempt=1, lease_until_s=1)
 
-    claimed = transitions.claim(job, now=LATER, lease=LEASE)
+    claimed = transitions.claim(job, tenant=TENANT, now=LATER, lease=LEASE)
 
     assert (claimed.status, claimed.attempt) == (JobStatus.RUNNING, 2)
 
 
 def test_claim_refuses_a_running_job_whose_lease_is_held() -> None:
     with pytest.raises(TransitionError):
-        transitions.claim(running(lease_until_s=60), now=LATER, lease=LEASE)
+        transitions.claim(running(lease_until_s=60), tenant=TENANT, now=LATER, lease=LEASE)
 
 
 @pytest.mark.parametrize("status", [JobStatus.SCHEDULED, *sorted(FINAL_STATES)])
 def test_claim_refuses_a_job_that_is_not_waiting_to_run(status: JobStatus) -> None:
     with pytest.raises(TransitionError):
-        transitions.claim(a_job(status), now=LATER, lease=LEASE)
+        transitions.claim(a_job(status), tenant=TENANT, now=LATER, lease=LEASE)
 
 
 def test_claim_refuses_a_job_with_no_attempts_left() -> None:
     with pytest.raises(TransitionError, match="no attempts left"):
-        transitions.claim(a_job(JobStatus.RETRYING, attempt=3, max_attempts=3), now=LATER, lease=LEASE)
+        transitions.claim(a_job(JobStatus.RETRYING, attempt=3, max_attempts=3), tenant=TENANT, now=LATER, lease=LEASE)
 
 
 # -- outcomes, fenced by attempt ----------------------------------------------------------------
@@ -126,18 +126,20 @@ def test_an_outcome_needs_a_running_job(outcome: str, status: JobStatus) -> None
 
 
 def test_an_expired_lease_fails_the_job() -> None:
-    failed = transitions.fail_expired_lease(running(lease_until_s=1), now=LATER, retention=RETENTION)
+    failed = transitions.fail_expired_lease(running(lease_until_s=1), attempt=1, now=LATER, retention=RETENTION)
 
     assert (failed.status, failed.error) == (JobStatus.FAILED, "lease expired")
 
 
 def test_a_held_lease_cannot_be_failed_as_expired() -> None:
     with pytest.raises(TransitionError, match="lease still held"):
-        transitions.fail_expired_lease(running(lease_until_s=60), now=LATER, retention=RETENTION)
+        transitions.fail_expired_lease(running(lease_until_s=60), attempt=1, now=LATER, retention=RETENTION)
 
 
 def test_an_expired_lease_requeues_the_job_with_its_attempt_count() -> None:
-    queued = transitions.requeue_expired_lease(running(attempt=2, lease_until_s=1), now=LATER, sweep_at=SWEEP_AT)
+    queued = transitions.requeue_expired_lease(
+        running(attempt=2, lease_until_s=1), attempt=2, now=LATER, sweep_at=SWEEP_AT
+    )
 
     assert (queued.status, queued.attempt, queued.lease_until) == (JobStatus.QUEUED, 2, None)
     assert queued.sweep_at == SWEEP_AT
@@ -145,20 +147,20 @@ def test_an_expired_lease_requeues_the_job_with_its_attempt_count() -> None:
 
 def test_a_held_lease_cannot_be_requeued() -> None:
     with pytest.raises(TransitionError, match="lease still held"):
-        transitions.requeue_expired_lease(running(lease_until_s=60), now=LATER, sweep_at=SWEEP_AT)
+        transitions.requeue_expired_lease(running(lease_until_s=60), attempt=1, now=LATER, sweep_at=SWEEP_AT)
 
 
 def test_an_expired_lease_on_the_last_attempt_cannot_be_requeued() -> None:
     with pytest.raises(TransitionError, match="no attempts left"):
-        transitions.requeue_expired_lease(running(attempt=3, lease_until_s=1), now=LATER, sweep_at=SWEEP_AT)
+        transitions.requeue_expired_lease(running(attempt=3, lease_until_s=1), attempt=3, now=LATER, sweep_at=SWEEP_AT)
 
 
 # -- cancel, scheduled, redrive -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("status", sorted(CANCELLABLE_FROM))
+@pytest.mark.parametrize("status", sorted(CANCEL.from_))
 def test_a_job_that_has_not_started_can_be_cancelled(status: JobStatus) -> None:
-    cancelled = transitions.cancel(a_job(status), now=LATER, retention=RETENTION)
+    cancelled = transitions.cancel(a_job(status), tenant=TENANT, now=LATER, retention=RETENTION)
 
     assert cancelled.status is JobStatus.CANCELLED
     assert cancelled.finished_at == LATER
@@ -167,11 +169,11 @@ def test_a_job_that_has_not_started_can_be_cancelled(status: JobStatus) -> None:
 @pytest.mark.parametrize("status", [JobStatus.RUNNING, *sorted(FINAL_STATES)])
 def test_a_running_or_finished_job_cannot_be_cancelled(status: JobStatus) -> None:
     with pytest.raises(TransitionError):
-        transitions.cancel(a_job(status), now=LATER, retention=RETENTION)
+        transitions.cancel(a_job(status), tenant=TENANT, now=LATER, retention=RETENTION)
 
 
 def test_a_scheduled_job_is_queued_when_its_time_comes() -> None:
-    queued = transitions.enqueue_scheduled(a_job(JobStatus.SCHEDULED), now=LATER, sweep_at=SWEEP_AT)
+    queued = transitions.enqueue_scheduled(a_job(JobStatus.SCHEDULED), tenant=TENANT, now=LATER, sweep_at=SWEEP_AT)
 
     assert (queued.status, queued.sweep_at) == (JobStatus.QUEUED, SWEEP_AT)
 
@@ -179,13 +181,13 @@ def test_a_scheduled_job_is_queued_when_its_time_comes() -> None:
 @pytest.mark.parametrize("status", [s for s in ALL if s is not JobStatus.SCHEDULED])
 def test_only_a_scheduled_job_is_enqueued_by_its_schedule(status: JobStatus) -> None:
     with pytest.raises(TransitionError):
-        transitions.enqueue_scheduled(a_job(status), now=LATER, sweep_at=SWEEP_AT)
+        transitions.enqueue_scheduled(a_job(status), tenant=TENANT, now=LATER, sweep_at=SWEEP_AT)
 
 
 def test_redrive_queues_a_failed_job_with_a_fresh_attempt_budget() -> None:
     failed = a_job(JobStatus.FAILED, attempt=3, error="bad", finished_at=START, expires_at=LATER)
 
-    again = transitions.redrive(failed, now=LATER, sweep_at=SWEEP_AT)
+    again = transitions.redrive(failed, tenant=TENANT, now=LATER, sweep_at=SWEEP_AT)
 
     assert (again.status, again.attempt, again.error, again.expires_at) == (JobStatus.QUEUED, 0, None, None)
     assert (again.redrives, again.resends, again.sweep_at) == (1, 0, SWEEP_AT)
@@ -194,7 +196,7 @@ def test_redrive_queues_a_failed_job_with_a_fresh_attempt_budget() -> None:
 @pytest.mark.parametrize("status", [s for s in ALL if s is not JobStatus.FAILED])
 def test_only_a_failed_job_is_redriven(status: JobStatus) -> None:
     with pytest.raises(TransitionError):
-        transitions.redrive(a_job(status), now=LATER, sweep_at=SWEEP_AT)
+        transitions.redrive(a_job(status), tenant=TENANT, now=LATER, sweep_at=SWEEP_AT)
 
 
 def test_a_sweep_moves_the_sweep_time_of_the_job_it_saw() -> None:

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from offpath.domain.backoff import Backoff
-from offpath.domain.clock import ManualClock
 from offpath.domain.errors import PermanentError, StoreUnavailableError
 from offpath.domain.job import Job, JobStatus
+from offpath.domain.ports import Ports
 from offpath.domain.registry import JobType, Registry
 from offpath.logic.process import (
     OUTCOME_BACKOFF,
@@ -24,7 +24,6 @@ from offpath.logic.process import (
     process_batch,
     process_record,
 )
-from offpath.logic.submit import Ports
 from offpath.logic.sweep import SweepPolicy, sweep
 from offpath.observability import JsonFormatter
 from tests.fakes import (
@@ -35,6 +34,7 @@ from tests.fakes import (
     DeadLetter,
     InMemoryJobQueue,
     InMemoryJobStore,
+    ManualClock,
     RecordingMetrics,
     ScriptedJob,
     VisibilityChange,

@@ -1,4 +1,6 @@
-"""The job store on one DynamoDB table. Every state change is one conditional write.
+"""The job store on one DynamoDB table. Every state change is one conditional write, its condition
+rendered from the transition declared in offpath.domain.job (`condition_of`); items are written and
+read with boto3's TypeSerializer/TypeDeserializer.
 
 Item layout (key `pk`):
 - `JOB#<job_id>`: the job, which is also its idempotency record (the id derives from tenant + key).
@@ -13,11 +15,14 @@ import base64
 import json
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, cast
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast, overload
 
 import botocore.exceptions
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.config import Config
 
 from offpath.domain.errors import (
@@ -27,7 +32,25 @@ from offpath.domain.errors import (
     JobNotFoundError,
     StoreUnavailableError,
 )
-from offpath.domain.job import CANCELLABLE_FROM, CLAIMABLE_FROM, Job, JobStatus, Progress
+from offpath.domain.job import (
+    CANCEL,
+    CLAIM,
+    ENQUEUE_SCHEDULED,
+    FAIL,
+    FAIL_EXPIRED_LEASE,
+    RECORD_PROGRESS,
+    REDRIVE,
+    REQUEUE_EXPIRED_LEASE,
+    RESCHEDULE_SWEEP,
+    RETRY,
+    SUCCEED,
+    Facts,
+    Guard,
+    Job,
+    JobStatus,
+    Progress,
+    Transition,
+)
 from offpath.domain.ports import CreateOutcome, Firing, JobPage, ScheduleState
 
 if TYPE_CHECKING:
@@ -45,6 +68,11 @@ CURSOR_SORT_KEY = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z#[0-9a-f]{3
 SDK_CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 3}, connect_timeout=2, read_timeout=5)
 
 Item = dict[str, "AttributeValueTypeDef"]
+_T = TypeVar("_T")
+_SERIALIZER = TypeSerializer()
+_DESERIALIZER = TypeDeserializer()
+# What a failed job's write sets, whether an attempt failed or its lease expired on the last one.
+FAILED_UPDATE = "#e = :error, finished_at = :now, expires_at = :ttl REMOVE lease_until, sweep_pk, sweep_at"
 
 
 def default_client() -> DynamoDBClient:
@@ -83,7 +111,7 @@ class DynamoDbJobStore:
 
     def get(self, job_id: str) -> Job | None:
         response = self._call(
-            self.client.get_item, TableName=self.table_name, Key={"pk": {"S": job_key(job_id)}}, ConsistentRead=True
+            self.client.get_item, TableName=self.table_name, Key=key_of(job_key(job_id)), ConsistentRead=True
         )
         item = response.get("Item")
         return from_item(item) if item else None
@@ -98,7 +126,7 @@ class DynamoDbJobStore:
             "TableName": self.table_name,
             "IndexName": INDEX_BY_TENANT,
             "KeyConditionExpression": "gsi1pk = :k",
-            "ExpressionAttributeValues": {":k": {"S": tenant}},
+            "ExpressionAttributeValues": attribute_values({":k": tenant}),
             "ScanIndexForward": False,
             "Limit": limit,
         }
@@ -106,7 +134,7 @@ class DynamoDbJobStore:
             request["ExclusiveStartKey"] = decode_cursor(cursor, "gsi1pk", tenant)
         response = self._call(self.client.query, **request)
         last = response.get("LastEvaluatedKey")
-        keys = [item["pk"]["S"] for item in response.get("Items", [])]
+        keys = [plain_values(item)["pk"] for item in response.get("Items", [])]
         jobs = [
             job
             for job in self._get_many(keys)
@@ -120,7 +148,7 @@ class DynamoDbJobStore:
         """BatchGetItem in chunks of 100, retrying unprocessed keys; returns jobs in `keys` order."""
         found: dict[str, Job] = {}
         for start in range(0, len(keys), 100):
-            pending: list[dict[str, Any]] = [{"pk": {"S": key}} for key in keys[start : start + 100]]
+            pending: list[Item] = [key_of(key) for key in keys[start : start + 100]]
             for _ in range(5):
                 if not pending:
                     break
@@ -129,7 +157,8 @@ class DynamoDbJobStore:
                     RequestItems={self.table_name: {"Keys": pending, "ConsistentRead": True}},
                 )
                 for item in response.get("Responses", {}).get(self.table_name, []):
-                    found[item["pk"]["S"]] = from_item(item)
+                    job = from_item(item)
+                    found[job_key(job.job_id)] = job
                 pending = list(response.get("UnprocessedKeys", {}).get(self.table_name, {}).get("Keys", []))
             if pending:
                 raise StoreUnavailableError("DynamoDB kept some keys unprocessed")
@@ -138,34 +167,14 @@ class DynamoDbJobStore:
     # -- worker -----------------------------------------------------------------------------
 
     def claim(self, job_id: str, *, tenant: str, now: datetime, lease_until: datetime) -> Job:
-        claimable = ", ".join(f":from{i}" for i in range(len(CLAIMABLE_FROM)))
-        values: Item = {f":from{i}": {"S": s.value} for i, s in enumerate(sorted(CLAIMABLE_FROM))}
-        values.update(
-            {
-                ":running": {"S": JobStatus.RUNNING.value},
-                ":tenant": {"S": tenant},
-                ":one": {"N": "1"},
-                ":now": {"S": iso(now)},
-                ":lease": {"S": iso(lease_until)},
-            }
-        )
         try:
-            response = self._call(
-                self.client.update_item,
-                TableName=self.table_name,
-                Key={"pk": {"S": job_key(job_id)}},
-                UpdateExpression=(
-                    "SET #s = :running, attempt = attempt + :one, lease_until = :lease, "
-                    "started_at = if_not_exists(started_at, :now), updated_at = :now REMOVE next_attempt_at"
-                ),
-                ConditionExpression=(
-                    f"tenant = :tenant AND attempt < max_attempts AND "
-                    f"(#s IN ({claimable}) OR (#s = :running AND lease_until <= :now))"
-                ),
-                ExpressionAttributeNames={"#s": "status"},
-                ExpressionAttributeValues=values,
-                ReturnValues="ALL_NEW",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            return self._write(
+                CLAIM,
+                job_id,
+                Facts(now=now, tenant=tenant),
+                "SET #s = :status, attempt = attempt + :one, lease_until = :lease, "
+                "started_at = if_not_exists(started_at, :now), updated_at = :now REMOVE next_attempt_at",
+                {":one": 1, ":now": iso(now), ":lease": iso(lease_until)},
             )
         except _ConditionFailed as failed:
             if not failed.item:
@@ -177,100 +186,69 @@ class DynamoDbJobStore:
                 # This claim's own write, met by an SDK retry after its response was lost.
                 return current
             raise JobConflictError(current, f"job is {current.status.value}") from None
-        return from_item(response["Attributes"])
 
     def record_success(self, job: Job, *, result: Any, now: datetime, expires_at: datetime) -> None:
-        self._finish(
+        self._record_outcome(
+            SUCCEED,
             job,
-            JobStatus.SUCCEEDED,
             now,
             "result_json = :result, finished_at = :now, expires_at = :ttl REMOVE lease_until, #e, sweep_pk, sweep_at",
-            {":result": {"S": json.dumps(result, default=str)}, ":ttl": {"N": str(epoch(expires_at))}},
-            names={"#e": "error"},
+            {":result": json.dumps(result, default=str), ":ttl": epoch(expires_at)},
         )
 
     def record_retry(self, job: Job, *, error: str, now: datetime, next_attempt_at: datetime) -> None:
-        self._finish(
+        self._record_outcome(
+            RETRY,
             job,
-            JobStatus.RETRYING,
             now,
             "#e = :error, next_attempt_at = :next REMOVE lease_until",
-            {":error": {"S": error}, ":next": {"S": iso(next_attempt_at)}},
-            names={"#e": "error"},
+            {":error": error, ":next": iso(next_attempt_at)},
         )
 
     def record_failure(self, job: Job, *, error: str, now: datetime, expires_at: datetime) -> None:
-        self._finish(
-            job,
-            JobStatus.FAILED,
-            now,
-            "#e = :error, finished_at = :now, expires_at = :ttl REMOVE lease_until, sweep_pk, sweep_at",
-            {":error": {"S": error}, ":ttl": {"N": str(epoch(expires_at))}},
-            names={"#e": "error"},
-        )
+        self._record_outcome(FAIL, job, now, FAILED_UPDATE, {":error": error, ":ttl": epoch(expires_at)})
 
     def fail_expired_lease(self, job: Job, *, now: datetime, expires_at: datetime) -> None:
-        self._finish(
-            job,
-            JobStatus.FAILED,
-            now,
-            "#e = :error, finished_at = :now, expires_at = :ttl REMOVE lease_until, sweep_pk, sweep_at",
-            {":error": {"S": "lease expired"}, ":ttl": {"N": str(epoch(expires_at))}},
-            names={"#e": "error"},
-            extra_condition="lease_until <= :now",
+        self._record_outcome(
+            FAIL_EXPIRED_LEASE, job, now, FAILED_UPDATE, {":error": "lease expired", ":ttl": epoch(expires_at)}
         )
 
-    def _finish(
-        self,
-        job: Job,
-        status: JobStatus,
-        now: datetime,
-        update: str,
-        values: Item,
-        *,
-        names: dict[str, str],
-        extra_condition: str = "",
+    def _record_outcome(
+        self, transition: Transition, job: Job, now: datetime, update: str, values: dict[str, Any]
     ) -> None:
-        """Write an attempt's outcome, fenced: only while that attempt still holds the job."""
-        condition = "#s = :running AND attempt = :attempt"
-        if extra_condition:
-            condition += f" AND {extra_condition}"
+        """Write how an attempt ended (SUCCEEDED, RETRYING or FAILED), fenced: only while that
+        attempt still holds the job."""
         try:
-            self._call(
-                self.client.update_item,
-                TableName=self.table_name,
-                Key={"pk": {"S": job_key(job.job_id)}},
-                UpdateExpression=f"SET #s = :status, updated_at = :now, {update}",
-                ConditionExpression=condition,
-                ExpressionAttributeNames={"#s": "status", **names},
-                ExpressionAttributeValues={
-                    ":status": {"S": status.value},
-                    ":running": {"S": JobStatus.RUNNING.value},
-                    ":attempt": {"N": str(job.attempt)},
-                    ":now": {"S": iso(now)},
-                    **values,
-                },
+            self._write(
+                transition,
+                job.job_id,
+                Facts(now=now, attempt=job.attempt),
+                f"SET #s = :status, updated_at = :now, {update}",
+                {":now": iso(now), **values},
+                names={"#e": "error"},
+                returns=False,
             )
         except _ConditionFailed as failed:
             current = from_item(failed.item) if failed.item else None
+            if (
+                current is not None
+                and current.status is transition.to
+                and current.attempt == job.attempt
+                and current.updated_at == now
+            ):
+                # This outcome's own write, met by an SDK retry after its response was lost.
+                return
             raise JobConflictError(current, f"attempt {job.attempt} no longer holds the job") from None
 
     def set_progress(self, job_id: str, *, attempt: int, progress: Progress, now: datetime) -> None:
         try:
-            self._call(
-                self.client.update_item,
-                TableName=self.table_name,
-                Key={"pk": {"S": job_key(job_id)}},
-                UpdateExpression="SET progress_fraction = :f, progress_message = :m, updated_at = :now",
-                ConditionExpression="#s = :running AND attempt = :attempt",
-                ExpressionAttributeNames={"#s": "status"},
-                ExpressionAttributeValues={
-                    ":f": {"N": repr(progress.fraction)},
-                    ":m": {"S": progress.message},
-                    ":now": {"S": iso(now)},
-                    ":running": {"S": JobStatus.RUNNING.value},
-                    ":attempt": {"N": str(attempt)},
-                },
+            self._write(
+                RECORD_PROGRESS,
+                job_id,
+                Facts(now=now, attempt=attempt),
+                "SET progress_fraction = :f, progress_message = :m, updated_at = :now",
+                {":f": fraction_number(progress.fraction), ":m": progress.message, ":now": iso(now)},
+                returns=False,
             )
         except _ConditionFailed:
             raise JobConflictError(None, f"attempt {attempt} no longer holds the job") from None
@@ -283,101 +261,75 @@ class DynamoDbJobStore:
             self._call(
                 self.client.put_item,
                 TableName=self.table_name,
-                Item={
-                    "pk": {"S": f"ONCE#{job_id}#{name}"},
-                    "marked_at": {"S": iso(now)},
-                    "expires_at": {"N": str(epoch(expires_at))},
-                    "mark_token": {"S": token},
-                },
+                Item=attribute_values(
+                    {
+                        "pk": f"ONCE#{job_id}#{name}",
+                        "marked_at": iso(now),
+                        "expires_at": epoch(expires_at),
+                        "mark_token": token,
+                    }
+                ),
                 ConditionExpression="attribute_not_exists(pk)",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
             return True
         except _ConditionFailed as failed:
-            return failed.item.get("mark_token") == {"S": token}
+            return plain_values(failed.item).get("mark_token") == token
 
     # -- scheduling, sweeping and redrive -----------------------------------------------------
 
     def enqueue_scheduled(self, job_id: str, *, tenant: str, now: datetime, sweep_at: datetime) -> Job:
-        return self._move_to_queued(
-            job_id, tenant=tenant, now=now, sweep_at=sweep_at, from_status=JobStatus.SCHEDULED, extra_set=""
-        )
+        return self._move_to_queued(ENQUEUE_SCHEDULED, job_id, tenant=tenant, now=now, sweep_at=sweep_at)
 
     def reset_for_redrive(self, job_id: str, *, tenant: str, now: datetime, sweep_at: datetime) -> Job:
         return self._move_to_queued(
+            REDRIVE,
             job_id,
             tenant=tenant,
             now=now,
             sweep_at=sweep_at,
-            from_status=JobStatus.FAILED,
-            extra_set=(
-                ", attempt = :zero, redrives = redrives + :one, resends = :zero REMOVE #e, finished_at, expires_at"
-            ),
+            also=", attempt = :zero, redrives = redrives + :one, resends = :zero REMOVE #e, finished_at, expires_at",
+            values={":zero": 0, ":one": 1},
+            names={"#e": "error"},
         )
 
     def _move_to_queued(
-        self, job_id: str, *, tenant: str, now: datetime, sweep_at: datetime, from_status: JobStatus, extra_set: str
+        self,
+        transition: Transition,
+        job_id: str,
+        *,
+        tenant: str,
+        now: datetime,
+        sweep_at: datetime,
+        also: str = "",
+        values: dict[str, Any] | None = None,
+        names: dict[str, str] | None = None,
     ) -> Job:
-        names = {"#s": "status"}
-        values: Item = {
-            ":from": {"S": from_status.value},
-            ":queued": {"S": JobStatus.QUEUED.value},
-            ":tenant": {"S": tenant},
-            ":now": {"S": iso(now)},
-            ":shard": {"S": sweep_shard(job_id)},
-            ":sweep": {"S": iso(sweep_at)},
-        }
-        if extra_set:
-            names["#e"] = "error"
-            values[":zero"] = {"N": "0"}
-            values[":one"] = {"N": "1"}
         try:
-            response = self._call(
-                self.client.update_item,
-                TableName=self.table_name,
-                Key={"pk": {"S": job_key(job_id)}},
-                UpdateExpression=(
-                    "SET #s = :queued, updated_at = :now, sweep_pk = :shard, sweep_at = :sweep" + extra_set
-                ),
-                ConditionExpression="tenant = :tenant AND #s = :from",
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=values,
-                ReturnValues="ALL_NEW",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            return self._write(
+                transition,
+                job_id,
+                Facts(now=now, tenant=tenant),
+                "SET #s = :status, updated_at = :now, sweep_pk = :shard, sweep_at = :sweep" + also,
+                {":now": iso(now), ":shard": sweep_shard(job_id), ":sweep": iso(sweep_at), **(values or {})},
+                names=names,
             )
         except _ConditionFailed as failed:
             current = _tenants_job(failed, job_id, tenant)
             raise JobConflictError(current, f"job is {current.status.value}") from None
-        return from_item(response["Attributes"])
 
     def requeue_expired_lease(self, job: Job, *, now: datetime, sweep_at: datetime) -> Job:
         try:
-            response = self._call(
-                self.client.update_item,
-                TableName=self.table_name,
-                Key={"pk": {"S": job_key(job.job_id)}},
-                UpdateExpression=(
-                    "SET #s = :queued, updated_at = :now, sweep_at = :sweep, "
-                    "resends = resends + :one REMOVE lease_until"
-                ),
-                ConditionExpression="#s = :running AND attempt = :attempt AND lease_until <= :now AND attempt < :max",
-                ExpressionAttributeNames={"#s": "status"},
-                ExpressionAttributeValues={
-                    ":queued": {"S": JobStatus.QUEUED.value},
-                    ":running": {"S": JobStatus.RUNNING.value},
-                    ":now": {"S": iso(now)},
-                    ":sweep": {"S": iso(sweep_at)},
-                    ":one": {"N": "1"},
-                    ":attempt": {"N": str(job.attempt)},
-                    ":max": {"N": str(job.max_attempts)},
-                },
-                ReturnValues="ALL_NEW",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            return self._write(
+                REQUEUE_EXPIRED_LEASE,
+                job.job_id,
+                Facts(now=now, attempt=job.attempt),
+                "SET #s = :status, updated_at = :now, sweep_at = :sweep, resends = resends + :one REMOVE lease_until",
+                {":now": iso(now), ":sweep": iso(sweep_at), ":one": 1},
             )
         except _ConditionFailed as failed:
             current = from_item(failed.item) if failed.item else None
             raise JobConflictError(current, "the job's lease is no longer expired at that attempt") from None
-        return from_item(response["Attributes"])
 
     def due_for_sweep(self, *, now: datetime, limit: int) -> list[Job]:
         keys: list[str] = []
@@ -386,11 +338,11 @@ class DynamoDbJobStore:
                 "TableName": self.table_name,
                 "IndexName": INDEX_SWEEP,
                 "KeyConditionExpression": "sweep_pk = :shard AND sweep_at <= :now",
-                "ExpressionAttributeValues": {":shard": {"S": f"SWEEP#{shard}"}, ":now": {"S": iso(now)}},
+                "ExpressionAttributeValues": attribute_values({":shard": f"SWEEP#{shard}", ":now": iso(now)}),
                 "Limit": limit,
             }
             response = self._call(self.client.query, **request)
-            keys.extend(item["pk"]["S"] for item in response.get("Items", []))
+            keys.extend(plain_values(item)["pk"] for item in response.get("Items", []))
         # The index holds keys only; the items themselves are read consistently.
         due = [job for job in self._get_many(keys) if job.sweep_at is not None and job.sweep_at <= now]
         due.sort(key=lambda job: job.sweep_at or job.created_at)
@@ -400,17 +352,13 @@ class DynamoDbJobStore:
         if job.sweep_at is None:
             raise JobConflictError(job, "the job has no sweep time")
         try:
-            self._call(
-                self.client.update_item,
-                TableName=self.table_name,
-                Key={"pk": {"S": job_key(job.job_id)}},
-                UpdateExpression="SET sweep_at = :next, resends = resends + :inc",
-                ConditionExpression="sweep_at = :seen",
-                ExpressionAttributeValues={
-                    ":next": {"S": iso(sweep_at)},
-                    ":seen": {"S": iso(job.sweep_at)},
-                    ":inc": {"N": "1" if resent else "0"},
-                },
+            self._write(
+                RESCHEDULE_SWEEP,
+                job.job_id,
+                Facts(seen_sweep_at=job.sweep_at),
+                "SET sweep_at = :next, resends = resends + :inc",
+                {":next": iso(sweep_at), ":inc": 1 if resent else 0},
+                returns=False,
             )
         except _ConditionFailed:
             raise JobConflictError(None, "another sweep handled the job") from None
@@ -419,7 +367,7 @@ class DynamoDbJobStore:
         response = self._call(
             self.client.get_item,
             TableName=self.table_name,
-            Key={"pk": {"S": schedule_key(name)}},
+            Key=key_of(schedule_key(name)),
             ConsistentRead=True,
         )
         item = response.get("Item")
@@ -436,7 +384,7 @@ class DynamoDbJobStore:
                 version=current.version + 1,
             )
             condition = "attribute_not_exists(pk)" if current.version == 0 else "version = :seen"
-            values: Item = {":seen": {"N": str(current.version)}} if current.version else {}
+            values = attribute_values({":seen": current.version}) if current.version else {}
             try:
                 self._call(
                     self.client.put_item,
@@ -453,33 +401,87 @@ class DynamoDbJobStore:
     # -- api --------------------------------------------------------------------------------
 
     def cancel(self, job_id: str, *, tenant: str, now: datetime, expires_at: datetime) -> Job:
-        cancellable = ", ".join(f":from{i}" for i in range(len(CANCELLABLE_FROM)))
-        values: Item = {f":from{i}": {"S": s.value} for i, s in enumerate(sorted(CANCELLABLE_FROM))}
         try:
-            response = self._call(
-                self.client.update_item,
-                TableName=self.table_name,
-                Key={"pk": {"S": job_key(job_id)}},
-                UpdateExpression=(
-                    "SET #s = :cancelled, updated_at = :now, finished_at = :now, expires_at = :ttl "
-                    "REMOVE sweep_pk, sweep_at"
-                ),
-                ConditionExpression=f"tenant = :tenant AND #s IN ({cancellable})",
-                ExpressionAttributeNames={"#s": "status"},
-                ExpressionAttributeValues={
-                    **values,
-                    ":cancelled": {"S": JobStatus.CANCELLED.value},
-                    ":tenant": {"S": tenant},
-                    ":now": {"S": iso(now)},
-                    ":ttl": {"N": str(epoch(expires_at))},
-                },
-                ReturnValues="ALL_NEW",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            return self._write(
+                CANCEL,
+                job_id,
+                Facts(now=now, tenant=tenant),
+                "SET #s = :status, updated_at = :now, finished_at = :now, expires_at = :ttl REMOVE sweep_pk, sweep_at",
+                {":now": iso(now), ":ttl": epoch(expires_at)},
             )
         except _ConditionFailed as failed:
             current = _tenants_job(failed, job_id, tenant)
+            if (
+                current.status is JobStatus.CANCELLED
+                and current.updated_at == now
+                and current.finished_at == now
+                and current.expires_at == from_epoch(epoch(expires_at))
+            ):
+                # This cancel's own write, met by an SDK retry after its response was lost.
+                return current
             raise JobConflictError(current, f"a {current.status.value} job cannot be cancelled") from None
-        return from_item(response["Attributes"])
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    @overload
+    def _write(
+        self,
+        transition: Transition,
+        job_id: str,
+        facts: Facts,
+        update: str,
+        values: dict[str, Any],
+        *,
+        names: dict[str, str] | None = None,
+        returns: Literal[True] = True,
+    ) -> Job: ...
+
+    @overload
+    def _write(
+        self,
+        transition: Transition,
+        job_id: str,
+        facts: Facts,
+        update: str,
+        values: dict[str, Any],
+        *,
+        names: dict[str, str] | None = None,
+        returns: Literal[False],
+    ) -> None: ...
+
+    def _write(
+        self,
+        transition: Transition,
+        job_id: str,
+        facts: Facts,
+        update: str,
+        values: dict[str, Any],
+        *,
+        names: dict[str, str] | None = None,
+        returns: bool = True,
+    ) -> Job | None:
+        """One conditional update of a job: `update` (which sets the status to `:status` when the
+        transition changes it; the local runtime's fault injector finds the success write by it)
+        under the transition's declared condition. On a failed condition
+        `_ConditionFailed` carries the job as it was."""
+        condition = condition_of(transition, facts)
+        if transition.to is not None:
+            values = {**values, ":status": transition.to.value}
+        clash = {name for name in values.keys() & condition.values.keys() if values[name] != condition.values[name]}
+        assert not clash, f"the update and the condition give {clash} different values"
+        request: dict[str, Any] = {
+            "TableName": self.table_name,
+            "Key": key_of(job_key(job_id)),
+            "UpdateExpression": update,
+            "ConditionExpression": condition.expression,
+            "ExpressionAttributeNames": {**condition.names, **(names or {})},
+            "ExpressionAttributeValues": attribute_values({**condition.values, **values}),
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+        if returns:
+            request["ReturnValues"] = "ALL_NEW"
+        response = self._call(self.client.update_item, **request)
+        return from_item(response["Attributes"]) if returns else None
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -516,8 +518,87 @@ def schedule_key(name: str) -> str:
     return f"SCHEDULE#{name}"
 
 
+def key_of(pk: str) -> Item:
+    return attribute_values({"pk": pk})
+
+
 def sweep_shard(job_id: str) -> str:
     return f"SWEEP#{int(job_id[:2], 16) % SWEEP_SHARDS}"
+
+
+# -- conditions, from the transitions declared in offpath.domain.job ------------------------------
+
+
+@dataclass(frozen=True)
+class Condition:
+    expression: str
+    names: dict[str, str]
+    values: dict[str, Any]
+
+
+def guard_condition(guard: Guard, facts: Facts) -> tuple[str, dict[str, Any]]:
+    """A guard of the declaration as a condition expression fragment and the values it names."""
+    match guard:
+        case Guard.SAME_TENANT:
+            return "tenant = :tenant", {":tenant": _fact(facts.tenant, guard)}
+        case Guard.ATTEMPT_FENCE:
+            return "attempt = :attempt", {":attempt": _fact(facts.attempt, guard)}
+        case Guard.ATTEMPTS_LEFT:
+            return "attempt < max_attempts", {}
+        case Guard.LEASE_EXPIRED:
+            return "(attribute_not_exists(lease_until) OR lease_until <= :now)", {":now": iso(_fact(facts.now, guard))}
+        case Guard.SWEEP_FENCE:
+            return "sweep_at = :seen", {":seen": iso(_fact(facts.seen_sweep_at, guard))}
+
+
+def condition_of(transition: Transition, facts: Facts) -> Condition:
+    """The transition's declaration as one condition expression: its guards, and a status among
+    its source states (each with the guards that hold only from it)."""
+    values: dict[str, Any] = {}
+
+    def fragments(guards: tuple[Guard, ...]) -> list[str]:
+        rendered = []
+        for guard in guards:
+            fragment, needed = guard_condition(guard, facts)
+            rendered.append(fragment)
+            values.update(needed)
+        return rendered
+
+    def status_value(status: JobStatus) -> str:
+        values[f":{status.value.lower()}"] = status.value
+        return f":{status.value.lower()}"
+
+    parts = fragments(transition.guards)
+    plain = [status_value(s) for s in sorted(transition.from_) if not transition.sources[s]]
+    alternatives = []
+    if plain:
+        alternatives.append(f"#s = {plain[0]}" if len(plain) == 1 else f"#s IN ({', '.join(plain)})")
+    for status in sorted(transition.from_):
+        if transition.sources[status]:
+            alternatives.append(
+                "(" + " AND ".join([f"#s = {status_value(status)}", *fragments(transition.sources[status])]) + ")"
+            )
+    parts.append(alternatives[0] if len(alternatives) == 1 else "(" + " OR ".join(alternatives) + ")")
+    return Condition(" AND ".join(parts), {"#s": "status"}, values)
+
+
+def _fact(fact: _T | None, guard: Guard) -> _T:
+    if fact is None:
+        raise ValueError(f"the {guard.name} guard needs a fact the write was not given")
+    return fact
+
+
+# -- items ----------------------------------------------------------------------------------------
+
+
+def attribute_values(plain: Mapping[str, Any]) -> Item:
+    """Python values (str, int, Decimal) as DynamoDB attribute values; a None is left out."""
+    return {name: _SERIALIZER.serialize(value) for name, value in plain.items() if value is not None}
+
+
+def plain_values(item: Mapping[str, Any]) -> dict[str, Any]:
+    """DynamoDB attribute values as Python values (numbers as Decimal)."""
+    return {name: _DESERIALIZER.deserialize(value) for name, value in item.items()}
 
 
 def schedule_state_to_item(state: ScheduleState) -> Item:
@@ -525,17 +606,18 @@ def schedule_state_to_item(state: ScheduleState) -> Item:
         {"slot": f.slot, "fired_at": iso(f.fired_at), "job_id": f.job_id, "skipped_reason": f.skipped_reason}
         for f in state.firings
     ]
-    item: Item = {
-        "pk": {"S": schedule_key(state.name)},
-        "firings_json": {"S": json.dumps(firings, separators=(",", ":"))},
-        "version": {"N": str(state.version)},
-    }
-    if state.last_job_id:
-        item["last_job_id"] = {"S": state.last_job_id}
-    return item
+    return attribute_values(
+        {
+            "pk": schedule_key(state.name),
+            "firings_json": json.dumps(firings, separators=(",", ":")),
+            "version": state.version,
+            "last_job_id": state.last_job_id or None,
+        }
+    )
 
 
-def schedule_state_from_item(name: str, item: Any) -> ScheduleState:
+def schedule_state_from_item(name: str, item: Mapping[str, Any]) -> ScheduleState:
+    plain = plain_values(item)
     firings = tuple(
         Firing(
             slot=f["slot"],
@@ -543,15 +625,16 @@ def schedule_state_from_item(name: str, item: Any) -> ScheduleState:
             job_id=f.get("job_id"),
             skipped_reason=f.get("skipped_reason"),
         )
-        for f in json.loads(item["firings_json"]["S"])
+        for f in json.loads(plain["firings_json"])
     )
-    last = item.get("last_job_id")
-    return ScheduleState(name, last["S"] if last else None, firings, version=int(item["version"]["N"]))
+    return ScheduleState(name, plain.get("last_job_id"), firings, version=int(plain["version"]))
 
 
 def iso(when: datetime) -> str:
-    """Fixed-width UTC text, so string order is time order inside condition expressions."""
-    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """Fixed-width UTC text (a four-digit year, microseconds), so string order is time order inside
+    condition expressions and index keys, from year 1 to 9999."""
+    utc = when.astimezone(UTC)
+    return f"{utc.year:04d}-{utc:%m-%dT%H:%M:%S.%f}Z"
 
 
 def parse_iso(text: str) -> datetime:
@@ -562,86 +645,88 @@ def epoch(when: datetime) -> int:
     return int(when.timestamp())
 
 
+def from_epoch(seconds: int | Decimal) -> datetime:
+    return datetime.fromtimestamp(int(seconds), UTC)
+
+
+def fraction_number(fraction: float) -> Decimal:
+    """A progress fraction as the number DynamoDB stores (the shortest text that reads back as it)."""
+    return Decimal(repr(fraction))
+
+
 def to_item(job: Job) -> Item:
     created = iso(job.created_at)
-    item: Item = {
-        "pk": {"S": job_key(job.job_id)},
-        "job_id": {"S": job.job_id},
-        "tenant": {"S": job.tenant},
-        "type": {"S": job.type},
-        "queue": {"S": job.queue},
-        "status": {"S": job.status.value},
-        "payload_json": {"S": json.dumps(job.payload, separators=(",", ":"))},
-        "payload_hash": {"S": job.payload_hash},
-        "attempt": {"N": str(job.attempt)},
-        "max_attempts": {"N": str(job.max_attempts)},
-        "submission_id": {"S": job.submission_id},
-        "created_at": {"S": created},
-        "updated_at": {"S": iso(job.updated_at)},
-        "redrives": {"N": str(job.redrives)},
-        "gsi1pk": {"S": job.tenant},
-        "gsi_sk": {"S": f"{created}#{job.job_id}"},
-    }
-    optional_text = {
-        "idempotency_key": job.idempotency_key,
-        "schedule_name": job.schedule_name,
-        "error": job.error,
-    }
-    for name, text in optional_text.items():
-        if text is not None:
-            item[name] = {"S": text}
-    optional_times = {
-        "run_at": job.run_at,
-        "lease_until": job.lease_until,
-        "started_at": job.started_at,
-        "finished_at": job.finished_at,
-        "next_attempt_at": job.next_attempt_at,
-    }
-    for name, when in optional_times.items():
-        if when is not None:
-            item[name] = {"S": iso(when)}
-    if job.expires_at is not None:
-        item["expires_at"] = {"N": str(epoch(job.expires_at))}
-    item["resends"] = {"N": str(job.resends)}
-    if job.sweep_at is not None and not job.status.is_final:
-        item["sweep_pk"] = {"S": sweep_shard(job.job_id)}
-        item["sweep_at"] = {"S": iso(job.sweep_at)}
-    if job.result is not None:
-        item["result_json"] = {"S": json.dumps(job.result, default=str)}
-    if job.progress is not None:
-        item["progress_fraction"] = {"N": repr(job.progress.fraction)}
-        item["progress_message"] = {"S": job.progress.message}
-    return item
+    swept = job.sweep_at is not None and not job.status.is_final
+
+    def when(value: datetime | None) -> str | None:
+        return iso(value) if value is not None else None
+
+    return attribute_values(
+        {
+            "pk": job_key(job.job_id),
+            "job_id": job.job_id,
+            "tenant": job.tenant,
+            "type": job.type,
+            "queue": job.queue,
+            "status": job.status.value,
+            "payload_json": json.dumps(job.payload, separators=(",", ":")),
+            "payload_hash": job.payload_hash,
+            "attempt": job.attempt,
+            "max_attempts": job.max_attempts,
+            "submission_id": job.submission_id,
+            "created_at": created,
+            "updated_at": iso(job.updated_at),
+            "redrives": job.redrives,
+            "resends": job.resends,
+            # The by_tenant index's keys (offpath.naming.TABLE_INDEXES).
+            "gsi1pk": job.tenant,
+            "gsi_sk": f"{created}#{job.job_id}",
+            "idempotency_key": job.idempotency_key,
+            "schedule_name": job.schedule_name,
+            "error": job.error,
+            "run_at": when(job.run_at),
+            "lease_until": when(job.lease_until),
+            "started_at": when(job.started_at),
+            "finished_at": when(job.finished_at),
+            "next_attempt_at": when(job.next_attempt_at),
+            # A number: the table's TTL attribute.
+            "expires_at": epoch(job.expires_at) if job.expires_at is not None else None,
+            # The sparse sweep index's keys: only an unfinished job carries them.
+            "sweep_pk": sweep_shard(job.job_id) if swept else None,
+            "sweep_at": when(job.sweep_at) if swept else None,
+            "result_json": json.dumps(job.result, default=str) if job.result is not None else None,
+            "progress_fraction": fraction_number(job.progress.fraction) if job.progress is not None else None,
+            "progress_message": job.progress.message if job.progress is not None else None,
+        }
+    )
 
 
-def from_item(item: Any) -> Job:
-    def text(name: str) -> str | None:
-        value = item.get(name)
-        return value["S"] if value else None
+def from_item(item: Mapping[str, Any]) -> Job:
+    plain = plain_values(item)
 
     def when(name: str) -> datetime | None:
-        value = text(name)
+        value = plain.get(name)
         return parse_iso(value) if value else None
 
     progress = None
-    if "progress_fraction" in item:
-        progress = Progress(float(item["progress_fraction"]["N"]), text("progress_message") or "")
-    result_json = text("result_json")
-    expires = item.get("expires_at")
+    if "progress_fraction" in plain:
+        progress = Progress(float(plain["progress_fraction"]), plain.get("progress_message") or "")
+    result_json = plain.get("result_json")
+    expires = plain.get("expires_at")
     return Job(
-        job_id=item["job_id"]["S"],
-        tenant=item["tenant"]["S"],
-        type=item["type"]["S"],
-        queue=item["queue"]["S"],
-        payload=json.loads(item["payload_json"]["S"]),
-        payload_hash=item["payload_hash"]["S"],
-        status=JobStatus(item["status"]["S"]),
-        created_at=parse_iso(item["created_at"]["S"]),
-        updated_at=parse_iso(item["updated_at"]["S"]),
-        max_attempts=int(item["max_attempts"]["N"]),
-        attempt=int(item["attempt"]["N"]),
-        idempotency_key=text("idempotency_key"),
-        submission_id=text("submission_id") or "",
+        job_id=plain["job_id"],
+        tenant=plain["tenant"],
+        type=plain["type"],
+        queue=plain["queue"],
+        payload=json.loads(plain["payload_json"]),
+        payload_hash=plain["payload_hash"],
+        status=JobStatus(plain["status"]),
+        created_at=parse_iso(plain["created_at"]),
+        updated_at=parse_iso(plain["updated_at"]),
+        max_attempts=int(plain["max_attempts"]),
+        attempt=int(plain["attempt"]),
+        idempotency_key=plain.get("idempotency_key"),
+        submission_id=plain.get("submission_id") or "",
         run_at=when("run_at"),
         lease_until=when("lease_until"),
         started_at=when("started_at"),
@@ -649,17 +734,17 @@ def from_item(item: Any) -> Job:
         next_attempt_at=when("next_attempt_at"),
         progress=progress,
         result=json.loads(result_json) if result_json is not None else None,
-        error=text("error"),
-        expires_at=datetime.fromtimestamp(int(expires["N"]), UTC) if expires else None,
-        schedule_name=text("schedule_name"),
-        redrives=int(item.get("redrives", {"N": "0"})["N"]),
+        error=plain.get("error"),
+        expires_at=from_epoch(expires) if expires is not None else None,
+        schedule_name=plain.get("schedule_name"),
+        redrives=int(plain.get("redrives", 0)),
         sweep_at=when("sweep_at"),
-        resends=int(item.get("resends", {"N": "0"})["N"]),
+        resends=int(plain.get("resends", 0)),
     )
 
 
-def encode_cursor(key: dict[str, Any]) -> str:
-    plain = {name: value["S"] for name, value in key.items()}
+def encode_cursor(key: Mapping[str, Any]) -> str:
+    plain = plain_values(key)
     return base64.urlsafe_b64encode(json.dumps(plain, separators=(",", ":")).encode()).decode().rstrip("=")
 
 
@@ -676,4 +761,4 @@ def decode_cursor(cursor: str, key_name: str, key_value: str) -> Item:
             raise ValueError("cursor keys are not keys this table makes")
     except (ValueError, TypeError):
         raise InvalidRequestError("cursor", "cursor is not one this listing returned") from None
-    return {name: {"S": value} for name, value in plain.items()}
+    return attribute_values(plain)

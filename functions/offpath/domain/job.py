@@ -1,19 +1,28 @@
-"""The job record, its states, and the transitions that are the only way to change them.
+"""The job record, its states, and the one declaration of how a job may change.
 
-The functions here are pure: they take a job and the current time and return the changed job,
-or raise `TransitionError`. The in-memory store applies them directly; the DynamoDB store turns the
-same preconditions (the `*_FROM` sets) into conditional writes.
+`TRANSITIONS` declares every conditional change of a job: the states it may start from and the
+guards that must hold (the caller names the job's tenant, holds its current attempt, the lease has
+expired, attempts are left, the sweep time is the one the caller saw). Everything else is derived
+from it: the pure functions below check a transition's declaration and return the changed job (the
+in-memory store of the tests applies them), and the DynamoDB store renders the same declaration into
+its condition expressions (`offpath.adapters.dynamodb_store.condition_of`).
+tests/integration/test_store_contract.py checks both stores against the declaration, state by state
+and guard by guard.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from types import MappingProxyType
+from typing import Any, TypeVar
 
 from offpath.domain.errors import TransitionError
+
+_T = TypeVar("_T")
 
 
 class JobStatus(enum.StrEnum):
@@ -31,9 +40,7 @@ class JobStatus(enum.StrEnum):
 
 
 FINAL_STATES = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED})
-CLAIMABLE_FROM = frozenset({JobStatus.QUEUED, JobStatus.RETRYING})
-CANCELLABLE_FROM = frozenset({JobStatus.QUEUED, JobStatus.SCHEDULED, JobStatus.RETRYING})
-ENQUEUE_FROM = frozenset({JobStatus.SCHEDULED})
+UNFINISHED_STATES = frozenset(JobStatus) - FINAL_STATES
 
 
 @dataclass(frozen=True)
@@ -76,15 +83,170 @@ class Job:
         return dataclasses.replace(self, **changes)
 
     def lease_expired(self, now: datetime) -> bool:
-        return self.status is JobStatus.RUNNING and (self.lease_until is None or self.lease_until <= now)
+        return self.status is JobStatus.RUNNING and Guard.LEASE_EXPIRED.holds(self, Facts(now=now))
 
 
-def claim(job: Job, *, now: datetime, lease: timedelta) -> Job:
+# -- the declaration ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the caller of a transition brings for the guards to compare with the job."""
+
+    now: datetime | None = None
+    tenant: str | None = None  # the tenant the caller names
+    attempt: int | None = None  # the attempt the caller holds
+    seen_sweep_at: datetime | None = None  # the sweep time the caller saw
+
+
+class Guard(enum.Enum):
+    """A condition on the job and the caller's facts. The DynamoDB store renders each one into a
+    condition expression fragment (`dynamodb_store.GUARD_CONDITIONS`)."""
+
+    SAME_TENANT = "the job is another tenant's"
+    ATTEMPT_FENCE = "no longer holds the job"
+    ATTEMPTS_LEFT = "no attempts left"
+    LEASE_EXPIRED = "lease still held"
+    SWEEP_FENCE = "another sweep handled the job"
+
+    def holds(self, job: Job, facts: Facts) -> bool:
+        match self:
+            case Guard.SAME_TENANT:
+                return job.tenant == _given(facts.tenant, self)
+            case Guard.ATTEMPT_FENCE:
+                return job.attempt == _given(facts.attempt, self)
+            case Guard.ATTEMPTS_LEFT:
+                return job.attempt < job.max_attempts
+            case Guard.LEASE_EXPIRED:
+                return job.lease_until is None or job.lease_until <= _given(facts.now, self)
+            case Guard.SWEEP_FENCE:
+                return job.sweep_at is not None and job.sweep_at == facts.seen_sweep_at
+
+    def refusal(self, facts: Facts) -> str:
+        if self is Guard.ATTEMPT_FENCE:
+            return f"attempt {facts.attempt} {self.value}"
+        return str(self.value)
+
+
+def _given(fact: _T | None, guard: Guard) -> _T:
+    if fact is None:
+        raise ValueError(f"the {guard.name} guard needs a fact the caller did not give")
+    return fact
+
+
+@dataclass(frozen=True)
+class Transition:
+    """One declared change of a job: from which states, under which guards, to which state."""
+
+    name: str
+    # The status the job moves to; None: the status stays (the change is to other attributes).
+    to: JobStatus | None
+    # The states it may start from, each with the guards that hold only from that state.
+    sources: Mapping[JobStatus, tuple[Guard, ...]]
+    # The guards that hold from every source state.
+    guards: tuple[Guard, ...] = ()
+
+    @property
+    def from_(self) -> frozenset[JobStatus]:
+        return frozenset(self.sources)
+
+    @property
+    def all_guards(self) -> frozenset[Guard]:
+        return frozenset(self.guards).union(*self.sources.values())
+
+    def refusal(self, job: Job, facts: Facts) -> str | None:
+        """Why the declaration refuses this change of `job`, or None when it allows it."""
+        if job.status not in self.sources:
+            return f"{self.name} does not start from {job.status.value}"
+        for guard in (*self.guards, *self.sources[job.status]):
+            if not guard.holds(job, facts):
+                return guard.refusal(facts)
+        return None
+
+    def allows(self, job: Job, facts: Facts) -> bool:
+        return self.refusal(job, facts) is None
+
+    def check(self, job: Job, facts: Facts) -> None:
+        reason = self.refusal(job, facts)
+        if reason is not None:
+            raise TransitionError(job.status, self.to or job.status, reason)
+
+
+def _from(*states: JobStatus, guards: tuple[Guard, ...] = ()) -> Mapping[JobStatus, tuple[Guard, ...]]:
+    return MappingProxyType(dict.fromkeys(states, guards))
+
+
+_RUNNING_ONLY = _from(JobStatus.RUNNING)
+
+# A worker takes a waiting job, or a running one whose worker's lease ran out, for its next attempt.
+CLAIM = Transition(
+    "claim",
+    to=JobStatus.RUNNING,
+    sources=MappingProxyType(
+        {
+            JobStatus.QUEUED: (),
+            JobStatus.RETRYING: (),
+            JobStatus.RUNNING: (Guard.LEASE_EXPIRED,),
+        }
+    ),
+    guards=(Guard.SAME_TENANT, Guard.ATTEMPTS_LEFT),
+)
+# The outcomes of an attempt, written only while that attempt still holds the job.
+SUCCEED = Transition("succeed", to=JobStatus.SUCCEEDED, sources=_RUNNING_ONLY, guards=(Guard.ATTEMPT_FENCE,))
+RETRY = Transition("retry", to=JobStatus.RETRYING, sources=_RUNNING_ONLY, guards=(Guard.ATTEMPT_FENCE,))
+FAIL = Transition("fail", to=JobStatus.FAILED, sources=_RUNNING_ONLY, guards=(Guard.ATTEMPT_FENCE,))
+RECORD_PROGRESS = Transition("record_progress", to=None, sources=_RUNNING_ONLY, guards=(Guard.ATTEMPT_FENCE,))
+# A worker vanished holding the job: failed on its last attempt, otherwise queued for another.
+FAIL_EXPIRED_LEASE = Transition(
+    "fail_expired_lease",
+    to=JobStatus.FAILED,
+    sources=_RUNNING_ONLY,
+    guards=(Guard.ATTEMPT_FENCE, Guard.LEASE_EXPIRED),
+)
+REQUEUE_EXPIRED_LEASE = Transition(
+    "requeue_expired_lease",
+    to=JobStatus.QUEUED,
+    sources=_RUNNING_ONLY,
+    guards=(Guard.ATTEMPT_FENCE, Guard.LEASE_EXPIRED, Guard.ATTEMPTS_LEFT),
+)
+# By the job's tenant, by id.
+CANCEL = Transition(
+    "cancel",
+    to=JobStatus.CANCELLED,
+    sources=_from(JobStatus.QUEUED, JobStatus.SCHEDULED, JobStatus.RETRYING),
+    guards=(Guard.SAME_TENANT,),
+)
+ENQUEUE_SCHEDULED = Transition(
+    "enqueue_scheduled", to=JobStatus.QUEUED, sources=_from(JobStatus.SCHEDULED), guards=(Guard.SAME_TENANT,)
+)
+REDRIVE = Transition("redrive", to=JobStatus.QUEUED, sources=_from(JobStatus.FAILED), guards=(Guard.SAME_TENANT,))
+# The sweeper moves an unfinished job's next look on, fenced on the sweep time it saw, so two
+# overlapping sweeps act on a job once.
+RESCHEDULE_SWEEP = Transition(
+    "reschedule_sweep", to=None, sources=_from(*sorted(UNFINISHED_STATES)), guards=(Guard.SWEEP_FENCE,)
+)
+
+TRANSITIONS = (
+    CLAIM,
+    SUCCEED,
+    RETRY,
+    FAIL,
+    RECORD_PROGRESS,
+    FAIL_EXPIRED_LEASE,
+    REQUEUE_EXPIRED_LEASE,
+    CANCEL,
+    ENQUEUE_SCHEDULED,
+    REDRIVE,
+    RESCHEDULE_SWEEP,
+)
+
+
+# -- the pure transitions, each checked against its declaration --------------------------------
+
+
+def claim(job: Job, *, tenant: str, now: datetime, lease: timedelta) -> Job:
     """QUEUED/RETRYING (or RUNNING with an expired lease) -> RUNNING with the next attempt number."""
-    if not (job.status in CLAIMABLE_FROM or job.lease_expired(now)):
-        raise TransitionError(job.status, JobStatus.RUNNING)
-    if job.attempt >= job.max_attempts:
-        raise TransitionError(job.status, JobStatus.RUNNING, "no attempts left")
+    CLAIM.check(job, Facts(now=now, tenant=tenant))
     return job.replace(
         status=JobStatus.RUNNING,
         attempt=job.attempt + 1,
@@ -95,13 +257,8 @@ def claim(job: Job, *, now: datetime, lease: timedelta) -> Job:
     )
 
 
-def _require_attempt(job: Job, attempt: int, target: JobStatus) -> None:
-    if job.status is not JobStatus.RUNNING or job.attempt != attempt:
-        raise TransitionError(job.status, target, f"attempt {attempt} no longer holds the job")
-
-
 def succeed(job: Job, *, attempt: int, result: Any, now: datetime, retention: timedelta) -> Job:
-    _require_attempt(job, attempt, JobStatus.SUCCEEDED)
+    SUCCEED.check(job, Facts(now=now, attempt=attempt))
     return job.replace(
         status=JobStatus.SUCCEEDED,
         result=result,
@@ -115,7 +272,7 @@ def succeed(job: Job, *, attempt: int, result: Any, now: datetime, retention: ti
 
 
 def schedule_retry(job: Job, *, attempt: int, error: str, now: datetime, delay: timedelta) -> Job:
-    _require_attempt(job, attempt, JobStatus.RETRYING)
+    RETRY.check(job, Facts(now=now, attempt=attempt))
     return job.replace(
         status=JobStatus.RETRYING,
         error=error,
@@ -126,7 +283,22 @@ def schedule_retry(job: Job, *, attempt: int, error: str, now: datetime, delay: 
 
 
 def fail(job: Job, *, attempt: int, error: str, now: datetime, retention: timedelta) -> Job:
-    _require_attempt(job, attempt, JobStatus.FAILED)
+    FAIL.check(job, Facts(now=now, attempt=attempt))
+    return _failed(job, error=error, now=now, retention=retention)
+
+
+def record_progress(job: Job, *, attempt: int, progress: Progress, now: datetime) -> Job:
+    RECORD_PROGRESS.check(job, Facts(now=now, attempt=attempt))
+    return job.replace(progress=progress, updated_at=now)
+
+
+def fail_expired_lease(job: Job, *, attempt: int, now: datetime, retention: timedelta) -> Job:
+    """A RUNNING job whose lease ran out on the last attempt: FAILED, fenced on its attempt."""
+    FAIL_EXPIRED_LEASE.check(job, Facts(now=now, attempt=attempt))
+    return _failed(job, error="lease expired", now=now, retention=retention)
+
+
+def _failed(job: Job, *, error: str, now: datetime, retention: timedelta) -> Job:
     return job.replace(
         status=JobStatus.FAILED,
         error=error,
@@ -138,24 +310,17 @@ def fail(job: Job, *, attempt: int, error: str, now: datetime, retention: timede
     )
 
 
-def fail_expired_lease(job: Job, *, now: datetime, retention: timedelta) -> Job:
-    """A RUNNING job whose lease ran out with no attempts left: FAILED, fenced on its attempt."""
-    if not job.lease_expired(now):
-        raise TransitionError(job.status, JobStatus.FAILED, "lease still held")
+def requeue_expired_lease(job: Job, *, attempt: int, now: datetime, sweep_at: datetime) -> Job:
+    """A RUNNING job whose worker vanished, with attempts left: back to QUEUED for another try.
+    The requeue sends the job's message again, so it counts as a resend."""
+    REQUEUE_EXPIRED_LEASE.check(job, Facts(now=now, attempt=attempt))
     return job.replace(
-        status=JobStatus.FAILED,
-        error="lease expired",
-        lease_until=None,
-        finished_at=now,
-        updated_at=now,
-        expires_at=now + retention,
-        sweep_at=None,
+        status=JobStatus.QUEUED, lease_until=None, updated_at=now, sweep_at=sweep_at, resends=job.resends + 1
     )
 
 
-def cancel(job: Job, *, now: datetime, retention: timedelta) -> Job:
-    if job.status not in CANCELLABLE_FROM:
-        raise TransitionError(job.status, JobStatus.CANCELLED)
+def cancel(job: Job, *, tenant: str, now: datetime, retention: timedelta) -> Job:
+    CANCEL.check(job, Facts(now=now, tenant=tenant))
     return job.replace(
         status=JobStatus.CANCELLED,
         lease_until=None,
@@ -166,26 +331,15 @@ def cancel(job: Job, *, now: datetime, retention: timedelta) -> Job:
     )
 
 
-def enqueue_scheduled(job: Job, *, now: datetime, sweep_at: datetime) -> Job:
+def enqueue_scheduled(job: Job, *, tenant: str, now: datetime, sweep_at: datetime) -> Job:
     """SCHEDULED -> QUEUED when its time has come."""
-    if job.status not in ENQUEUE_FROM:
-        raise TransitionError(job.status, JobStatus.QUEUED)
+    ENQUEUE_SCHEDULED.check(job, Facts(now=now, tenant=tenant))
     return job.replace(status=JobStatus.QUEUED, updated_at=now, sweep_at=sweep_at)
 
 
-def requeue_expired_lease(job: Job, *, now: datetime, sweep_at: datetime) -> Job:
-    """A RUNNING job whose worker vanished, with attempts left: back to QUEUED for another try."""
-    if not job.lease_expired(now):
-        raise TransitionError(job.status, JobStatus.QUEUED, "lease still held")
-    if job.attempt >= job.max_attempts:
-        raise TransitionError(job.status, JobStatus.QUEUED, "no attempts left")
-    return job.replace(status=JobStatus.QUEUED, lease_until=None, updated_at=now, sweep_at=sweep_at)
-
-
-def redrive(job: Job, *, now: datetime, sweep_at: datetime) -> Job:
+def redrive(job: Job, *, tenant: str, now: datetime, sweep_at: datetime) -> Job:
     """FAILED -> QUEUED with a fresh attempt budget; the redrive is counted on the job."""
-    if job.status is not JobStatus.FAILED:
-        raise TransitionError(job.status, JobStatus.QUEUED, "only a failed job is redriven")
+    REDRIVE.check(job, Facts(now=now, tenant=tenant))
     return job.replace(
         status=JobStatus.QUEUED,
         attempt=0,
@@ -200,8 +354,6 @@ def redrive(job: Job, *, now: datetime, sweep_at: datetime) -> Job:
 
 
 def reschedule_sweep(job: Job, *, seen: datetime | None, sweep_at: datetime, resent: bool) -> Job:
-    """The sweeper looked at the job: when to look again. Fenced on the sweep time it saw, so two
-    overlapping sweeps act on a job once."""
-    if job.status.is_final or job.sweep_at != seen:
-        raise TransitionError(job.status, job.status, "another sweep handled the job")
+    """The sweeper looked at the job: when to look again."""
+    RESCHEDULE_SWEEP.check(job, Facts(seen_sweep_at=seen))
     return job.replace(sweep_at=sweep_at, resends=job.resends + (1 if resent else 0))

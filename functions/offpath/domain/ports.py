@@ -5,9 +5,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from offpath.domain.job import Job, JobStatus, Progress
+
+if TYPE_CHECKING:
+    from offpath.domain.clock import Clock
+    from offpath.domain.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -169,3 +173,15 @@ class Redriver(Protocol):
     def start(self, queue: str, *, max_per_second: int | None) -> RedriveTask: ...
 
     def latest(self, queue: str) -> RedriveTask | None: ...
+
+
+@dataclass(frozen=True)
+class Ports:
+    """What every use case is given to work with."""
+
+    registry: Registry
+    store: JobStore
+    queue: JobQueue
+    clock: Clock
+    metrics: Metrics
+    scheduler: JobScheduler | None = None

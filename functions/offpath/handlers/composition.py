@@ -6,9 +6,9 @@ from offpath.adapters.dynamodb_store import DynamoDbJobStore
 from offpath.adapters.scheduler import EventBridgeJobScheduler
 from offpath.adapters.sqs_queue import SqsJobQueue
 from offpath.domain.clock import SystemClock
-from offpath.domain.ports import JobScheduler
+from offpath.domain.ports import JobScheduler, Ports
 from offpath.jobs import load_job_types
-from offpath.logic.submit import Ports, SubmitPolicy
+from offpath.logic.submit import SubmitPolicy
 from offpath.observability import EmfMetrics
 from offpath.settings import Settings
 

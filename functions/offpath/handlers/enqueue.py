@@ -10,9 +10,10 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
+from offpath.domain.ports import Ports
 from offpath.handlers.composition import build_ports, submit_policy
 from offpath.logic.schedules import enqueue_delayed, fire_schedule
-from offpath.logic.submit import Ports, SubmitPolicy
+from offpath.logic.submit import SubmitPolicy
 from offpath.observability import configure_logging
 from offpath.settings import Settings
 

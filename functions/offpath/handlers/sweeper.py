@@ -6,8 +6,8 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
+from offpath.domain.ports import Ports
 from offpath.handlers.composition import build_ports
-from offpath.logic.submit import Ports
 from offpath.logic.sweep import SweepPolicy, sweep
 from offpath.observability import configure_logging
 from offpath.settings import Settings

@@ -14,9 +14,9 @@ from typing import Any
 
 from offpath.domain.errors import JobConflictError, JobNotFoundError, UnknownScheduleError
 from offpath.domain.job import Job
-from offpath.domain.ports import Firing, JobMessage
+from offpath.domain.ports import Firing, JobMessage, Ports
 from offpath.domain.registry import Schedule
-from offpath.logic.submit import Ports, SubmitPolicy, SubmitRequest, delay_seconds, job_id_for, submit_job
+from offpath.logic.submit import SubmitPolicy, SubmitRequest, delay_seconds, job_id_for, submit_job
 
 logger = logging.getLogger("offpath.schedules")
 

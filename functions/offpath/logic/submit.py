@@ -16,7 +16,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from offpath.domain.clock import Clock
 from offpath.domain.errors import (
     IdempotencyConflictError,
     InvalidRequestError,
@@ -26,8 +25,10 @@ from offpath.domain.errors import (
     StoreUnavailableError,
 )
 from offpath.domain.job import Job, JobStatus
-from offpath.domain.ports import JobMessage, JobQueue, JobScheduler, JobStore, Metrics
-from offpath.domain.registry import Registry
+from offpath.domain.ports import JobMessage
+
+# Declared in offpath.domain.ports; also exported here, where the api handler imports it from.
+from offpath.domain.ports import Ports as Ports
 
 logger = logging.getLogger(__name__)
 
@@ -65,16 +66,6 @@ class SubmitRequest:
 class Submitted:
     job: Job
     replayed: bool
-
-
-@dataclass(frozen=True)
-class Ports:
-    registry: Registry
-    store: JobStore
-    queue: JobQueue
-    clock: Clock
-    metrics: Metrics
-    scheduler: JobScheduler | None = None
 
 
 def canonical_json(value: Any) -> str:

@@ -23,8 +23,8 @@ from datetime import datetime, timedelta
 
 from offpath.domain.errors import JobConflictError, QueueUnavailableError, StoreUnavailableError
 from offpath.domain.job import Job, JobStatus
-from offpath.domain.ports import JobMessage
-from offpath.logic.submit import Ports, delay_seconds
+from offpath.domain.ports import JobMessage, Ports
+from offpath.logic.submit import delay_seconds
 from offpath.observability import bound_job_id
 
 logger = logging.getLogger("offpath.sweeper")
