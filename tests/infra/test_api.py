@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from infra.api import ADMIN_ROUTES, PUBLIC_ROUTES, ROUTES
+from offpath.contract import ROUTES
 from offpath.tenancy import ADMIN_SCOPE
 from tests.infra.stacks import EXTENDED_CONTEXT, Synthesized
 from tests.infra.template_view import of_type, render
@@ -11,8 +11,9 @@ EXPECTED_ROUTES = {
     "POST /jobs",
     "POST /jobs/batch",
     "GET /jobs",
-    "GET /jobs/{id}",
-    "POST /jobs/{id}/cancel",
+    "GET /jobs/{job_id}",
+    "POST /jobs/{job_id}/cancel",
+    "GET /job-types",
     "GET /queues",
     "GET /schedules",
     "GET /openapi.json",
@@ -30,7 +31,7 @@ def routes(stack: Synthesized) -> dict[str, dict[str, object]]:
 
 def test_the_api_has_exactly_the_documented_routes(any_stack: Synthesized) -> None:
     assert set(routes(any_stack)) == EXPECTED_ROUTES
-    assert {f"{m} {p}" for m, p in ROUTES + ADMIN_ROUTES + PUBLIC_ROUTES} == EXPECTED_ROUTES
+    assert {route.key for route in ROUTES} == EXPECTED_ROUTES
 
 
 def test_every_route_but_health_needs_iam_by_default(default_stack: Synthesized) -> None:
@@ -55,7 +56,7 @@ def test_with_jwt_context_every_route_but_health_has_the_jwt_authorizer(extended
 
 
 def test_with_jwt_only_admin_routes_need_the_admin_scope(extended_stack: Synthesized) -> None:
-    admin = {f"{m} {p}" for m, p in ADMIN_ROUTES}
+    admin = {route.key for route in ROUTES if route.access == "admin"}
     for key, route in routes(extended_stack).items():
         scopes = route.get("AuthorizationScopes")
         assert scopes == ([ADMIN_SCOPE] if key in admin else None), key
