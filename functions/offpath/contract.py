@@ -40,6 +40,7 @@ class Refusal:
     description: str
     code: str
     message: str
+    field: str | None = None
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,11 @@ class Route:
     request: str | None = None  # the request body's model in api_models
     parameters: tuple[Parameter, ...] = ()
 
+    def __post_init__(self) -> None:
+        stray = {p.name for p in self.parameters if p.where == "path"} - set(self.path_parameters)
+        if stray:
+            raise ValueError(f"{self.method} {self.path}: path parameters {sorted(stray)} are not in the path")
+
     @property
     def key(self) -> str:
         """API Gateway's route key: `GET /jobs/{job_id}`."""
@@ -72,6 +78,12 @@ class Route:
     def path_parameters(self) -> tuple[str, ...]:
         return tuple(re.findall(r"\{(\w+)\}", self.path))
 
+    def documented_parameters(self) -> list[Parameter]:
+        """Every path parameter (a string unless declared otherwise), then the declared query and headers."""
+        declared = {p.name: p for p in self.parameters if p.where == "path"}
+        path = [declared.get(name) or Parameter(name, "path", required=True) for name in self.path_parameters]
+        return path + [p for p in self.parameters if p.where != "path"]
+
 
 # Headers a route may answer with.
 RESPONSE_HEADERS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -80,8 +92,7 @@ RESPONSE_HEADERS: dict[str, tuple[str, dict[str, Any]]] = {
 }
 
 _JOB_ID = Parameter("job_id", "path", {"type": "string", "pattern": JOB_ID_PATTERN}, required=True)
-_NAME = Parameter("name", "path", required=True)
-_MALFORMED = Refusal(400, "malformed JSON", "malformed_json", "request body is not valid JSON")
+_MALFORMED = Refusal(400, "malformed JSON", "malformed_json", "request body is not valid JSON", "body")
 _TOO_LARGE = Refusal(
     413,
     "over the limit: the payload (the limit in the message) or 10 MB (API Gateway)",
@@ -105,7 +116,11 @@ ROUTES: tuple[Route, ...] = (
             _MALFORMED,
             _TOO_LARGE,
             Refusal(
-                422, "invalid body, unknown type, payload mismatch, key reuse", "unknown_job_type", "unknown job type"
+                422,
+                "invalid body, unknown type, payload mismatch, key reuse",
+                "invalid_payload",
+                "payload.email: Field required",
+                "payload.email",
             ),
         ),
         request="SubmitBody",
@@ -126,6 +141,7 @@ ROUTES: tuple[Route, ...] = (
                 "invalid body",
                 "invalid_request",
                 "jobs: List should have at most 100 items after validation, not 101",
+                "jobs",
             ),
         ),
         request="BatchBody",
@@ -137,7 +153,7 @@ ROUTES: tuple[Route, ...] = (
         "tenant",
         "The caller's jobs, newest first, a page at a time",
         answers=(Answer(200, "JobPageView", "a page of jobs, newest first"),),
-        refusals=(Refusal(422, "bad query", "invalid_request", "limit must be a whole number from 1 to 100"),),
+        refusals=(Refusal(422, "bad query", "invalid_request", "limit must be a whole number from 1 to 100", "limit"),),
         parameters=(
             Parameter("status", "query", {"$ref": "#/components/schemas/JobStatus"}),
             Parameter("type", "query", {"$ref": "#/components/schemas/JobTypeName"}),
@@ -198,9 +214,10 @@ ROUTES: tuple[Route, ...] = (
                 "max_per_second is not a whole number from 1 to 500",
                 "invalid_request",
                 "max_per_second must be a whole number from 1 to 500",
+                "max_per_second",
             ),
         ),
-        parameters=(_NAME, Parameter("max_per_second", "query", {"type": "integer", "minimum": 1, "maximum": 500})),
+        parameters=(Parameter("max_per_second", "query", {"type": "integer", "minimum": 1, "maximum": 500}),),
     ),
     Route(
         "GET",
@@ -221,7 +238,6 @@ ROUTES: tuple[Route, ...] = (
             Answer(200, "TriggerView", "skipped by the overlap policy"),
         ),
         refusals=(Refusal(404, "no such schedule", "not_found", "no such schedule"),),
-        parameters=(_NAME,),
     ),
     Route(
         "GET",

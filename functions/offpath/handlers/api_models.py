@@ -30,6 +30,49 @@ SAFE_FIELD_PART = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$|^[0-9]{1,6}$")
 _LAZY = ConfigDict(defer_build=True)
 
 
+def _examples(*examples: dict[str, Any]) -> ConfigDict:
+    """A lazily built answer model with examples of its JSON (the document shows the first)."""
+    return ConfigDict(defer_build=True, json_schema_extra={"examples": list(examples)})
+
+
+def example_of(model: type[BaseModel]) -> Any:
+    """The first example of a model's JSON, or None."""
+    extra = model.model_config.get("json_schema_extra")
+    examples = extra.get("examples") if isinstance(extra, dict) else None
+    return examples[0] if isinstance(examples, list) and examples else None
+
+
+JOB_EXAMPLE: dict[str, Any] = {
+    "job_id": "3f2a9c0e5b7d4e1f8a6c2b9d0e4f7a1c",
+    "type": "send_welcome_email",
+    "queue": "default",
+    "status": "QUEUED",
+    "attempts": 0,
+    "max_attempts": 5,
+    "progress": None,
+    "result": None,
+    "error": None,
+    "idempotency_key": "signup-42",
+    "run_at": None,
+    "created_at": "2026-12-01T09:00:00Z",
+    "updated_at": "2026-12-01T09:00:00Z",
+    "started_at": None,
+    "finished_at": None,
+    "next_attempt_at": None,
+    "redrives": 0,
+}
+_DONE_EXAMPLE = {
+    **JOB_EXAMPLE,
+    "status": "SUCCEEDED",
+    "attempts": 1,
+    "result": {"user_id": "u-42", "sent": True},
+    "started_at": "2026-12-01T09:00:01Z",
+    "finished_at": "2026-12-01T09:00:02Z",
+    "updated_at": "2026-12-01T09:00:02Z",
+}
+_REDRIVE_EXAMPLE = {"queue": "default", "status": "RUNNING", "moved": 0, "to_move": 12, "task_id": "a1b2c3"}
+
+
 def iso(when: datetime) -> str:
     return when.isoformat().replace("+00:00", "Z")
 
@@ -85,32 +128,7 @@ class ProgressView(BaseModel):
 
 
 class JobView(BaseModel):
-    model_config = ConfigDict(
-        defer_build=True,
-        json_schema_extra={
-            "examples": [
-                {
-                    "job_id": "3f2a9c0e5b7d4e1f8a6c2b9d0e4f7a1c",
-                    "type": "send_welcome_email",
-                    "queue": "default",
-                    "status": "QUEUED",
-                    "attempts": 0,
-                    "max_attempts": 5,
-                    "progress": None,
-                    "result": None,
-                    "error": None,
-                    "idempotency_key": "signup-42",
-                    "run_at": None,
-                    "created_at": "2026-12-01T09:00:00Z",
-                    "updated_at": "2026-12-01T09:00:00Z",
-                    "started_at": None,
-                    "finished_at": None,
-                    "next_attempt_at": None,
-                    "redrives": 0,
-                }
-            ]
-        },
-    )
+    model_config = _examples(JOB_EXAMPLE)
 
     job_id: str
     type: str
@@ -155,7 +173,7 @@ class JobView(BaseModel):
 
 
 class JobPageView(BaseModel):
-    model_config = _LAZY
+    model_config = _examples({"jobs": [_DONE_EXAMPLE], "cursor": "eyJwayI6ImpvYiMzZjJhIn0"})
 
     jobs: list[JobView]
     cursor: str | None
@@ -179,7 +197,7 @@ class ErrorBody(BaseModel):
 
 
 class ErrorView(BaseModel):
-    model_config = _LAZY
+    model_config = _examples({"error": {"code": "not_found", "message": "no such job"}})
 
     error: ErrorBody
 
@@ -192,7 +210,7 @@ class GatewayErrorView(BaseModel):
     """API Gateway's own answer, given before or instead of the function's (no such route, authorizer,
     throttling, a body over 10 MB, the 30 s integration timeout), e.g. {"message": "Not Found"}."""
 
-    model_config = _LAZY
+    model_config = _examples({"message": "Not Found"})
 
     message: str
 
@@ -214,7 +232,18 @@ class BatchRefused(BaseModel):
 
 
 class BatchView(BaseModel):
-    model_config = _LAZY
+    model_config = _examples(
+        {
+            "results": [
+                {"index": 0, "status": 202, "job": JOB_EXAMPLE},
+                {
+                    "index": 1,
+                    "status": 422,
+                    "error": {"code": "unknown_job_type", "message": "unknown job type", "field": "type"},
+                },
+            ]
+        }
+    )
 
     results: list[BatchAccepted | BatchRefused]
 
@@ -258,13 +287,27 @@ class QueueView(BaseModel):
 
 
 class QueuesView(BaseModel):
-    model_config = _LAZY
+    model_config = _examples(
+        {
+            "queues": [
+                {
+                    "name": "default",
+                    "visible": 3,
+                    "in_flight": 1,
+                    "delayed": 0,
+                    "oldest_age_s": 4.2,
+                    "dlq_depth": 12,
+                    "redrive": _REDRIVE_EXAMPLE,
+                }
+            ]
+        }
+    )
 
     queues: list[QueueView]
 
 
 class RedriveView(BaseModel):
-    model_config = _LAZY
+    model_config = _examples({"redrive": _REDRIVE_EXAMPLE})
 
     redrive: RedriveTaskView
 
@@ -293,13 +336,44 @@ class ScheduleView(BaseModel):
 
 
 class SchedulesView(BaseModel):
-    model_config = _LAZY
+    model_config = _examples(
+        {
+            "schedules": [
+                {
+                    "name": "nightly-cleanup",
+                    "expression": "cron(0 3 * * ? *)",
+                    "timezone": "Europe/Prague",
+                    "job": "maintenance.nightly_cleanup",
+                    "overlap": "skip",
+                    "enabled": True,
+                    "flexible_window_min": 15,
+                    "next_firing": "2026-12-02T03:00:00+01:00",
+                    "last_firings": [
+                        {
+                            "slot": "2026-12-01T02:00:00Z",
+                            "fired_at": "2026-12-01T02:04:10Z",
+                            "job_id": "9d1c0b7a6e5f4a3b2c1d0e9f8a7b6c5d",
+                            "skipped_reason": None,
+                        }
+                    ],
+                }
+            ]
+        }
+    )
 
     schedules: list[ScheduleView]
 
 
 class TriggerView(BaseModel):
-    model_config = _LAZY
+    model_config = _examples(
+        {
+            "schedule": "nightly-cleanup",
+            "slot": "manual:2026-12-01T10:15:00Z",
+            "job_id": JOB_EXAMPLE["job_id"],
+            "skipped_reason": None,
+            "job": {**JOB_EXAMPLE, "type": "maintenance.nightly_cleanup", "queue": "bulk", "idempotency_key": None},
+        }
+    )
 
     schedule: str
     slot: str
@@ -320,13 +394,31 @@ class JobTypeView(BaseModel):
 
 
 class JobTypesView(BaseModel):
-    model_config = _LAZY
+    model_config = _examples(
+        {
+            "job_types": [
+                {
+                    "name": "demo.sleep",
+                    "queue": "default",
+                    "max_attempts": 3,
+                    "timeout_s": 60,
+                    "submitted_by": "tenant",
+                    "payload_schema": {
+                        "properties": {"ms": {"maximum": 600000, "minimum": 0, "title": "Ms", "type": "integer"}},
+                        "required": ["ms"],
+                        "title": "SleepPayload",
+                        "type": "object",
+                    },
+                }
+            ]
+        }
+    )
 
     job_types: list[JobTypeView]
 
 
 class HealthView(BaseModel):
-    model_config = _LAZY
+    model_config = _examples({"status": "ok"})
 
     status: Literal["ok"]
 
@@ -334,4 +426,4 @@ class HealthView(BaseModel):
 class OpenApiDocument(RootModel[dict[str, Any]]):
     """An OpenAPI 3.1 document."""
 
-    model_config = _LAZY
+    model_config = _examples({"openapi": "3.1.0", "info": {"title": "offpath", "version": "1.0.0"}, "paths": {}})

@@ -103,7 +103,8 @@ def _operation(route: Route, documented: dict[str, type[BaseModel]]) -> dict[str
     operation: dict[str, Any] = {"operationId": route.operation, "summary": route.summary}
     if route.access == "public":
         operation["security"] = []
-    if route.parameters:
+    parameters = route.documented_parameters()
+    if parameters:
         operation["parameters"] = [
             {
                 "name": p.name,
@@ -112,7 +113,7 @@ def _operation(route: Route, documented: dict[str, type[BaseModel]]) -> dict[str
                 **({"description": p.description} if p.description else {}),
                 "schema": p.schema,
             }
-            for p in route.parameters
+            for p in parameters
         ]
     if route.request:
         schema = _ref(documented[route.request].__name__ if route.request in documented else route.request)
@@ -120,10 +121,11 @@ def _operation(route: Route, documented: dict[str, type[BaseModel]]) -> dict[str
     responses: dict[str, Any] = {}
     for answer in route.answers:
         model = documented.get(answer.model) or getattr(api_models, answer.model)
-        answered: dict[str, Any] = {
-            "description": answer.description,
-            "content": {"application/json": {"schema": _ref(model.__name__)}},
-        }
+        media: dict[str, Any] = {"schema": _ref(model.__name__)}
+        example = api_models.example_of(model)
+        if example is not None:
+            media["example"] = example
+        answered: dict[str, Any] = {"description": answer.description, "content": {"application/json": media}}
         if answer.headers:
             answered["headers"] = {
                 name: {"description": RESPONSE_HEADERS[name][0], "required": True, "schema": RESPONSE_HEADERS[name][1]}
@@ -150,7 +152,7 @@ def _refused(refusal: Refusal) -> dict[str, Any]:
         if refusal.status in GATEWAY_STATUSES
         else _ref("ErrorView")
     )
-    example = {"error": {"code": refusal.code, "message": refusal.message}}
+    example = ErrorView.of(refusal.code, refusal.message, refusal.field).model_dump(mode="json")
     refused: dict[str, Any] = {
         "description": refusal.description,
         "content": {"application/json": {"schema": schema, "example": example}},
