@@ -1,5 +1,6 @@
 """The HTTP API (API Gateway HTTP API, payload format 2.0) in front of the api function.
 
+The routes are those declared in offpath.contract, each with the authorization its `access` names.
 Authorisation is IAM (SigV4) by default, or a JWT authorizer when `jwt_issuer` and `jwt_audience` are given.
 Admin routes are separate routes: with JWT they need the `offpath/admin` scope; with IAM a policy grants them
 separately (`execute-api:Invoke` on `.../POST/queues/*/redrive`). `GET /health` alone has no authorizer: load
@@ -24,14 +25,15 @@ from infra.nag import acknowledge
 from infra.queues import JobQueues
 from infra.schedules import Schedules
 from infra.table import JobTable
-from offpath.naming import ADMIN_ROUTES, PUBLIC_ROUTES, ROUTES, api_function_name
+from offpath import contract
+from offpath.naming import api_function_name
 from offpath.tenancy import ADMIN_SCOPE
 
 API_HANDLER = "offpath.handlers.api.handler"
 # API Gateway's integration timeout is 30 s; the function gives up first.
 API_TIMEOUT = cdk.Duration.seconds(29)
 
-HEALTH_REASON = (
+PUBLIC_REASON = (
     "GET /health is deliberately unauthenticated for load balancers and uptime checks; it returns a constant "
     "and reads no data. Every other route has an authorizer."
 )
@@ -132,14 +134,14 @@ class JobApi(Construct):
 
         integration = integrations.HttpLambdaIntegration("Integration", self.handler.function)
         self.routes: dict[str, apigwv2.HttpRoute] = {}
-        for method, path in ROUTES:
-            self._route(method, path, integration, self.authorizer)
         admin_scopes = [ADMIN_SCOPE] if options.jwt else None
-        for method, path in ADMIN_ROUTES:
-            self._route(method, path, integration, self.authorizer, scopes=admin_scopes)
-        for method, path in PUBLIC_ROUTES:
-            route = self._route(method, path, integration, apigwv2.HttpNoneAuthorizer())
-            acknowledge(route, "AwsSolutions-APIG4", HEALTH_REASON)
+        for declared in contract.ROUTES:
+            if declared.access == "public":
+                route = self._route(declared.method, declared.path, integration, apigwv2.HttpNoneAuthorizer())
+                acknowledge(route, "AwsSolutions-APIG4", PUBLIC_REASON)
+            else:
+                scopes = admin_scopes if declared.access == "admin" else None
+                self._route(declared.method, declared.path, integration, self.authorizer, scopes=scopes)
 
     @property
     def url(self) -> str:

@@ -61,23 +61,6 @@ def schedule_group_name(prefix: str) -> str:
     return f"{prefix}-{SCHEDULE_GROUP_SUFFIX}"
 
 
-# The HTTP API's routes: (method, path template). Admin routes are authorised separately.
-ROUTES: tuple[tuple[str, str], ...] = (
-    ("POST", "/jobs"),
-    ("POST", "/jobs/batch"),
-    ("GET", "/jobs"),
-    ("GET", "/jobs/{id}"),
-    ("POST", "/jobs/{id}/cancel"),
-    ("GET", "/queues"),
-    ("GET", "/schedules"),
-    ("GET", "/openapi.json"),
-)
-ADMIN_ROUTES: tuple[tuple[str, str], ...] = (
-    ("POST", "/queues/{name}/redrive"),
-    ("POST", "/schedules/{name}/trigger"),
-)
-PUBLIC_ROUTES: tuple[tuple[str, str], ...] = (("GET", "/health"),)
-
 SWEEP_EXPRESSION = "rate(1 minute)"
 SWEEP_INPUT = {"kind": "sweep", "scheduled_time": SCHEDULED_TIME}
 

@@ -14,8 +14,9 @@ authorizer; the admin routes need the `offpath/admin` scope (403 otherwise), as 
 route-level authorization scopes do. Requests larger than 10 MB are refused (413), and a function
 that takes more than 30 s is answered 503, as API Gateway does.
 
-Routes the table below does not know still reach the function (with routeKey `$default`), so a
-route added to the api function works locally before this table knows it.
+The route table is the one the stack deploys: the routes declared in offpath.contract. A method and path
+no route matches is answered 404 `{"message":"Not Found"}` before any authorizer, and never reaches the
+function, as API Gateway answers (an HTTP API without a `$default` route).
 """
 
 from __future__ import annotations
@@ -29,14 +30,14 @@ import secrets
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from offpath.naming import ADMIN_ROUTES, PUBLIC_ROUTES, ROUTES
+from offpath import contract
 from offpath.tenancy import ADMIN_SCOPE
 from offpath_local.resources import ACCOUNT_ID
 
@@ -50,6 +51,9 @@ TOKEN_LIFETIME_S = 3600
 TEXT_TYPES = re.compile(
     r"^(text/|application/(json|[\w.+-]*\+json|xml|[\w.+-]*\+xml|javascript|x-www-form-urlencoded))", re.IGNORECASE
 )
+
+# API Gateway's answer to a request no route matches.
+NOT_FOUND_BODY = b'{"message":"Not Found"}'
 
 Invoke = Callable[[dict[str, Any], float], dict[str, Any]]
 
@@ -68,11 +72,9 @@ class Route:
         return cls(method, template, re.compile(f"^{regex}$"), admin, public)
 
 
-def route_table() -> list[Route]:
-    routes = [Route.of(m, p) for m, p in ROUTES]
-    routes += [Route.of(m, p, admin=True) for m, p in ADMIN_ROUTES]
-    routes += [Route.of(m, p, public=True) for m, p in PUBLIC_ROUTES]
-    # Literal segments win over parameters (`/jobs/batch` before `/jobs/{id}`), as API Gateway matches.
+def route_table(declared: Iterable[contract.Route] = contract.ROUTES) -> list[Route]:
+    routes = [Route.of(r.method, r.path, admin=r.access == "admin", public=r.access == "public") for r in declared]
+    # Literal segments win over parameters (`/jobs/batch` before `/jobs/{job_id}`), as API Gateway matches.
     return sorted(routes, key=lambda r: r.template.count("{"))
 
 
@@ -130,7 +132,7 @@ def build_event(
     headers: list[tuple[str, str]],
     body: bytes,
     source_ip: str,
-    route: Route | None,
+    route: Route,
     path_parameters: dict[str, str] | None,
     claims: dict[str, str] | None,
     scopes: list[str] | None,
@@ -163,7 +165,7 @@ def build_event(
             text = base64.b64encode(body).decode()
             encoded = True
     now = time.time()
-    route_key = f"{route.method} {route.template}" if route else "$default"
+    route_key = f"{route.method} {route.template}"
     request_context: dict[str, Any] = {
         "accountId": ACCOUNT_ID,
         "apiId": "local",
@@ -213,10 +215,11 @@ class Gateway:
         host: str = "127.0.0.1",
         port: int = 8000,
         on_response: Callable[[int], None] | None = None,
+        routes: Iterable[contract.Route] = contract.ROUTES,
     ) -> None:
         self.invoke = invoke
         self.authorizer = authorizer
-        self.routes = route_table()
+        self.routes = route_table(routes)
         self.on_response = on_response
         self._server = _Server((host, port), _handler_class(self))
         self.host, self.port = self._server.server_address[:2]
@@ -301,9 +304,12 @@ class _RequestHandler(BaseHTTPRequestHandler):
         gateway = self.gateway
         path = urlsplit(self.path).path or "/"
         route, parameters = gateway.match(self.command, path)
+        if route is None:
+            self._send(404, {"content-type": "application/json"}, NOT_FOUND_BODY, req_id)
+            return
         claims: dict[str, str] | None = None
         scopes: list[str] | None = None
-        if route is None or not route.public:
+        if not route.public:
             tenant = gateway.authorizer.tenant_for(self.headers.get("Authorization"))
             if tenant is None:
                 self._error(
@@ -311,7 +317,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
                 )
                 return
             claims, scopes = gateway.authorizer.claims(tenant)
-            if route is not None and route.admin and ADMIN_SCOPE not in (scopes or []):
+            if route.admin and ADMIN_SCOPE not in (scopes or []):
                 self._error(403, "forbidden", f"this route needs the {ADMIN_SCOPE} scope", req_id)
                 return
         host = self.headers.get("Host") or f"{gateway.host}:{gateway.port}"

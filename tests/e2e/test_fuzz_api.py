@@ -6,11 +6,13 @@ its own, and checks every answer: no 5xx, a status code, content type, body and 
 invalid requests refused with a 4xx, and credentials enforced (a request without them, or with a wrong token,
 is refused with 401).
 
-Random strings rarely name a real job type, queue, schedule or job, so generation draws from dictionaries of
-real ones (with a probability, and only where they fit the case: schemathesis keeps a valid value out of an
-invalid case): the registered job types, the queue classes and schedules, the ids of jobs seeded in every
-state, idempotency keys already used, and run_at values around every rule (past, within the SQS delay, a
-one-time schedule, over a year ahead, no zone, the ends of the ISO 8601 range).
+The document names the job types itself (`POST /jobs` is one variant per type, with its payload's schema, and
+`GET /jobs?type=` an enum of them). Random strings rarely name a real queue, schedule or job, or a batch item's
+type (which the document leaves a string), so generation draws from dictionaries of real ones (with a
+probability, and only where they fit the case: schemathesis keeps a valid value out of an invalid case): the
+registered job types, the queue classes and schedules, the ids of jobs seeded in every state, idempotency keys
+already used, and run_at values around every rule (past, within the SQS delay, a one-time schedule, over a year
+ahead, no zone, the ends of the ISO 8601 range).
 
 Reproducible: a fixed seed, derandomized generation, no example database. (Hypothesis also mixes in constants
 from the project's modules loaded at the time, so running this file alone and running the whole suite generate
@@ -131,7 +133,6 @@ def _config() -> schemathesis.Config:
                 "run_at": {"values": run_at_values},
             },
             "parameters": {
-                "body.type": {"dictionary": "job_types", "probability": 0.9},
                 "body.jobs[*].type": {"dictionary": "job_types", "probability": 0.7},
                 "body.queue": {"dictionary": "queues", "probability": 0.2},
                 "body.run_at": {"dictionary": "run_at", "probability": 0.8},
@@ -140,7 +141,6 @@ def _config() -> schemathesis.Config:
                 "header.Idempotency-Key": {"dictionary": "keys", "probability": 0.2},
                 "path.job_id": {"dictionary": "job_ids", "probability": 0.7},
                 "path.name": {"dictionary": "names", "probability": 0.7},
-                "query.type": {"dictionary": "job_types", "probability": 0.5},
             },
         }
     )

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
 
-from tests.e2e.conftest import TOKEN_A, TOKEN_B, Local
+import pytest
+
+from offpath.contract import ROUTES
+from offpath_local.gateway import Authorizer, Gateway
+from tests.e2e.conftest import TENANT_A, TOKEN_A, TOKEN_B, Local
 
 
 def test_health_needs_no_token(local: Local) -> None:
@@ -62,3 +69,61 @@ def test_concurrent_requests_of_two_tenants_each_see_only_their_own_job(local: L
         results = list(pool.map(read, [TOKEN_A, TOKEN_B] * 60))
 
     assert all(status == 200 and job_id == own[token] for token, status, job_id in results)
+
+
+# -- routes no declaration names ------------------------------------------------------------------
+
+
+@pytest.fixture
+def gateway() -> Iterator[tuple[Gateway, list[dict[str, Any]]]]:
+    """A gateway alone, in front of a function that records every event it is invoked with."""
+    invoked: list[dict[str, Any]] = []
+
+    def invoke(event: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        invoked.append(event)
+        return {"statusCode": 200, "headers": {"content-type": "application/json"}, "body": "{}"}
+
+    gateway = Gateway(invoke, Authorizer({TENANT_A: TOKEN_A}), port=0)
+    gateway.start()
+    try:
+        yield gateway, invoked
+    finally:
+        gateway.stop()
+
+
+@pytest.mark.parametrize("token", [TOKEN_A, None])
+@pytest.mark.parametrize(("method", "path"), [("GET", "/nope"), ("DELETE", "/jobs"), ("GET", "/jobs/x/cancel")])
+def test_an_unknown_route_is_answered_404_by_the_gateway_without_reaching_the_function(
+    gateway: tuple[Gateway, list[dict[str, Any]]], method: str, path: str, token: str | None
+) -> None:
+    server, invoked = gateway
+
+    answer = Local(server.url, Path(), Path()).call(method, path, token=token)
+
+    assert (answer.status, answer.body) == (404, {"message": "Not Found"})
+    assert answer.headers["content-type"] == "application/json"
+    assert answer.headers.get("apigw-requestid")
+    assert invoked == []
+
+
+def test_every_declared_route_reaches_the_function_with_its_route_key(
+    gateway: tuple[Gateway, list[dict[str, Any]]],
+) -> None:
+    server, invoked = gateway
+    client = Local(server.url, Path(), Path())
+
+    for route in ROUTES:
+        path = route.path.replace("{job_id}", "a" * 32).replace("{name}", "default")
+        answer = client.call(route.method, path, token=TOKEN_A)
+        if route.access == "admin":  # tenant-a has no admin scope
+            assert answer.status == 403, route.key
+        else:
+            assert answer.status == 200, route.key
+
+    assert [event["routeKey"] for event in invoked] == [r.key for r in ROUTES if r.access != "admin"]
+
+
+def test_a_running_runtime_answers_an_unknown_route_404(local: Local) -> None:
+    answer = local.call("PUT", "/jobs", token=None)
+
+    assert (answer.status, answer.body) == (404, {"message": "Not Found"})

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
-from infra.api import ADMIN_ROUTES, PUBLIC_ROUTES, ROUTES
+from pathlib import Path
+
+import pytest
+
+from offpath import contract
+from offpath.contract import ROUTES, Answer, Route
 from offpath.tenancy import ADMIN_SCOPE
-from tests.infra.stacks import EXTENDED_CONTEXT, Synthesized
+from tests.infra.stacks import EXTENDED_CONTEXT, Synthesized, cdk_json_context, synthesize
 from tests.infra.template_view import of_type, render
 
 EXPECTED_ROUTES = {
     "POST /jobs",
     "POST /jobs/batch",
     "GET /jobs",
-    "GET /jobs/{id}",
-    "POST /jobs/{id}/cancel",
+    "GET /jobs/{job_id}",
+    "POST /jobs/{job_id}/cancel",
+    "GET /job-types",
     "GET /queues",
     "GET /schedules",
     "GET /openapi.json",
@@ -30,7 +36,31 @@ def routes(stack: Synthesized) -> dict[str, dict[str, object]]:
 
 def test_the_api_has_exactly_the_documented_routes(any_stack: Synthesized) -> None:
     assert set(routes(any_stack)) == EXPECTED_ROUTES
-    assert {f"{m} {p}" for m, p in ROUTES + ADMIN_ROUTES + PUBLIC_ROUTES} == EXPECTED_ROUTES
+    assert {route.key for route in ROUTES} == EXPECTED_ROUTES
+
+
+def test_each_declared_route_is_deployed_with_the_authorization_its_access_names(extended_stack: Synthesized) -> None:
+    deployed = routes(extended_stack)
+
+    assert set(deployed) == {route.key for route in ROUTES}
+    for route in ROUTES:
+        expected = (
+            ("NONE", None) if route.access == "public" else ("JWT", [ADMIN_SCOPE] if route.access == "admin" else None)
+        )
+        assert (deployed[route.key]["AuthorizationType"], deployed[route.key].get("AuthorizationScopes")) == expected
+
+
+def test_a_route_added_to_the_declaration_is_deployed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    added = Route(
+        "POST", "/probes/{name}/poke", "pokeProbe", "admin", "A probe", answers=(Answer(202, "HealthView", "ok"),)
+    )
+    monkeypatch.setattr(contract, "ROUTES", (*ROUTES, added))
+
+    stack = synthesize(tmp_path, {**cdk_json_context(), **EXTENDED_CONTEXT}, None)
+
+    deployed = routes(stack)
+    assert set(deployed) == EXPECTED_ROUTES | {"POST /probes/{name}/poke"}
+    assert deployed["POST /probes/{name}/poke"]["AuthorizationScopes"] == [ADMIN_SCOPE]
 
 
 def test_every_route_but_health_needs_iam_by_default(default_stack: Synthesized) -> None:
@@ -55,7 +85,7 @@ def test_with_jwt_context_every_route_but_health_has_the_jwt_authorizer(extended
 
 
 def test_with_jwt_only_admin_routes_need_the_admin_scope(extended_stack: Synthesized) -> None:
-    admin = {f"{m} {p}" for m, p in ADMIN_ROUTES}
+    admin = {route.key for route in ROUTES if route.access == "admin"}
     for key, route in routes(extended_stack).items():
         scopes = route.get("AuthorizationScopes")
         assert scopes == ([ADMIN_SCOPE] if key in admin else None), key

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import re
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -11,6 +11,7 @@ from openapi_spec_validator import validate
 
 from offpath.domain.registry import Registry
 from offpath.handlers import api
+from offpath.handlers.openapi import openapi_document
 from offpath_local.resources import Resources
 from tests.fakes import ManualClock
 from tests.integration.conftest import Pipeline, RecordingMetrics, aws_calls
@@ -195,28 +196,71 @@ def test_queues_shows_depth_in_flight_and_dlq_depth_of_every_queue_class(pipelin
 
 
 def test_the_openapi_document_is_valid(pipeline: Pipeline) -> None:
-    status, document, _ = pipeline.call("GET", "/openapi.json", tenant=None)
+    status, document, _ = pipeline.call("GET", "/openapi.json")
 
     assert status == 200
     validate(document)
 
 
 def test_the_openapi_document_lists_every_route_the_api_answers(pipeline: Pipeline) -> None:
-    _, document, _ = pipeline.call("GET", "/openapi.json", tenant=None)
-    routes = {
-        (route.method.lower(), re.sub(r"<(\w+)>", r"{\1}", route.path))
-        for route in api.app._static_routes + api.app._dynamic_routes
-    }
+    _, document, _ = pipeline.call("GET", "/openapi.json")
+    routes = {(route.method.lower(), route.path) for route in api.router.routes}
 
     documented = {(method, path) for path, operations in document["paths"].items() for method in operations}
 
-    # The document does not describe itself.
-    assert routes - {("get", "/openapi.json")} <= documented
+    assert routes == documented
 
 
 @pytest.mark.parametrize(("method", "path"), [("GET", "/nope"), ("DELETE", "/jobs"), ("GET", "/jobs/x/y/z")])
-def test_an_unknown_route_is_a_json_404(pipeline: Pipeline, method: str, path: str) -> None:
-    status, body, _ = pipeline.call(method, path)
+def test_an_unknown_route_is_answered_as_api_gateway_answers_it(pipeline: Pipeline, method: str, path: str) -> None:
+    status, body, headers = pipeline.call(method, path)
 
     assert status == 404
-    assert body["error"]["code"] == "no_route"
+    assert body == {"message": "Not Found"}
+    assert headers == {"Content-Type": "application/json"}
+
+
+def test_the_served_document_is_the_generated_one(pipeline: Pipeline) -> None:
+    status, document, _ = pipeline.call("GET", "/openapi.json")
+
+    assert status == 200
+    assert document == json.loads(json.dumps(openapi_document(registry=pipeline.registry)))
+
+
+def test_the_served_document_lists_every_job_type_with_its_payload_schema(pipeline: Pipeline) -> None:
+    _, document, _ = pipeline.call("GET", "/openapi.json")
+    schemas = document["components"]["schemas"]
+
+    mapping = schemas["SubmitBody"]["discriminator"]["mapping"]
+    assert set(mapping) == set(pipeline.registry.job_types)
+    for name, job_type in pipeline.registry.job_types.items():
+        payload = schemas[mapping[name].rsplit("/", 1)[1]]["properties"]["payload"]["$ref"]
+        assert schemas[payload.rsplit("/", 1)[1]]["title"] == job_type.payload_model.__name__
+
+
+# -- job types ----------------------------------------------------------------------------------
+
+
+def test_job_types_lists_every_registered_type_with_its_policy_and_payload_schema(pipeline: Pipeline) -> None:
+    status, body, _ = pipeline.call("GET", "/job-types")
+
+    assert status == 200
+    listed = body["job_types"]
+    assert [t["name"] for t in listed] == sorted(pipeline.registry.job_types)
+    for view in listed:
+        job_type = pipeline.registry.job_types[view["name"]]
+        assert view == {
+            "name": job_type.name,
+            "queue": job_type.queue,
+            "max_attempts": job_type.max_attempts,
+            "timeout_s": job_type.timeout_s,
+            "submitted_by": getattr(job_type, "submitted_by", "tenant"),
+            "payload_schema": job_type.payload_model.model_json_schema(),
+        }
+
+
+def test_job_types_needs_an_authenticated_caller(pipeline: Pipeline) -> None:
+    status, body, _ = pipeline.call("GET", "/job-types", tenant=None)
+
+    assert status == 401
+    assert body["error"]["code"] == "unauthorized"

@@ -366,7 +366,8 @@ def test_a_malformed_job_id_is_not_found(pipeline: Pipeline, job_id: str) -> Non
     status, body, _ = pipeline.call("GET", f"/jobs/{job_id}")
 
     assert status == 404
-    assert body["error"]["code"] in {"not_found", "no_route"}
+    # "../" makes a path no route matches: API Gateway's own 404.
+    assert body.get("error", {}).get("code") == "not_found" or body == {"message": "Not Found"}
     assert calls == {}
 
 

@@ -1,15 +1,19 @@
-"""The HTTP API (API Gateway HTTP API, payload format 2.0). Thin: parse, call the logic, map the result."""
+"""The HTTP API (API Gateway HTTP API, payload format 2.0). Thin: parse, call the logic, answer with a model.
+
+The routes are declared in offpath.contract; each is answered by the function registered here for its operation.
+"""
 
 from __future__ import annotations
 
 import functools
-import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+from pydantic import BaseModel
 
+from offpath import contract
 from offpath.adapters.sqs_queue import SqsJobQueue, SqsQueueMonitor, SqsRedriver
 from offpath.domain.errors import (
     IdempotencyConflictError,
@@ -23,20 +27,43 @@ from offpath.domain.errors import (
     UnknownScheduleError,
 )
 from offpath.domain.job import JobStatus
-from offpath.domain.ports import QueueMonitor, Redriver
+from offpath.domain.ports import Ports, QueueMonitor, Redriver
 from offpath.handlers.api_models import (
+    BatchAccepted,
     BatchBody,
+    BatchRefused,
+    BatchView,
+    ErrorBody,
+    ErrorView,
+    HealthView,
+    JobPageView,
+    JobTypesView,
+    JobTypeView,
+    JobView,
+    OpenApiDocument,
+    QueuesView,
+    QueueView,
+    RedriveTaskView,
+    RedriveView,
+    SchedulesView,
     SubmitBody,
-    job_view,
+    TriggerView,
     parse_body,
 )
 from offpath.handlers.composition import build_ports, submit_policy
+from offpath.handlers.http import (
+    ForbiddenError,
+    MalformedBodyError,
+    Request,
+    Response,
+    Router,
+    UnauthorizedError,
+)
 from offpath.logic import queries
 from offpath.logic.schedules import SYSTEM_TENANT, describe_schedules, fire_schedule
-from offpath.logic.submit import Ports, SubmitPolicy, SubmitRequest, submit_batch, submit_job
+from offpath.logic.submit import SubmitPolicy, SubmitRequest, submit_batch, submit_job
 from offpath.observability import bind_request_id, configure_logging
 from offpath.settings import Settings
-from offpath.tenancy import is_admin, tenant_of
 
 logger = logging.getLogger("offpath.api")
 
@@ -70,128 +97,78 @@ def default_services() -> ApiServices:
     )
 
 
-app = APIGatewayHttpResolver()
-
-
 def handler(event: dict[str, Any], context: Any, services: ApiServices | None = None) -> dict[str, Any]:
     services = services or default_services()
     bind_request_id(event.get("requestContext", {}).get("requestId"))
-    app.append_context(services=services)
     try:
-        return app.resolve(event, context)
+        return router.resolve(event, services)
     finally:
         services.ports.metrics.flush()
 
 
-def _services() -> ApiServices:
-    services: ApiServices = app.context["services"]
-    return services
+Handler = Callable[[Request, ApiServices], BaseModel | Response]
+HANDLERS: dict[str, Handler] = {}
 
 
-def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> Response[str]:
-    return Response(
-        status_code=status,
-        content_type="application/json",
-        body=json.dumps(body, separators=(",", ":"), default=str),
-        headers=headers,
-    )
+def handles(operation: str) -> Callable[[Handler], Handler]:
+    """Register the function that answers the declared route with this operation."""
+
+    def register(function: Handler) -> Handler:
+        HANDLERS[operation] = function
+        return function
+
+    return register
 
 
-def _error(status: int, code: str, message: str, field: str | None = None, **headers: str) -> Response[str]:
-    error: dict[str, Any] = {"code": code, "message": message}
-    if field:
-        error["field"] = field
-    return _json(status, {"error": error}, headers or None)
-
-
-def _tenant() -> str:
-    tenant = tenant_of(app.current_event.raw_event)
-    if tenant is None:
-        raise _Unauthorized()
-    return tenant
-
-
-def _decoded_json(limit_bytes: int, payload_limit_bytes: int | None = None) -> Any:
+def _decoded_json(request: Request, limit_bytes: int, payload_limit_bytes: int | None = None) -> Any:
     """`payload_limit_bytes`: the limit the caller knows, named in the 413 instead of the body's."""
-    try:
-        raw = app.current_event.decoded_body or ""
-    except ValueError:  # a base64 body whose bytes are not UTF-8 (UnicodeDecodeError)
-        raise _MalformedJson() from None
-    size = len(raw.encode()) if isinstance(raw, str) else len(raw)
+    raw = request.text()
+    size = len(raw.encode())
     if size > limit_bytes:
         raise PayloadTooLargeError(size, payload_limit_bytes or limit_bytes)
-    try:
-        return json.loads(raw)
-    except (ValueError, RecursionError):  # RecursionError: arrays or objects nested thousands deep
-        raise _MalformedJson() from None
-
-
-class _Unauthorized(Exception):
-    pass
-
-
-class _Forbidden(Exception):
-    pass
-
-
-def _require_admin() -> None:
-    _tenant()
-    if not is_admin(app.current_event.raw_event):
-        raise _Forbidden()
-
-
-class _MalformedJson(Exception):
-    pass
+    return request.json(raw)
 
 
 # -- routes -----------------------------------------------------------------------------------
 
 
-@app.get("/health")
-def health() -> Response[str]:
-    return _json(200, {"status": "ok"})
+@handles("health")
+def health(request: Request, services: ApiServices) -> HealthView:
+    return HealthView(status="ok")
 
 
-@app.get("/openapi.json")
-def openapi() -> Response[str]:
+@handles("openapi")
+def openapi(request: Request, services: ApiServices) -> OpenApiDocument:
     from offpath.handlers.openapi import openapi_document
 
-    return _json(200, openapi_document())
+    return OpenApiDocument(openapi_document(registry=services.ports.registry))
 
 
-@app.post("/jobs")
-def submit() -> Response[str]:
-    services = _services()
-    tenant = _tenant()
-    body: SubmitBody = parse_body(
-        SubmitBody,
-        _decoded_json(
-            services.policy.payload_limit_bytes + ENVELOPE_ALLOWANCE_BYTES, services.policy.payload_limit_bytes
-        ),
-    )
-    request = SubmitRequest(
-        tenant=tenant,
+@handles("submitJob")
+def submit(request: Request, services: ApiServices) -> Response:
+    limit = services.policy.payload_limit_bytes
+    body: SubmitBody = parse_body(SubmitBody, _decoded_json(request, limit + ENVELOPE_ALLOWANCE_BYTES, limit))
+    submit_request = SubmitRequest(
+        tenant=request.caller,
         type=body.type,
         payload=body.payload,
-        idempotency_key=app.current_event.headers.get("idempotency-key"),
+        idempotency_key=request.header("idempotency-key"),
         queue=body.queue,
         run_at=body.run_at,
     )
-    submitted = submit_job(request, services.ports, services.policy)
+    submitted = submit_job(submit_request, services.ports, services.policy)
     if submitted.replayed:
-        return _json(200, job_view(submitted.job), {"Idempotent-Replayed": "true"})
-    return _json(202, job_view(submitted.job), {"Location": f"/jobs/{submitted.job.job_id}"})
+        return Response(200, JobView.of(submitted.job), {"Idempotent-Replayed": "true"})
+    return Response(202, JobView.of(submitted.job), {"Location": f"/jobs/{submitted.job.job_id}"})
 
 
-@app.post("/jobs/batch")
-def submit_many() -> Response[str]:
-    services = _services()
-    tenant = _tenant()
+@handles("submitBatch")
+def submit_many(request: Request, services: ApiServices) -> BatchView:
     limit = 100 * (services.policy.payload_limit_bytes + ENVELOPE_ALLOWANCE_BYTES)
-    body: BatchBody = parse_body(BatchBody, _decoded_json(limit))
+    body: BatchBody = parse_body(BatchBody, _decoded_json(request, limit))
     requests = [
         SubmitRequest(
-            tenant=tenant,
+            tenant=request.caller,
             type=item.type,
             payload=item.payload,
             idempotency_key=item.idempotency_key,
@@ -200,37 +177,33 @@ def submit_many() -> Response[str]:
         )
         for item in body.jobs
     ]
-    results = []
+    results: list[BatchAccepted | BatchRefused] = []
     for item in submit_batch(requests, services.ports, services.policy):
         if item.submitted is not None:
             status = 200 if item.submitted.replayed else 202
-            results.append({"index": item.index, "status": status, "job": job_view(item.submitted.job)})
+            results.append(BatchAccepted(index=item.index, status=status, job=JobView.of(item.submitted.job)))
         else:
             status, error = _error_body(item.error)
-            results.append({"index": item.index, "status": status, "error": error})
-    return _json(207, {"results": results})
+            results.append(BatchRefused(index=item.index, status=status, error=error))
+    return BatchView(results=results)
 
 
-@app.get("/jobs/<job_id>")
-def get_job(job_id: str) -> Response[str]:
-    services = _services()
-    tenant = _tenant()
-    checked = _checked_job_id(job_id)
+@handles("getJob")
+def get_job(request: Request, services: ApiServices) -> JobView:
+    checked = _checked_job_id(request.path_parameters["job_id"])
     try:
-        job = queries.get_job(checked, tenant=tenant, store=services.ports.store)
+        job = queries.get_job(checked, tenant=request.caller, store=services.ports.store)
     except JobNotFoundError:
-        if not is_admin(app.current_event.raw_event):
+        if not request.is_admin:
             raise
         # Admins also read the jobs that schedules made.
         job = queries.get_job(checked, tenant=SYSTEM_TENANT, store=services.ports.store)
-    return _json(200, job_view(job))
+    return JobView.of(job)
 
 
-@app.get("/jobs")
-def list_jobs() -> Response[str]:
-    services = _services()
-    tenant = _tenant()
-    params = app.current_event.query_string_parameters or {}
+@handles("listJobs")
+def list_jobs(request: Request, services: ApiServices) -> JobPageView:
+    params = request.query
     status = params.get("status")
     if status is not None and status not in JobStatus.__members__:
         raise InvalidRequestError("status", f"status must be one of {', '.join(JobStatus.__members__)}")
@@ -242,78 +215,86 @@ def list_jobs() -> Response[str]:
     if job_type is not None and services.ports.registry.job_type(job_type) is None:
         raise InvalidRequestError("type", "unknown job type", code="unknown_job_type")
     page = services.ports.store.list_jobs(
-        tenant,
+        request.caller,
         status=JobStatus(status) if status else None,
         job_type=job_type,
         limit=int(limit_text),
         cursor=params.get("cursor"),
     )
-    return _json(200, {"jobs": [job_view(job) for job in page.jobs], "cursor": page.cursor})
+    return JobPageView(jobs=[JobView.of(job) for job in page.jobs], cursor=page.cursor)
 
 
-@app.post("/jobs/<job_id>/cancel")
-def cancel_job(job_id: str) -> Response[str]:
-    services = _services()
+@handles("cancelJob")
+def cancel_job(request: Request, services: ApiServices) -> JobView:
     job = queries.cancel_job(
-        _checked_job_id(job_id),
-        tenant=_tenant(),
+        _checked_job_id(request.path_parameters["job_id"]),
+        tenant=request.caller,
         store=services.ports.store,
         clock=services.ports.clock,
         retention=services.settings.retention,
     )
-    return _json(200, job_view(job))
+    return JobView.of(job)
 
 
-@app.get("/queues")
-def list_queues() -> Response[str]:
-    services = _services()
-    _tenant()
-    views = []
-    for stats in services.monitor.stats():
-        task = services.redriver.latest(stats.name)
-        views.append({**vars(stats), "redrive": vars(task) if task else None})
-    return _json(200, {"queues": views})
+@handles("listJobTypes")
+def list_job_types(request: Request, services: ApiServices) -> JobTypesView:
+    registry = services.ports.registry
+    return JobTypesView(
+        job_types=[
+            JobTypeView(
+                name=job_type.name,
+                queue=job_type.queue,
+                max_attempts=job_type.max_attempts,
+                timeout_s=job_type.timeout_s,
+                submitted_by=getattr(job_type, "submitted_by", "tenant"),
+                payload_schema=job_type.payload_model.model_json_schema(),
+            )
+            for job_type in sorted(registry.job_types.values(), key=lambda jt: jt.name)
+        ]
+    )
 
 
-@app.post("/queues/<name>/redrive")
-def redrive_queue(name: str) -> Response[str]:
-    services = _services()
-    _require_admin()
+@handles("listQueues")
+def list_queues(request: Request, services: ApiServices) -> QueuesView:
+    return QueuesView(
+        queues=[QueueView.of(stats, services.redriver.latest(stats.name)) for stats in services.monitor.stats()]
+    )
+
+
+@handles("redriveQueue")
+def redrive_queue(request: Request, services: ApiServices) -> BaseModel | Response:
+    name = request.path_parameters["name"]
     if name not in services.ports.registry.queues:
-        return _error(404, "not_found", "no such queue")
-    params = app.current_event.query_string_parameters or {}
-    rate_text = params.get("max_per_second")
+        return Response(404, ErrorView.of("not_found", "no such queue"))
+    rate_text = request.query.get("max_per_second")
     if rate_text is not None and (
         not (rate_text.isascii() and rate_text.isdigit() and len(rate_text) <= 3) or not 1 <= int(rate_text) <= 500
     ):
         raise InvalidRequestError("max_per_second", "max_per_second must be a whole number from 1 to 500")
     task = services.redriver.start(name, max_per_second=int(rate_text) if rate_text else None)
-    return _json(202, {"redrive": vars(task)})
+    return RedriveView(redrive=RedriveTaskView.of(task))
 
 
-@app.get("/schedules")
-def list_schedules() -> Response[str]:
-    services = _services()
-    _tenant()
-    return _json(200, {"schedules": describe_schedules(services.ports, services.ports.clock.now())})
+@handles("listSchedules")
+def list_schedules(request: Request, services: ApiServices) -> SchedulesView:
+    return SchedulesView.model_validate({"schedules": describe_schedules(services.ports, services.ports.clock.now())})
 
 
-@app.post("/schedules/<name>/trigger")
-def trigger_schedule(name: str) -> Response[str]:
-    services = _services()
-    _require_admin()
+@handles("triggerSchedule")
+def trigger_schedule(request: Request, services: ApiServices) -> Response:
+    name = request.path_parameters["name"]
     now = services.ports.clock.now()
     slot = f"manual:{now.isoformat().replace('+00:00', 'Z')}"
     outcome = fire_schedule(name, slot, services.ports, services.policy)
     firing = outcome.firing
-    body = {
-        "schedule": name,
-        "slot": firing.slot,
-        "job_id": firing.job_id,
-        "skipped_reason": firing.skipped_reason,
-        "job": job_view(outcome.job) if outcome.job else None,
-    }
-    return _json(202 if outcome.job else 200, body)
+    view = TriggerView(
+        schedule=name,
+        slot=firing.slot,
+        job_id=firing.job_id,
+        skipped_reason=firing.skipped_reason,
+        job=JobView.of(outcome.job) if outcome.job else None,
+    )
+    return Response(202 if outcome.job else 200, view)
 
 
 def _checked_job_id(job_id: str) -> str:
@@ -325,75 +306,52 @@ def _checked_job_id(job_id: str) -> str:
 # -- errors -----------------------------------------------------------------------------------
 
 
-def _error_body(error: Exception | None) -> tuple[int, dict[str, Any]]:
+def _error_body(error: Exception | None) -> tuple[int, ErrorBody]:
     if isinstance(error, PayloadTooLargeError):
-        return 413, {"code": "payload_too_large", "message": str(error)}
+        return 413, ErrorBody(code="payload_too_large", message=str(error))
     if isinstance(error, IdempotencyConflictError):
-        return 422, {
-            "code": "idempotency_key_reused",
-            "message": "Idempotency-Key was already used with a different payload",
-            "field": "Idempotency-Key",
-        }
+        return 422, ErrorBody(
+            code="idempotency_key_reused",
+            message="Idempotency-Key was already used with a different payload",
+            field="Idempotency-Key",
+        )
     if isinstance(error, InvalidRequestError):
-        return 422, {"code": error.code, "message": str(error), "field": error.field}
+        return 422, ErrorBody(code=error.code, message=str(error), field=error.field)
     if isinstance(error, StoreUnavailableError):
-        return 503, {"code": "unavailable", "message": "the job store is unavailable; retry this item"}
-    return 500, {"code": "internal_error", "message": "internal error"}
+        return 503, ErrorBody(code="unavailable", message="the job store is unavailable; retry this item")
+    return 500, ErrorBody(code="internal_error", message="internal error")
 
 
-@app.exception_handler([InvalidRequestError, PayloadTooLargeError, IdempotencyConflictError])
-def on_rejected(error: Exception) -> Response[str]:
-    status, body = _error_body(error)
-    return _json(status, {"error": body})
+def _error(status: int, code: str, message: str, field: str | None = None, **headers: str) -> Response:
+    return Response(status, ErrorView.of(code, message, field), headers)
 
 
-@app.exception_handler(_MalformedJson)
-def on_malformed(error: Exception) -> Response[str]:
-    return _error(400, "malformed_json", "request body is not valid JSON", "body")
-
-
-@app.exception_handler(_Unauthorized)
-def on_unauthorized(error: Exception) -> Response[str]:
-    return _error(401, "unauthorized", "no authenticated caller in the request")
-
-
-@app.exception_handler(_Forbidden)
-def on_forbidden(error: Exception) -> Response[str]:
-    return _error(403, "forbidden", "this route needs the admin scope")
-
-
-@app.exception_handler(UnknownScheduleError)
-def on_unknown_schedule(error: Exception) -> Response[str]:
-    return _error(404, "not_found", "no such schedule")
-
-
-@app.exception_handler(RedriveInProgressError)
-def on_redrive_running(error: Exception) -> Response[str]:
-    return _error(409, "redrive_in_progress", "a redrive of this queue is already running")
-
-
-@app.exception_handler(JobNotFoundError)
-def on_not_found(error: Exception) -> Response[str]:
-    return _error(404, "not_found", "no such job")
-
-
-@app.exception_handler(JobConflictError)
-def on_conflict(error: Exception) -> Response[str]:
-    return _error(409, "conflict", str(error))
-
-
-@app.exception_handler([StoreUnavailableError, QueueUnavailableError])
-def on_unavailable(error: Exception) -> Response[str]:
-    logger.error("dependency unavailable", extra={"reason": str(error)})
-    return _error(503, "unavailable", "a backing service is unavailable; retry later", **{"Retry-After": RETRY_AFTER_S})
-
-
-@app.not_found
-def on_no_route(error: Exception) -> Response[str]:
-    return _error(404, "no_route", "no such route")
-
-
-@app.exception_handler(Exception)
-def on_unexpected(error: Exception) -> Response[str]:
+def refusal(error: Exception) -> Response:
+    """The answer to an error a route raised."""
+    if isinstance(error, InvalidRequestError | PayloadTooLargeError | IdempotencyConflictError):
+        status, body = _error_body(error)
+        return Response(status, ErrorView(error=body))
+    if isinstance(error, MalformedBodyError):
+        return _error(400, "malformed_json", "request body is not valid JSON", "body")
+    if isinstance(error, UnauthorizedError):
+        return _error(401, "unauthorized", "no authenticated caller in the request")
+    if isinstance(error, ForbiddenError):
+        return _error(403, "forbidden", "this route needs the admin scope")
+    if isinstance(error, UnknownScheduleError):
+        return _error(404, "not_found", "no such schedule")
+    if isinstance(error, RedriveInProgressError):
+        return _error(409, "redrive_in_progress", "a redrive of this queue is already running")
+    if isinstance(error, JobNotFoundError):
+        return _error(404, "not_found", "no such job")
+    if isinstance(error, JobConflictError):
+        return _error(409, "conflict", str(error))
+    if isinstance(error, StoreUnavailableError | QueueUnavailableError):
+        logger.error("dependency unavailable", extra={"reason": str(error)})
+        return _error(
+            503, "unavailable", "a backing service is unavailable; retry later", **{"Retry-After": RETRY_AFTER_S}
+        )
     logger.exception("unexpected error")
     return _error(500, "internal_error", "internal error")
+
+
+router: Router[ApiServices] = Router(contract.ROUTES, HANDLERS, refusal)

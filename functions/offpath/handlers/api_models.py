@@ -1,17 +1,87 @@
-"""The HTTP contract on the request path: request bodies and the job view (see openapi.py for the document)."""
+"""The HTTP contract's models: every body the api takes and every body it answers.
+
+Routes name these models (offpath.contract); answers are these models serialised. Each model's schema is built
+the first time it is used (`defer_build`), so an invocation pays only for the models its route needs.
+"""
 
 from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    RootModel,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+)
 
 from offpath.domain.errors import InvalidRequestError
-from offpath.domain.job import Job
+from offpath.domain.job import Job, JobStatus
+from offpath.domain.ports import QueueStats, RedriveTask
 
 SAFE_FIELD_PART = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$|^[0-9]{1,6}$")
+
+_LAZY = ConfigDict(defer_build=True)
+
+
+def _examples(*examples: dict[str, Any]) -> ConfigDict:
+    """A lazily built answer model with examples of its JSON (the document shows the first)."""
+    return ConfigDict(defer_build=True, json_schema_extra={"examples": list(examples)})
+
+
+def example_of(model: type[BaseModel]) -> Any:
+    """The first example of a model's JSON, or None."""
+    extra = model.model_config.get("json_schema_extra")
+    examples = extra.get("examples") if isinstance(extra, dict) else None
+    return examples[0] if isinstance(examples, list) and examples else None
+
+
+JOB_EXAMPLE: dict[str, Any] = {
+    "job_id": "3f2a9c0e5b7d4e1f8a6c2b9d0e4f7a1c",
+    "type": "send_welcome_email",
+    "queue": "default",
+    "status": "QUEUED",
+    "attempts": 0,
+    "max_attempts": 5,
+    "progress": None,
+    "result": None,
+    "error": None,
+    "idempotency_key": "signup-42",
+    "run_at": None,
+    "created_at": "2026-12-01T09:00:00Z",
+    "updated_at": "2026-12-01T09:00:00Z",
+    "started_at": None,
+    "finished_at": None,
+    "next_attempt_at": None,
+    "redrives": 0,
+}
+_DONE_EXAMPLE = {
+    **JOB_EXAMPLE,
+    "status": "SUCCEEDED",
+    "attempts": 1,
+    "result": {"user_id": "u-42", "sent": True},
+    "started_at": "2026-12-01T09:00:01Z",
+    "finished_at": "2026-12-01T09:00:02Z",
+    "updated_at": "2026-12-01T09:00:02Z",
+}
+_REDRIVE_EXAMPLE = {"queue": "default", "status": "RUNNING", "moved": 0, "to_move": 12, "task_id": "a1b2c3"}
+
+
+def iso(when: datetime) -> str:
+    return when.isoformat().replace("+00:00", "Z")
+
+
+# A time in UTC, written as ISO 8601 with a Z.
+Timestamp = Annotated[datetime, PlainSerializer(iso, return_type=str)]
+
+
+# -- requests -----------------------------------------------------------------------------------
 
 
 class SubmitBody(BaseModel):
@@ -33,33 +103,6 @@ class BatchBody(BaseModel):
     jobs: list[BatchItemBody] = Field(min_length=1, max_length=100)
 
 
-def job_view(job: Job) -> dict[str, Any]:
-    view: dict[str, Any] = {
-        "job_id": job.job_id,
-        "type": job.type,
-        "queue": job.queue,
-        "status": job.status.value,
-        "attempts": job.attempt,
-        "max_attempts": job.max_attempts,
-        "progress": ({"fraction": job.progress.fraction, "message": job.progress.message} if job.progress else None),
-        "result": job.result,
-        "error": job.error,
-        "idempotency_key": job.idempotency_key,
-        "run_at": _iso(job.run_at),
-        "created_at": _iso(job.created_at),
-        "updated_at": _iso(job.updated_at),
-        "started_at": _iso(job.started_at),
-        "finished_at": _iso(job.finished_at),
-        "next_attempt_at": _iso(job.next_attempt_at),
-        "redrives": job.redrives,
-    }
-    return view
-
-
-def _iso(when: datetime | None) -> str | None:
-    return when.isoformat().replace("+00:00", "Z") if when else None
-
-
 def parse_body(model: type[BaseModel], data: Any) -> Any:
     """Validate a decoded JSON body; the error names the field, never echoes the value."""
     if not isinstance(data, dict):
@@ -72,3 +115,315 @@ def parse_body(model: type[BaseModel], data: Any) -> Any:
         field = ".".join(parts) or "body"
         message = "unknown field" if first["type"] == "extra_forbidden" else first["msg"]
         raise InvalidRequestError(field, f"{field}: {message}") from None
+
+
+# -- answers ------------------------------------------------------------------------------------
+
+
+class ProgressView(BaseModel):
+    model_config = _LAZY
+
+    fraction: float
+    message: str
+
+
+class JobView(BaseModel):
+    model_config = _examples(JOB_EXAMPLE)
+
+    job_id: str
+    type: str
+    queue: str
+    status: JobStatus
+    attempts: int
+    max_attempts: int
+    progress: ProgressView | None = None
+    result: Any = None
+    error: str | None = None
+    idempotency_key: str | None = None
+    run_at: Timestamp | None = None
+    created_at: Timestamp
+    updated_at: Timestamp
+    started_at: Timestamp | None = None
+    finished_at: Timestamp | None = None
+    next_attempt_at: Timestamp | None = None
+    redrives: int = 0
+
+    @classmethod
+    def of(cls, job: Job) -> JobView:
+        progress = job.progress
+        return cls(
+            job_id=job.job_id,
+            type=job.type,
+            queue=job.queue,
+            status=job.status,
+            attempts=job.attempt,
+            max_attempts=job.max_attempts,
+            progress=ProgressView(fraction=progress.fraction, message=progress.message) if progress else None,
+            result=job.result,
+            error=job.error,
+            idempotency_key=job.idempotency_key,
+            run_at=job.run_at,
+            created_at=job.created_at,
+            updated_at=job.updated_at,
+            started_at=job.started_at,
+            finished_at=job.finished_at,
+            next_attempt_at=job.next_attempt_at,
+            redrives=job.redrives,
+        )
+
+
+class JobPageView(BaseModel):
+    model_config = _examples({"jobs": [_DONE_EXAMPLE], "cursor": "eyJwayI6ImpvYiMzZjJhIn0"})
+
+    jobs: list[JobView]
+    cursor: str | None
+
+
+class ErrorBody(BaseModel):
+    """`field` names the part of the request at fault; it is left out when no one part is."""
+
+    model_config = _LAZY
+
+    code: str
+    message: str
+    field: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_absent_field(self, serialize: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = serialize(self)
+        if self.field is None:
+            data.pop("field", None)
+        return data
+
+
+class ErrorView(BaseModel):
+    model_config = _examples({"error": {"code": "not_found", "message": "no such job"}})
+
+    error: ErrorBody
+
+    @classmethod
+    def of(cls, code: str, message: str, field: str | None = None) -> ErrorView:
+        return cls(error=ErrorBody(code=code, message=message, field=field))
+
+
+class GatewayErrorView(BaseModel):
+    """API Gateway's own answer, given before or instead of the function's (no such route, authorizer,
+    throttling, a body over 10 MB, the 30 s integration timeout), e.g. {"message": "Not Found"}."""
+
+    model_config = _examples({"message": "Not Found"})
+
+    message: str
+
+
+class BatchAccepted(BaseModel):
+    model_config = _LAZY
+
+    index: int
+    status: Literal[200, 202]
+    job: JobView
+
+
+class BatchRefused(BaseModel):
+    model_config = _LAZY
+
+    index: int
+    status: int
+    error: ErrorBody
+
+
+class BatchView(BaseModel):
+    model_config = _examples(
+        {
+            "results": [
+                {"index": 0, "status": 202, "job": JOB_EXAMPLE},
+                {
+                    "index": 1,
+                    "status": 422,
+                    "error": {"code": "unknown_job_type", "message": "unknown job type", "field": "type"},
+                },
+            ]
+        }
+    )
+
+    results: list[BatchAccepted | BatchRefused]
+
+
+class RedriveTaskView(BaseModel):
+    model_config = ConfigDict(defer_build=True, from_attributes=True)
+
+    queue: str
+    status: str
+    moved: int | None = None
+    to_move: int | None = None
+    task_id: str | None = None
+
+    @classmethod
+    def of(cls, task: RedriveTask) -> RedriveTaskView:
+        return cls.model_validate(task)
+
+
+class QueueView(BaseModel):
+    model_config = _LAZY
+
+    name: str
+    visible: int
+    in_flight: int
+    delayed: int
+    oldest_age_s: float | None
+    dlq_depth: int
+    redrive: RedriveTaskView | None = None
+
+    @classmethod
+    def of(cls, stats: QueueStats, redrive: RedriveTask | None) -> QueueView:
+        return cls(
+            name=stats.name,
+            visible=stats.visible,
+            in_flight=stats.in_flight,
+            delayed=stats.delayed,
+            oldest_age_s=stats.oldest_age_s,
+            dlq_depth=stats.dlq_depth,
+            redrive=RedriveTaskView.of(redrive) if redrive else None,
+        )
+
+
+class QueuesView(BaseModel):
+    model_config = _examples(
+        {
+            "queues": [
+                {
+                    "name": "default",
+                    "visible": 3,
+                    "in_flight": 1,
+                    "delayed": 0,
+                    "oldest_age_s": 4.2,
+                    "dlq_depth": 12,
+                    "redrive": _REDRIVE_EXAMPLE,
+                }
+            ]
+        }
+    )
+
+    queues: list[QueueView]
+
+
+class RedriveView(BaseModel):
+    model_config = _examples({"redrive": _REDRIVE_EXAMPLE})
+
+    redrive: RedriveTaskView
+
+
+class FiringView(BaseModel):
+    model_config = _LAZY
+
+    slot: str
+    fired_at: Timestamp
+    job_id: str | None
+    skipped_reason: str | None
+
+
+class ScheduleView(BaseModel):
+    model_config = _LAZY
+
+    name: str
+    expression: str
+    timezone: str
+    job: str
+    overlap: str
+    enabled: bool
+    flexible_window_min: int | None
+    next_firing: str | None
+    last_firings: list[FiringView]
+
+
+class SchedulesView(BaseModel):
+    model_config = _examples(
+        {
+            "schedules": [
+                {
+                    "name": "nightly-cleanup",
+                    "expression": "cron(0 3 * * ? *)",
+                    "timezone": "Europe/Prague",
+                    "job": "maintenance.nightly_cleanup",
+                    "overlap": "skip",
+                    "enabled": True,
+                    "flexible_window_min": 15,
+                    "next_firing": "2026-12-02T03:00:00+01:00",
+                    "last_firings": [
+                        {
+                            "slot": "2026-12-01T02:00:00Z",
+                            "fired_at": "2026-12-01T02:04:10Z",
+                            "job_id": "9d1c0b7a6e5f4a3b2c1d0e9f8a7b6c5d",
+                            "skipped_reason": None,
+                        }
+                    ],
+                }
+            ]
+        }
+    )
+
+    schedules: list[ScheduleView]
+
+
+class TriggerView(BaseModel):
+    model_config = _examples(
+        {
+            "schedule": "nightly-cleanup",
+            "slot": "manual:2026-12-01T10:15:00Z",
+            "job_id": JOB_EXAMPLE["job_id"],
+            "skipped_reason": None,
+            "job": {**JOB_EXAMPLE, "type": "maintenance.nightly_cleanup", "queue": "bulk", "idempotency_key": None},
+        }
+    )
+
+    schedule: str
+    slot: str
+    job_id: str | None
+    skipped_reason: str | None
+    job: JobView | None
+
+
+class JobTypeView(BaseModel):
+    model_config = _LAZY
+
+    name: str
+    queue: str
+    max_attempts: int
+    timeout_s: int
+    submitted_by: str = Field(description="who may submit it: tenant (any caller), admin, or system (schedules)")
+    payload_schema: dict[str, Any] = Field(description="the JSON Schema of the job type's payload")
+
+
+class JobTypesView(BaseModel):
+    model_config = _examples(
+        {
+            "job_types": [
+                {
+                    "name": "demo.sleep",
+                    "queue": "default",
+                    "max_attempts": 3,
+                    "timeout_s": 60,
+                    "submitted_by": "tenant",
+                    "payload_schema": {
+                        "properties": {"ms": {"maximum": 600000, "minimum": 0, "title": "Ms", "type": "integer"}},
+                        "required": ["ms"],
+                        "title": "SleepPayload",
+                        "type": "object",
+                    },
+                }
+            ]
+        }
+    )
+
+    job_types: list[JobTypeView]
+
+
+class HealthView(BaseModel):
+    model_config = _examples({"status": "ok"})
+
+    status: Literal["ok"]
+
+
+class OpenApiDocument(RootModel[dict[str, Any]]):
+    """An OpenAPI 3.1 document."""
+
+    model_config = _examples({"openapi": "3.1.0", "info": {"title": "offpath", "version": "1.0.0"}, "paths": {}})

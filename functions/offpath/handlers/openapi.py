@@ -1,382 +1,209 @@
-"""The OpenAPI document of the HTTP API, built from pydantic models of every body it sends and takes.
+"""The OpenAPI document of the HTTP API, generated from the route declarations (offpath.contract), the models
+they name (api_models) and the registered job types.
 
-Kept apart from api_models so that only a request for /openapi.json pays for building these models.
+`POST /jobs` takes a discriminated union on `type`: one variant per registered job type, whose `payload` is that
+type's own model, so a generated client gets typed payloads. A batch's items stay loose (`type` a string,
+`payload` an object): an unknown type or a payload that does not fit refuses that item alone (in the 207), not the
+request. Built only when the document is asked for.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any, Literal
+from collections.abc import Iterable
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field, RootModel, create_model
+from pydantic.json_schema import models_json_schema
 
-from offpath.domain.job import JobStatus
-from offpath.handlers.api_models import BatchBody, SubmitBody
+from offpath import contract
+from offpath.contract import RESPONSE_HEADERS, Refusal, Route
+from offpath.domain.registry import JobType, Registry
+from offpath.handlers import api_models
+from offpath.handlers.api_models import ErrorView, GatewayErrorView, SubmitBody
 
+REF = "#/components/schemas/{model}"
 
-class ProgressView(BaseModel):
-    fraction: float
-    message: str
-
-
-class JobView(BaseModel):
-    job_id: str
-    type: str
-    queue: str
-    status: JobStatus
-    attempts: int
-    max_attempts: int
-    progress: ProgressView | None = None
-    result: Any = None
-    error: str | None = None
-    idempotency_key: str | None = None
-    run_at: datetime | None = None
-    created_at: datetime
-    updated_at: datetime
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
-    next_attempt_at: datetime | None = None
-    redrives: int = 0
-
-
-class JobPageView(BaseModel):
-    jobs: list[JobView]
-    cursor: str | None
-
-
-class BatchItemView(BaseModel):
-    index: int
-    status: int
-    job: JobView | None = None
-    error: ErrorBody | None = None
-
-
-class BatchView(BaseModel):
-    results: list[BatchItemView]
+# What API Gateway or the platform may answer on every route with credentials, besides the route's own refusals.
+GATEWAY_REFUSALS = (
+    Refusal(
+        401,
+        "no or invalid credentials (a JWT authorizer, or the embedded runtime's bearer tokens)",
+        "unauthorized",
+        "no authenticated caller in the request",
+    ),
+    Refusal(
+        403,
+        "IAM authorisation: no or a refused SigV4 signature; admin routes: no admin scope",
+        "forbidden",
+        "this route needs the admin scope",
+    ),
+    Refusal(
+        503,
+        "a backing service is unavailable (retry after Retry-After seconds), or API Gateway's 30 s timeout",
+        "unavailable",
+        "a backing service is unavailable; retry later",
+    ),
+)
+THROTTLED = "API Gateway's throttling of the stage (GatewayErrorView)"
+# Statuses whose answer may come from API Gateway instead of the function.
+GATEWAY_STATUSES = {401, 403, 413, 503}
+RETRY_AFTER = {
+    "description": "seconds to wait before retrying",
+    "required": False,
+    "schema": {"type": "string", "pattern": "^[0-9]+$"},
+}
 
 
-class ErrorBody(BaseModel):
-    code: str
-    message: str
-    field: str | None = None
+def openapi_document(
+    server_url: str | None = None,
+    *,
+    registry: Registry | None = None,
+    routes: Iterable[Route] = contract.ROUTES,
+) -> dict[str, Any]:
+    """The OpenAPI 3.1 document of the HTTP API (the registry's job types by default: every one registered)."""
+    if registry is None:
+        from offpath.jobs import load_job_types
 
-
-class ErrorView(BaseModel):
-    error: ErrorBody
-
-
-class GatewayErrorView(BaseModel):
-    """API Gateway's own answer, given before or instead of the function's (authorizer, throttling, a body
-    over 10 MB, the 30 s integration timeout), e.g. {"message": "Unauthorized"}."""
-
-    message: str
-
-
-class QueueView(BaseModel):
-    name: str
-    visible: int
-    in_flight: int
-    delayed: int
-    oldest_age_s: float | None
-    dlq_depth: int
-    redrive: RedriveTaskView | None = None
-
-
-class QueuesView(BaseModel):
-    queues: list[QueueView]
-
-
-class RedriveTaskView(BaseModel):
-    queue: str
-    status: str
-    moved: int | None = None
-    to_move: int | None = None
-    task_id: str | None = None
-
-
-class RedriveView(BaseModel):
-    redrive: RedriveTaskView
-
-
-class FiringView(BaseModel):
-    slot: str
-    fired_at: datetime
-    job_id: str | None
-    skipped_reason: str | None
-
-
-class ScheduleView(BaseModel):
-    name: str
-    expression: str
-    timezone: str
-    job: str
-    overlap: str
-    enabled: bool
-    flexible_window_min: int | None
-    next_firing: str | None
-    last_firings: list[FiringView]
-
-
-class SchedulesView(BaseModel):
-    schedules: list[ScheduleView]
-
-
-class TriggerView(BaseModel):
-    schedule: str
-    slot: str
-    job_id: str | None
-    skipped_reason: str | None
-    job: JobView | None
-
-
-class HealthView(BaseModel):
-    status: Literal["ok"]
-
-
-BatchItemView.model_rebuild()
-
-
-def openapi_document(server_url: str | None = None) -> dict[str, Any]:
-    """The OpenAPI 3.1 document of the HTTP API, with schemas generated from the models above."""
-    schemas: dict[str, Any] = {}
-    for model in (
-        SubmitBody,
-        BatchBody,
-        JobView,
-        JobPageView,
-        BatchView,
-        ErrorView,
-        GatewayErrorView,
-        QueuesView,
-        RedriveView,
-        SchedulesView,
-        TriggerView,
-        HealthView,
-    ):
-        schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
-        schemas.update(schema.pop("$defs", {}))
-        schemas[model.__name__] = schema
-
-    def ref(name: str) -> dict[str, Any]:
-        return {"$ref": f"#/components/schemas/{name}"}
-
-    def answer(description: str, schema: str, headers: dict[str, Any] | None = None) -> dict[str, Any]:
-        answered: dict[str, Any] = {
-            "description": description,
-            "content": {"application/json": {"schema": ref(schema)}},
-        }
-        if headers:
-            answered["headers"] = headers
-        return answered
-
-    def refused(description: str, headers: dict[str, Any] | None = None) -> dict[str, Any]:
-        """An error the function answers (ErrorView) or API Gateway answers itself (GatewayErrorView)."""
-        refusal = answer(description, "ErrorView", headers)
-        refusal["content"]["application/json"]["schema"] = {"anyOf": [ref("ErrorView"), ref("GatewayErrorView")]}
-        return refusal
-
-    def header(description: str, schema: dict[str, Any], required: bool = True) -> dict[str, Any]:
-        return {"description": description, "required": required, "schema": schema}
-
-    retry_after = header("seconds to wait before retrying", {"type": "string", "pattern": "^[0-9]+$"}, False)
-    throttled = refused("API Gateway's throttling of the stage (GatewayErrorView)")
-    errors = {
-        "401": refused("no or invalid credentials (a JWT authorizer, or the embedded runtime's bearer tokens)"),
-        "403": refused("IAM authorisation: no or a refused SigV4 signature; admin routes: no admin scope"),
-        "429": throttled,
-        "503": refused(
-            "a backing service is unavailable (retry after Retry-After seconds), or API Gateway's 30 s timeout",
-            {"Retry-After": retry_after},
-        ),
+        registry = load_job_types()
+    routes = list(routes)
+    job_types = sorted(registry.job_types.values(), key=lambda jt: jt.name)
+    documented = _documented_models(job_types)
+    models: list[type[BaseModel]] = [ErrorView, GatewayErrorView]
+    for route in routes:
+        names = [answer.model for answer in route.answers] + ([route.request] if route.request else [])
+        models += [documented.get(name) or getattr(api_models, name) for name in names]
+    models = list(dict.fromkeys(models))
+    _, schemas = models_json_schema([(model, "validation") for model in models], ref_template=REF)
+    components: dict[str, Any] = schemas.get("$defs", {})
+    components["JobTypeName"] = {
+        "type": "string",
+        "enum": [jt.name for jt in job_types],
+        "description": "a registered job type",
     }
-    too_large = refused("over the limit: the payload (ErrorView, the limit in its message) or 10 MB (API Gateway)")
-    job_id = {
-        "name": "job_id",
-        "in": "path",
-        "required": True,
-        "schema": {"type": "string", "pattern": "^[0-9a-f]{32}$"},
-    }
-    idempotency = {"name": "Idempotency-Key", "in": "header", "required": False, "schema": {"type": "string"}}
+    paths: dict[str, Any] = {}
+    for route in routes:
+        paths.setdefault(route.path, {})[route.method.lower()] = _operation(route, documented)
     document: dict[str, Any] = {
         "openapi": "3.1.0",
         "info": {"title": "offpath", "version": "1.0.0", "description": "Background jobs on AWS serverless."},
-        "paths": {
-            "/jobs": {
-                "post": {
-                    "operationId": "submitJob",
-                    "parameters": [idempotency],
-                    "requestBody": {"required": True, "content": {"application/json": {"schema": ref("SubmitBody")}}},
-                    "responses": {
-                        "202": answer(
-                            "accepted",
-                            "JobView",
-                            {
-                                "Location": header(
-                                    "the job's path, /jobs/{job_id}", {"type": "string", "pattern": "^/jobs/"}
-                                )
-                            },
-                        ),
-                        "200": answer(
-                            "replay of an earlier submission with the same key",
-                            "JobView",
-                            {
-                                "Idempotent-Replayed": header(
-                                    "always true on a replay", {"type": "string", "enum": ["true"]}
-                                )
-                            },
-                        ),
-                        "400": answer("malformed JSON", "ErrorView"),
-                        "413": too_large,
-                        "422": answer("invalid body, unknown type, payload mismatch, key reuse", "ErrorView"),
-                        **errors,
-                    },
-                },
-                "get": {
-                    "operationId": "listJobs",
-                    "parameters": [
-                        {
-                            "name": "status",
-                            "in": "query",
-                            "schema": {"type": "string", "enum": [s.value for s in JobStatus]},
-                        },
-                        {"name": "type", "in": "query", "schema": {"type": "string"}},
-                        {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 100}},
-                        {"name": "cursor", "in": "query", "schema": {"type": "string"}},
-                    ],
-                    "responses": {
-                        "200": answer("a page of jobs, newest first", "JobPageView"),
-                        "422": answer("bad query", "ErrorView"),
-                        **errors,
-                    },
-                },
-            },
-            "/jobs/batch": {
-                "post": {
-                    "operationId": "submitBatch",
-                    "requestBody": {"required": True, "content": {"application/json": {"schema": ref("BatchBody")}}},
-                    "responses": {
-                        "207": answer("one result per item", "BatchView"),
-                        "400": answer("malformed JSON", "ErrorView"),
-                        "413": too_large,
-                        "422": answer("invalid body", "ErrorView"),
-                        **errors,
-                    },
-                }
-            },
-            "/jobs/{job_id}": {
-                "get": {
-                    "operationId": "getJob",
-                    "parameters": [job_id],
-                    "responses": {
-                        "200": answer("the job", "JobView"),
-                        "404": answer("no such job", "ErrorView"),
-                        **errors,
-                    },
-                }
-            },
-            "/jobs/{job_id}/cancel": {
-                "post": {
-                    "operationId": "cancelJob",
-                    "parameters": [job_id],
-                    "responses": {
-                        "200": answer("cancelled", "JobView"),
-                        "404": answer("no such job", "ErrorView"),
-                        "409": answer("running or finished", "ErrorView"),
-                        **errors,
-                    },
-                }
-            },
-            "/queues": {
-                "get": {
-                    "operationId": "listQueues",
-                    "responses": {"200": answer("queue depths", "QueuesView"), **errors},
-                }
-            },
-            "/queues/{name}/redrive": {
-                "post": {
-                    "operationId": "redriveQueue",
-                    "description": "Admin: move the queue's DLQ messages back; their jobs get fresh attempts.",
-                    "parameters": [
-                        {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}},
-                        {
-                            "name": "max_per_second",
-                            "in": "query",
-                            "schema": {"type": "integer", "minimum": 1, "maximum": 500},
-                        },
-                    ],
-                    "responses": {
-                        "202": answer("redrive started", "RedriveView"),
-                        "404": answer("no such queue", "ErrorView"),
-                        "409": answer("a redrive is already running", "ErrorView"),
-                        "422": answer("max_per_second is not a whole number from 1 to 500", "ErrorView"),
-                        **errors,
-                    },
-                }
-            },
-            "/schedules": {
-                "get": {
-                    "operationId": "listSchedules",
-                    "responses": {
-                        "200": answer("schedules with next firing and last firings", "SchedulesView"),
-                        **errors,
-                    },
-                }
-            },
-            "/schedules/{name}/trigger": {
-                "post": {
-                    "operationId": "triggerSchedule",
-                    "description": "Admin: fire the schedule now (its overlap policy applies).",
-                    "parameters": [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}],
-                    "responses": {
-                        "202": answer("a job was made", "TriggerView"),
-                        "200": answer("skipped by the overlap policy", "TriggerView"),
-                        "404": answer("no such schedule", "ErrorView"),
-                        **errors,
-                    },
-                }
-            },
-            "/openapi.json": {
-                "get": {
-                    "operationId": "openapi",
-                    "responses": {
-                        "200": {
-                            "description": "this document",
-                            "content": {"application/json": {"schema": {"type": "object"}}},
-                        },
-                        **errors,
-                    },
-                }
-            },
-            "/health": {
-                "get": {
-                    "operationId": "health",
-                    "security": [],
-                    "responses": {"200": answer("alive", "HealthView"), "429": throttled},
-                }
-            },
-        },
-        "components": {
-            "schemas": schemas,
-            "securitySchemes": {
-                "jwt": {
-                    "type": "http",
-                    "scheme": "bearer",
-                    "bearerFormat": "JWT",
-                    "description": "With a JWT authorizer: the tenant is the token's tenant (or sub) claim; admin "
-                    "routes need the offpath/admin scope. The embedded runtime checks its own bearer tokens.",
-                },
-                "iam": {
-                    "type": "apiKey",
-                    "in": "header",
-                    "name": "Authorization",
-                    "description": "The default on AWS: a SigV4 signature (service execute-api); the tenant is the "
-                    "caller's IAM principal; admin routes are granted by IAM policy.",
-                    "x-amazon-apigateway-authtype": "awsSigv4",
-                },
-            },
-        },
+        "paths": paths,
+        "components": {"schemas": components, "securitySchemes": SECURITY_SCHEMES},
         "security": [{"jwt": []}, {"iam": []}],
     }
     if server_url:
         document["servers"] = [{"url": server_url}]
     return document
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": REF.format(model=name)}
+
+
+def _operation(route: Route, documented: dict[str, type[BaseModel]]) -> dict[str, Any]:
+    operation: dict[str, Any] = {"operationId": route.operation, "summary": route.summary}
+    if route.access == "public":
+        operation["security"] = []
+    parameters = route.documented_parameters()
+    if parameters:
+        operation["parameters"] = [
+            {
+                "name": p.name,
+                "in": p.where,
+                **({"required": True} if p.required else {}),
+                **({"description": p.description} if p.description else {}),
+                "schema": p.schema,
+            }
+            for p in parameters
+        ]
+    if route.request:
+        schema = _ref(documented[route.request].__name__ if route.request in documented else route.request)
+        operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": schema}}}
+    responses: dict[str, Any] = {}
+    for answer in route.answers:
+        model = documented.get(answer.model) or getattr(api_models, answer.model)
+        media: dict[str, Any] = {"schema": _ref(model.__name__)}
+        example = api_models.example_of(model)
+        if example is not None:
+            media["example"] = example
+        answered: dict[str, Any] = {"description": answer.description, "content": {"application/json": media}}
+        if answer.headers:
+            answered["headers"] = {
+                name: {"description": RESPONSE_HEADERS[name][0], "required": True, "schema": RESPONSE_HEADERS[name][1]}
+                for name in answer.headers
+            }
+        responses[str(answer.status)] = answered
+    refusals = [*route.refusals, *(GATEWAY_REFUSALS if route.access != "public" else ())]
+    for refusal in refusals:
+        responses[str(refusal.status)] = _refused(refusal)
+    responses["429"] = {
+        "description": THROTTLED,
+        "content": {
+            "application/json": {"schema": _ref("GatewayErrorView"), "example": {"message": "Too Many Requests"}}
+        },
+    }
+    operation["responses"] = dict(sorted(responses.items()))
+    return operation
+
+
+def _refused(refusal: Refusal) -> dict[str, Any]:
+    """An error the function answers (ErrorView), or for some statuses API Gateway itself (GatewayErrorView)."""
+    schema = (
+        {"anyOf": [_ref("ErrorView"), _ref("GatewayErrorView")]}
+        if refusal.status in GATEWAY_STATUSES
+        else _ref("ErrorView")
+    )
+    example = ErrorView.of(refusal.code, refusal.message, refusal.field).model_dump(mode="json")
+    refused: dict[str, Any] = {
+        "description": refusal.description,
+        "content": {"application/json": {"schema": schema, "example": example}},
+    }
+    if refusal.status == 503:
+        refused["headers"] = {"Retry-After": RETRY_AFTER}
+    return refused
+
+
+def _documented_models(job_types: list[JobType]) -> dict[str, type[BaseModel]]:
+    """The request bodies as the document describes them: `SubmitBody` as one variant per job type."""
+    if not job_types:
+        return {}
+    variants = tuple(_variant(job_type) for job_type in job_types)
+    union: Any = variants[0] if len(variants) == 1 else Annotated[Union[variants], Field(discriminator="type")]  # noqa: UP007
+    submit = create_model("SubmitBody", __base__=RootModel[union], __doc__=SUBMIT_DOC)
+    return {"SubmitBody": submit}
+
+
+SUBMIT_DOC = "A job to run: `type` names a registered job type, and `payload` follows that type's own schema."
+
+
+def _variant(job_type: JobType) -> type[BaseModel]:
+    """SubmitBody for one job type: `type` is its name, `payload` its model (optional when every field is)."""
+    payload_model = job_type.payload_model
+    required = any(field.is_required() for field in payload_model.model_fields.values())
+    payload: Any = (payload_model, ...) if required else (payload_model, Field(default_factory=dict))
+    name = "".join(part.capitalize() for part in job_type.name.replace(".", "_").split("_")) + "Submission"
+    return create_model(
+        name,
+        __base__=SubmitBody,
+        __doc__=f"Submit a {job_type.name} job (queue {job_type.queue}).",
+        type=(Literal[job_type.name], Field(description="the job type")),  # type: ignore[arg-type]
+        payload=payload,
+    )
+
+
+SECURITY_SCHEMES = {
+    "jwt": {
+        "type": "http",
+        "scheme": "bearer",
+        "bearerFormat": "JWT",
+        "description": "With a JWT authorizer: the tenant is the token's tenant (or sub) claim; admin "
+        "routes need the offpath/admin scope. The embedded runtime checks its own bearer tokens.",
+    },
+    "iam": {
+        "type": "apiKey",
+        "in": "header",
+        "name": "Authorization",
+        "description": "The default on AWS: a SigV4 signature (service execute-api); the tenant is the "
+        "caller's IAM principal; admin routes are granted by IAM policy.",
+        "x-amazon-apigateway-authtype": "awsSigv4",
+    },
+}

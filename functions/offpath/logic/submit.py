@@ -25,10 +25,7 @@ from offpath.domain.errors import (
     StoreUnavailableError,
 )
 from offpath.domain.job import Job, JobStatus
-from offpath.domain.ports import JobMessage
-
-# Declared in offpath.domain.ports; also exported here, where the api handler imports it from.
-from offpath.domain.ports import Ports as Ports
+from offpath.domain.ports import JobMessage, Ports
 
 logger = logging.getLogger(__name__)
 

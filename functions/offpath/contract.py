@@ -1,0 +1,251 @@
+"""The HTTP contract: every route of the API, declared once.
+
+Everything else is derived from `ROUTES`: the api function's router (`handlers/api.py`), the OpenAPI document
+(`handlers/openapi.py`), the stack's routes and their authorization (`infra/api.py`) and the local gateway's
+route table (`offpath_local/gateway.py`). Models are named, not imported (they live in `handlers/api_models.py`),
+so the stack and the local gateway read this module without loading pydantic.
+
+A route is answered by the api function's handler registered under its `operation` (also its operationId).
+`access`: "public" needs no credentials; "tenant" needs an authenticated caller; "admin" also needs the admin
+scope (JWT) or an IAM policy that grants that route.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Access = Literal["public", "tenant", "admin"]
+
+JOB_ID_PATTERN = "^[0-9a-f]{32}$"
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A status the route answers with a body of `model` (a model in api_models); `headers` are names in
+    RESPONSE_HEADERS."""
+
+    status: int
+    model: str
+    description: str
+    headers: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """An error the api function answers on this route, and an example of its envelope (code and message)."""
+
+    status: int
+    description: str
+    code: str
+    message: str
+    field: str | None = None
+
+
+@dataclass(frozen=True)
+class Parameter:
+    name: str
+    where: Literal["path", "query", "header"]
+    schema: dict[str, Any] = field(default_factory=lambda: {"type": "string"})
+    required: bool = False
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Route:
+    method: str
+    path: str  # API Gateway's template: /jobs/{job_id}
+    operation: str
+    access: Access
+    summary: str
+    answers: tuple[Answer, ...]
+    refusals: tuple[Refusal, ...] = ()
+    request: str | None = None  # the request body's model in api_models
+    parameters: tuple[Parameter, ...] = ()
+
+    def __post_init__(self) -> None:
+        stray = {p.name for p in self.parameters if p.where == "path"} - set(self.path_parameters)
+        if stray:
+            raise ValueError(f"{self.method} {self.path}: path parameters {sorted(stray)} are not in the path")
+
+    @property
+    def key(self) -> str:
+        """API Gateway's route key: `GET /jobs/{job_id}`."""
+        return f"{self.method} {self.path}"
+
+    @property
+    def path_parameters(self) -> tuple[str, ...]:
+        return tuple(re.findall(r"\{(\w+)\}", self.path))
+
+    def documented_parameters(self) -> list[Parameter]:
+        """Every path parameter (a string unless declared otherwise), then the declared query and headers."""
+        declared = {p.name: p for p in self.parameters if p.where == "path"}
+        path = [declared.get(name) or Parameter(name, "path", required=True) for name in self.path_parameters]
+        return path + [p for p in self.parameters if p.where != "path"]
+
+
+# Headers a route may answer with.
+RESPONSE_HEADERS: dict[str, tuple[str, dict[str, Any]]] = {
+    "Location": ("the job's path, /jobs/{job_id}", {"type": "string", "pattern": "^/jobs/"}),
+    "Idempotent-Replayed": ("always true on a replay", {"type": "string", "enum": ["true"]}),
+}
+
+_JOB_ID = Parameter("job_id", "path", {"type": "string", "pattern": JOB_ID_PATTERN}, required=True)
+_MALFORMED = Refusal(400, "malformed JSON", "malformed_json", "request body is not valid JSON", "body")
+_TOO_LARGE = Refusal(
+    413,
+    "over the limit: the payload (the limit in the message) or 10 MB (API Gateway)",
+    "payload_too_large",
+    "payload is 300000 bytes; the limit is 262144 bytes",
+)
+_NO_JOB = Refusal(404, "no such job", "not_found", "no such job")
+
+ROUTES: tuple[Route, ...] = (
+    Route(
+        "POST",
+        "/jobs",
+        "submitJob",
+        "tenant",
+        "Submit a job",
+        answers=(
+            Answer(202, "JobView", "accepted", ("Location",)),
+            Answer(200, "JobView", "replay of an earlier submission with the same key", ("Idempotent-Replayed",)),
+        ),
+        refusals=(
+            _MALFORMED,
+            _TOO_LARGE,
+            Refusal(
+                422,
+                "invalid body, unknown type, payload mismatch, key reuse",
+                "invalid_payload",
+                "payload.email: Field required",
+                "payload.email",
+            ),
+        ),
+        request="SubmitBody",
+        parameters=(Parameter("Idempotency-Key", "header"),),
+    ),
+    Route(
+        "POST",
+        "/jobs/batch",
+        "submitBatch",
+        "tenant",
+        "Submit up to 100 jobs, each answered on its own",
+        answers=(Answer(207, "BatchView", "one result per item"),),
+        refusals=(
+            _MALFORMED,
+            _TOO_LARGE,
+            Refusal(
+                422,
+                "invalid body",
+                "invalid_request",
+                "jobs: List should have at most 100 items after validation, not 101",
+                "jobs",
+            ),
+        ),
+        request="BatchBody",
+    ),
+    Route(
+        "GET",
+        "/jobs",
+        "listJobs",
+        "tenant",
+        "The caller's jobs, newest first, a page at a time",
+        answers=(Answer(200, "JobPageView", "a page of jobs, newest first"),),
+        refusals=(Refusal(422, "bad query", "invalid_request", "limit must be a whole number from 1 to 100", "limit"),),
+        parameters=(
+            Parameter("status", "query", {"$ref": "#/components/schemas/JobStatus"}),
+            Parameter("type", "query", {"$ref": "#/components/schemas/JobTypeName"}),
+            Parameter("limit", "query", {"type": "integer", "minimum": 1, "maximum": 100}),
+            Parameter("cursor", "query"),
+        ),
+    ),
+    Route(
+        "GET",
+        "/jobs/{job_id}",
+        "getJob",
+        "tenant",
+        "One job",
+        answers=(Answer(200, "JobView", "the job"),),
+        refusals=(_NO_JOB,),
+        parameters=(_JOB_ID,),
+    ),
+    Route(
+        "POST",
+        "/jobs/{job_id}/cancel",
+        "cancelJob",
+        "tenant",
+        "Cancel a job that has not started",
+        answers=(Answer(200, "JobView", "cancelled"),),
+        refusals=(_NO_JOB, Refusal(409, "running or finished", "conflict", "cannot move a RUNNING job to CANCELLED")),
+        parameters=(_JOB_ID,),
+    ),
+    Route(
+        "GET",
+        "/job-types",
+        "listJobTypes",
+        "tenant",
+        "The registered job types, each with its queue, policy and payload schema",
+        answers=(Answer(200, "JobTypesView", "every registered job type"),),
+    ),
+    Route(
+        "GET",
+        "/queues",
+        "listQueues",
+        "tenant",
+        "Queue depths",
+        answers=(Answer(200, "QueuesView", "queue depths"),),
+    ),
+    Route(
+        "POST",
+        "/queues/{name}/redrive",
+        "redriveQueue",
+        "admin",
+        "Admin: move the queue's DLQ messages back; their jobs get fresh attempts",
+        answers=(Answer(202, "RedriveView", "redrive started"),),
+        refusals=(
+            Refusal(404, "no such queue", "not_found", "no such queue"),
+            Refusal(
+                409, "a redrive is already running", "redrive_in_progress", "a redrive of this queue is already running"
+            ),
+            Refusal(
+                422,
+                "max_per_second is not a whole number from 1 to 500",
+                "invalid_request",
+                "max_per_second must be a whole number from 1 to 500",
+                "max_per_second",
+            ),
+        ),
+        parameters=(Parameter("max_per_second", "query", {"type": "integer", "minimum": 1, "maximum": 500}),),
+    ),
+    Route(
+        "GET",
+        "/schedules",
+        "listSchedules",
+        "tenant",
+        "Schedules with their next firing and last firings",
+        answers=(Answer(200, "SchedulesView", "schedules with next firing and last firings"),),
+    ),
+    Route(
+        "POST",
+        "/schedules/{name}/trigger",
+        "triggerSchedule",
+        "admin",
+        "Admin: fire the schedule now (its overlap policy applies)",
+        answers=(
+            Answer(202, "TriggerView", "a job was made"),
+            Answer(200, "TriggerView", "skipped by the overlap policy"),
+        ),
+        refusals=(Refusal(404, "no such schedule", "not_found", "no such schedule"),),
+    ),
+    Route(
+        "GET",
+        "/openapi.json",
+        "openapi",
+        "tenant",
+        "This document",
+        answers=(Answer(200, "OpenApiDocument", "this document"),),
+    ),
+    Route("GET", "/health", "health", "public", "Liveness", answers=(Answer(200, "HealthView", "alive"),)),
+)

@@ -1,0 +1,204 @@
+"""A router for API Gateway HTTP API events (payload format 2.0), built from the routes of offpath.contract.
+
+Small on purpose: it matches a method and path to a declared route, checks the route's access, calls the
+handler registered for its operation and turns what the handler returns (a response model) into the
+integration response. A request no route matches is answered as API Gateway answers it.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel
+
+from offpath.contract import Route
+from offpath.tenancy import is_admin, tenant_of
+
+S = TypeVar("S")
+
+# API Gateway's own answer to a request no route matches (HTTP API, no $default route).
+NOT_FOUND_BODY = '{"message":"Not Found"}'
+
+
+def not_found() -> dict[str, Any]:
+    return {
+        "statusCode": 404,
+        "body": NOT_FOUND_BODY,
+        "isBase64Encoded": False,
+        "headers": {"Content-Type": "application/json"},
+        "cookies": [],
+    }
+
+
+class UnauthorizedError(Exception):
+    """No authenticated caller in the request."""
+
+
+class ForbiddenError(Exception):
+    """The route needs the admin scope."""
+
+
+class MalformedBodyError(Exception):
+    """The body is not JSON (or not UTF-8)."""
+
+
+@dataclass(frozen=True)
+class Request:
+    event: dict[str, Any]
+    route: Route
+    path_parameters: dict[str, str]
+    tenant: str | None  # set on every route but the public ones
+
+    @property
+    def caller(self) -> str:
+        """The authenticated caller (routes that are not public only)."""
+        if self.tenant is None:
+            raise UnauthorizedError()
+        return self.tenant
+
+    @property
+    def query(self) -> dict[str, str]:
+        params: dict[str, str] = self.event.get("queryStringParameters") or {}
+        return params
+
+    def header(self, name: str) -> str | None:
+        """Payload 2.0 headers arrive lower-cased."""
+        headers: dict[str, str] = self.event.get("headers") or {}
+        return headers.get(name.lower())
+
+    @property
+    def is_admin(self) -> bool:
+        return is_admin(self.event)
+
+    def text(self) -> str:
+        """The body as text; a base64 body is decoded (its bytes must be UTF-8)."""
+        body: str | None = self.event.get("body")
+        if not body:
+            return ""
+        if not self.event.get("isBase64Encoded"):
+            return body
+        try:
+            return base64.b64decode(body.encode()).decode()
+        except ValueError:  # not base64, or bytes that are not UTF-8
+            raise MalformedBodyError() from None
+
+    def json(self, raw: str) -> Any:
+        try:
+            return json.loads(raw)
+        except (ValueError, RecursionError):  # RecursionError: arrays or objects nested thousands deep
+            raise MalformedBodyError() from None
+
+
+@dataclass(frozen=True)
+class Response:
+    """A response model and its status; serialised through the model, never built by hand."""
+
+    status: int
+    body: BaseModel
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+    def integration_response(self) -> dict[str, Any]:
+        return {
+            "statusCode": self.status,
+            "body": dump_json(self.body),
+            "isBase64Encoded": False,
+            "headers": {**self.headers, "Content-Type": "application/json"},
+            "cookies": [],
+        }
+
+
+def dump_json(model: BaseModel) -> str:
+    """The model's JSON, compact and ASCII-only (non-ASCII escaped, as every answer has always been)."""
+    return json.dumps(model.model_dump(mode="json"), separators=(",", ":"))
+
+
+Handler = Callable[[Request, S], BaseModel | Response]
+
+
+@dataclass(frozen=True)
+class _Compiled(Generic[S]):
+    route: Route
+    pattern: re.Pattern[str]
+    handler: Handler[S]
+
+
+def path_pattern(template: str) -> re.Pattern[str]:
+    """`/jobs/{job_id}` -> a pattern where each parameter is one path segment, as API Gateway matches."""
+    regex = re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", re.escape(template))
+    return re.compile(f"^{regex}$")
+
+
+def match_order(routes: Iterable[Route]) -> list[Route]:
+    """Literal segments win over parameters (`/jobs/batch` before `/jobs/{job_id}`), as in API Gateway."""
+    return sorted(routes, key=lambda r: r.path.count("{"))
+
+
+class Router(Generic[S]):
+    """Every declared route has exactly one handler; a handler without a route, or a route without a
+    handler, is refused when the router is built (at import)."""
+
+    def __init__(
+        self,
+        routes: Iterable[Route],
+        handlers: Mapping[str, Handler[S]],
+        on_error: Callable[[Exception], Response],
+    ) -> None:
+        routes = list(routes)
+        declared = {route.operation for route in routes}
+        if declared != set(handlers) or len(declared) != len(routes):
+            raise ValueError(
+                f"routes and handlers disagree: no handler for {sorted(declared - set(handlers))}, "
+                f"no route for {sorted(set(handlers) - declared)}"
+            )
+        self.routes = routes
+        self._compiled = [_Compiled(r, path_pattern(r.path), handlers[r.operation]) for r in match_order(routes)]
+        self._on_error = on_error
+
+    def match(self, method: str, path: str) -> tuple[_Compiled[S], dict[str, str]] | None:
+        for compiled in self._compiled:
+            if compiled.route.method != method:
+                continue
+            found = compiled.pattern.match(path)
+            if found:
+                return compiled, found.groupdict()
+        return None
+
+    def resolve(self, event: dict[str, Any], services: S) -> dict[str, Any]:
+        context = event.get("requestContext") or {}
+        method = str((context.get("http") or {}).get("method", "")).upper()
+        matched = self.match(method, _path(event))
+        if matched is None:
+            return not_found()
+        compiled, parameters = matched
+        try:
+            request = Request(event, compiled.route, parameters, self._authorised(compiled.route, event))
+            answer = compiled.handler(request, services)
+            response = answer if isinstance(answer, Response) else Response(compiled.route.answers[0].status, answer)
+            return response.integration_response()
+        except Exception as error:
+            return self._on_error(error).integration_response()
+
+    @staticmethod
+    def _authorised(route: Route, event: dict[str, Any]) -> str | None:
+        if route.access == "public":
+            return None
+        tenant = tenant_of(event)
+        if tenant is None:
+            raise UnauthorizedError()
+        if route.access == "admin" and not is_admin(event):
+            raise ForbiddenError()
+        return tenant
+
+
+def _path(event: dict[str, Any]) -> str:
+    """The path within the stage (a named stage's prefix is not part of a route)."""
+    path = str(event.get("rawPath") or "/")
+    stage = (event.get("requestContext") or {}).get("stage")
+    if stage and stage != "$default" and path.startswith(f"/{stage}"):
+        path = path[len(stage) + 1 :] or "/"
+    return path
