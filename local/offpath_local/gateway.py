@@ -52,6 +52,9 @@ TEXT_TYPES = re.compile(
 )
 
 Invoke = Callable[[dict[str, Any], float], dict[str, Any]]
+# The runtime's own pages (the console, /metrics), answered before routing: (method, path) -> (status,
+# headers, body), or None for a request they do not answer.
+Pages = Callable[[str, str], tuple[int, dict[str, str], bytes] | None]
 
 
 @dataclass(frozen=True)
@@ -213,8 +216,10 @@ class Gateway:
         host: str = "127.0.0.1",
         port: int = 8000,
         on_response: Callable[[int], None] | None = None,
+        pages: Pages | None = None,
     ) -> None:
         self.invoke = invoke
+        self.pages = pages
         self.authorizer = authorizer
         self.routes = route_table()
         self.on_response = on_response
@@ -300,6 +305,10 @@ class _RequestHandler(BaseHTTPRequestHandler):
             return
         gateway = self.gateway
         path = urlsplit(self.path).path or "/"
+        page = gateway.pages(self.command, path) if gateway.pages else None
+        if page is not None:
+            self._send(*page, req_id)
+            return
         route, parameters = gateway.match(self.command, path)
         claims: dict[str, str] | None = None
         scopes: list[str] | None = None
