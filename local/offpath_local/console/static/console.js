@@ -95,6 +95,7 @@
   function seconds(value) {
     if (value === null || value === undefined) return "-";
     const s = Number(value);
+    if (s === 0) return "0 s";
     if (s < 1) return `${Math.round(s * 1000)} ms`;
     if (s < 120) return `${s.toFixed(s < 10 ? 1 : 0)} s`;
     if (s < 7200) return `${Math.round(s / 60)} min`;
@@ -248,9 +249,12 @@
             x: sx(x) + i * (w + 1) - (series.length * (w + 1)) / 2, y: top, width: w, height: sy(0) - top, fill: color,
           }, svg("title", null, `${s.name} ${clock(x)}: ${y}`)));
         }
-      } else if (s.points.length) {
+      } else if (s.points.length > 1) {
         const d = s.points.map(([x, y], j) => `${j ? "L" : "M"}${sx(x).toFixed(1)},${sy(y).toFixed(1)}`).join(" ");
         parts.push(svg("path", { d, fill: "none", stroke: color, "stroke-width": 2 }));
+      } else if (s.points.length === 1) {
+        const [[x, y]] = s.points;
+        parts.push(svg("circle", { cx: sx(x), cy: sy(y), r: 3, fill: color }));
       }
     });
     const chart = svg("svg", {
@@ -347,7 +351,7 @@
           { name: `${name} waiting`, points: depthHistory.points.map((p) => [p.at, (p.queues.find((q) => q.name === name) || {}).waiting || 0]) },
           { name: `${name} DLQ`, points: depthHistory.points.map((p) => [p.at, (p.queues.find((q) => q.name === name) || {}).dlq || 0]) },
         ]);
-        depth.show(depthHistory.points.length + ":" + JSON.stringify(list), () => h("div", null,
+        depth.show([depthHistory.points.length, list, chartWidth(depth)], () => h("div", null,
           lineChart(series, { label: "messages waiting and in the DLQ per queue", width: chartWidth(depth) }),
           h("p", { class: "note" }, "Visible and delayed messages, and DLQ depth, measured while this page is open."),
         ));
