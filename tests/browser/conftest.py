@@ -1,5 +1,6 @@
 """The console in a real browser: Playwright driving Debian's Chromium (`make browser-deps` installs it), against
-the embedded runtime started as the e2e tests start it (tenant-a is the admin, tenant-b a tenant).
+the embedded runtime started as the e2e tests start it (tenant-a is the admin, tenant-b a tenant). The runtime
+and the browser live as long as this folder's tests, so later tests do not share the machine with them.
 
 A missing browser fails these tests; it never skips them. Any JavaScript error on a page fails the test that
 opened it; the browser's own line for a refused request (403/404, which some tests cause on purpose) is not
@@ -7,7 +8,10 @@ a script error. Every page is saved as a screenshot, 1280 and 390 px wide, under
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +19,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-from tests.e2e.conftest import ROOT, Local, local  # noqa: F401 - the runtime fixture, shared
+from tests.e2e.conftest import ROOT, TENANT_A, TENANT_B, TOKEN_A, TOKEN_B, Local, _stop, _wait_until_serving
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -36,7 +40,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.e2e)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
+def local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Local]:
+    """`offpath local` in a child process on a free port; the e2e schedule fires once a minute."""
+    data_dir = tmp_path_factory.mktemp("offpath-console")
+    console_log = data_dir / "console.txt"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    command = [sys.executable, "-m", "offpath_local", "local", "--port", "0", "--data", str(data_dir)]
+    command += ["--token", f"{TENANT_A}:{TOKEN_A}", "--token", f"{TENANT_B}:{TOKEN_B}", "--admin", TENANT_A]
+    command += ["--alarm-interval", "0.5", "--load", "tests.e2e.local_schedules"]
+    with console_log.open("w") as out:
+        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        yield Local(url=_wait_until_serving(process, data_dir, console_log), data_dir=data_dir, log=console_log)
+    finally:
+        _stop(process, console_log)
+
+
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Browser]:
     if not CHROMIUM.exists():
         pytest.fail(f"{CHROMIUM} is missing: `make browser-deps` installs Debian's chromium (as root)")
@@ -88,7 +109,7 @@ OpenConsole = Callable[..., Console]
 
 
 @pytest.fixture
-def console(browser: Browser, local: Local) -> Iterator[OpenConsole]:  # noqa: F811 - the shared runtime
+def console(browser: Browser, local: Local) -> Iterator[OpenConsole]:
     """console(token, base=...) -> a tab signed in with `token` (None: not signed in)."""
     contexts = []
     consoles: list[Console] = []
