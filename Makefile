@@ -24,8 +24,13 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-test: lint typecheck
+test: lint typecheck browser-deps
 	$(BIN)/python -m pytest
+
+# Debian's Chromium, which the console's browser tests drive (tests/browser); installed (as root) when missing.
+.PHONY: browser-deps
+browser-deps:
+	@test -x /usr/bin/chromium || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; }
 
 run: $(STAMP)
 	$(BIN)/offpath local

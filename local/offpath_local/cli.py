@@ -3,6 +3,7 @@
     offpath local                       the whole pipeline on this machine (see docs/local.md)
     offpath submit TYPE --payload JSON  submit a job (--wait: follow it to its end)
     offpath status ID | jobs | queues | redrive QUEUE | schedules | trigger NAME | cancel ID
+    offpath console --api URL           the web console for a deployed API, on 127.0.0.1:8080
 
 The client commands talk to the local server by default (its URL and token are in the data
 directory it writes), or to a deployed API with `--api URL` (SigV4-signed with the standard AWS
@@ -136,6 +137,11 @@ def _parser() -> argparse.ArgumentParser:
     cost.add_arguments(
         commands.add_parser("cost", help="what offpath costs on AWS for your volumes (us-east-1 list prices)")
     )
+    from offpath_local.console import proxy
+
+    proxy.add_arguments(
+        commands.add_parser("console", help="the web console for a deployed API, served on 127.0.0.1 (signs its calls)")
+    )
     return parser
 
 
@@ -152,6 +158,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from offpath_local import cost
 
             return cost.run(args)
+        if args.command == "console":
+            from offpath_local.console import proxy
+
+            return proxy.run(args)
         return run_client(args)
     except (UsageError, MissingCredentialsError) as error:
         print(f"offpath: {error}", file=sys.stderr)

@@ -44,11 +44,21 @@ class Answer:
 
 
 class ApiClient:
-    def __init__(self, base_url: str, *, token: str | None = None, sign: bool = False, region: str | None = None):
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        token: str | None = None,
+        sign: bool = False,
+        region: str | None = None,
+        profile: str | None = None,
+    ):
+        """`profile`: the AWS profile whose credentials sign (default: the standard credential chain)."""
         self.base_url = base_url.rstrip("/")
         self.token = token
         self.sign = sign
         self.region = region
+        self.profile = profile
         self._credentials: Any = None
 
     def call(
@@ -60,14 +70,24 @@ class ApiClient:
         query: dict[str, str] | None = None,
         headers: dict[str, str] | None = None,
     ) -> Answer:
-        url = self.base_url + path
+        target = path
         if query:
-            url += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
+            target += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
         data = json.dumps(body).encode() if body is not None else None
-        all_headers = {"Accept": "application/json", "User-Agent": "offpath-cli"}
+        all_headers = {"Accept": "application/json"}
         if data is not None:
             all_headers["Content-Type"] = "application/json"
         all_headers.update(headers or {})
+        status, raw, answered = self.send(method, target, data, all_headers)
+        return _answer(status, raw, answered)
+
+    def send(
+        self, method: str, target: str, data: bytes | None, headers: dict[str, str]
+    ) -> tuple[int, bytes, dict[str, str]]:
+        """One request as it is (`target`: the path and query under the base URL), authorised: status,
+        body, headers. CannotConnectError when the API cannot be reached."""
+        url = self.base_url + target
+        all_headers = {"User-Agent": "offpath-cli", **headers}
         if self.token:
             all_headers["Authorization"] = f"Bearer {self.token}"
         elif self.sign:
@@ -75,9 +95,9 @@ class ApiClient:
         request = urllib.request.Request(url, data=data, method=method, headers=all_headers)  # noqa: S310
         try:
             with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:  # noqa: S310 - the user's API URL
-                return _answer(response.status, response.read(), dict(response.headers))
+                return response.status, response.read(), dict(response.headers)
         except urllib.error.HTTPError as error:
-            return _answer(error.code, error.read(), dict(error.headers or {}))
+            return error.code, error.read(), dict(error.headers or {})
         except (urllib.error.URLError, ConnectionError, TimeoutError) as error:
             reason = getattr(error, "reason", error)
             raise CannotConnectError(f"cannot connect to {self.base_url}: {reason}") from None
@@ -88,8 +108,13 @@ class ApiClient:
         from botocore.awsrequest import AWSRequest
 
         if self._credentials is None:
-            session = botocore.session.Session()
-            credentials = session.get_credentials()
+            from botocore.exceptions import ProfileNotFound
+
+            session = botocore.session.Session(profile=self.profile)
+            try:
+                credentials = session.get_credentials()
+            except ProfileNotFound:
+                raise MissingCredentialsError(f"no AWS profile named {self.profile!r}") from None
             if credentials is None:
                 raise MissingCredentialsError(
                     "no AWS credentials found (environment, profile or instance role) to sign requests with; "

@@ -56,6 +56,9 @@ TEXT_TYPES = re.compile(
 NOT_FOUND_BODY = b'{"message":"Not Found"}'
 
 Invoke = Callable[[dict[str, Any], float], dict[str, Any]]
+# The runtime's own pages (the console, /metrics), answered before routing: (method, path) -> (status,
+# headers, body), or None for a request they do not answer.
+Pages = Callable[[str, str], tuple[int, dict[str, str], bytes] | None]
 
 
 @dataclass(frozen=True)
@@ -216,8 +219,10 @@ class Gateway:
         port: int = 8000,
         on_response: Callable[[int], None] | None = None,
         routes: Iterable[contract.Route] = contract.ROUTES,
+        pages: Pages | None = None,
     ) -> None:
         self.invoke = invoke
+        self.pages = pages
         self.authorizer = authorizer
         self.routes = route_table(routes)
         self.on_response = on_response
@@ -303,6 +308,10 @@ class _RequestHandler(BaseHTTPRequestHandler):
             return
         gateway = self.gateway
         path = urlsplit(self.path).path or "/"
+        page = gateway.pages(self.command, path) if gateway.pages else None
+        if page is not None:
+            self._send(*page, req_id)
+            return
         route, parameters = gateway.match(self.command, path)
         if route is None:
             self._send(404, {"content-type": "application/json"}, NOT_FOUND_BODY, req_id)

@@ -5,6 +5,9 @@ routed to the log file under the data directory (or to the console with `--verbo
 structured JSON lines, their EMF metric lines and anything a job function prints. Each JSON line
 names the function that wrote it in `service`, as its own log group would. The console keeps the
 runtime's own messages: where it listens, one line per job state change, alarm changes.
+
+The EMF metric lines the functions print are also handed, parsed, to the listeners given to
+`on_metrics` (the runtime's aggregation behind `/metrics`), as CloudWatch extracts them from a log.
 """
 
 from __future__ import annotations
@@ -12,15 +15,19 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import io
+import json
 import logging
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from offpath.observability import JsonFormatter
+
+EMF_PREFIX = '{"_aws"'
+MetricsListener = Callable[[dict[str, Any]], None]
 
 FUNCTION: contextvars.ContextVar[str] = contextvars.ContextVar("offpath_local_function", default="local")
 
@@ -52,6 +59,39 @@ class _LockedWriter(io.TextIOBase):
     def flush(self) -> None:
         with self.lock:
             self.target.flush()
+
+    def writable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:
+        return self.target.isatty()
+
+
+class _MetricLines(io.TextIOBase):
+    """The functions' stdout: written through to `target`; each EMF line (observability.EmfMetrics writes
+    one whole line per write) is also parsed and given to the listeners."""
+
+    def __init__(self, target: TextIO, listeners: list[MetricsListener]) -> None:
+        self.target = target
+        self.listeners = listeners
+
+    def write(self, text: str) -> int:
+        written = self.target.write(text)
+        if text.startswith(EMF_PREFIX) and self.listeners:
+            for line in text.splitlines():
+                try:
+                    document = json.loads(line)
+                except ValueError:
+                    continue
+                for listener in self.listeners:
+                    try:
+                        listener(document)
+                    except Exception:
+                        logging.getLogger("offpath.local.output").exception("a metrics listener failed")
+        return written
+
+    def flush(self) -> None:
+        self.target.flush()
 
     def writable(self) -> bool:
         return True
@@ -105,6 +145,11 @@ class Output:
         self._log_file: TextIO | None = None
         self._handlers: list[tuple[logging.Logger, logging.Handler]] = []
         self._saved_levels: dict[str, int] = {}
+        self._metrics_listeners: list[MetricsListener] = []
+
+    def on_metrics(self, listener: MetricsListener) -> None:
+        """`listener` gets every EMF document the functions print from now on."""
+        self._metrics_listeners.append(listener)
 
     def install(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -118,7 +163,7 @@ class Output:
         else:
             self._log_file = self.log_path.open("a", encoding="utf-8")
             sink = _LockedWriter(self._log_file)
-        sys.stdout = sink
+        sys.stdout = _MetricLines(sink, self._metrics_listeners)
         root = logging.getLogger()
         self._saved_levels["root"] = root.level
         function_handler = _FunctionLogHandler(sink)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from offpath_local.alarms import AlarmEvaluator, EventCounts
+from offpath_local.console import local_pages
 from offpath_local.emulator import CREDENTIALS, Emulator, QueuePeek
 from offpath_local.event_source import PollResult, SqsEventSource
 from offpath_local.faults import FAULTS_FILE, FaultConfig, FaultInjector, TestTiming
@@ -39,6 +40,7 @@ from offpath_local.gateway import Authorizer, Gateway
 from offpath_local.job_events import ConsoleSummary, JobEvents
 from offpath_local.output import Output
 from offpath_local.pollers import QueuePoller
+from offpath_local.prometheus import LocalMetrics
 from offpath_local.resources import (
     REGION,
     Resources,
@@ -102,6 +104,8 @@ class LocalRuntime:
         self.config = config
         self.data_dir = Path(config.data_dir)
         self.output = Output(self.data_dir, verbose=config.verbose, level=config.log_level)
+        self.metrics = LocalMetrics()  # from the functions' EMF lines; GET /metrics
+        self.output.on_metrics(self.metrics.record)
         self.events = JobEvents()
         self.counts = EventCounts()
         self.emulator = Emulator(config.host)
@@ -258,8 +262,10 @@ class LocalRuntime:
 
         # The HTTP API last: when it answers, everything behind it runs.
         authorizer = Authorizer(self.tokens, frozenset(self.admins))
+        self.metrics.watch(QueuePeek(clients["sqs"]), resources.queue_urls, resources.dlq_urls)
+        pages = local_pages(self.metrics.exposition)
         self.gateway = Gateway(
-            api.invoke, authorizer, host=config.host, port=config.port, on_response=self._on_response
+            api.invoke, authorizer, host=config.host, port=config.port, on_response=self._on_response, pages=pages
         )
         self.gateway.start()
         self._parts.append(self.gateway)
@@ -318,6 +324,8 @@ class LocalRuntime:
             f"offpath local: the whole pipeline on this machine, ready in {self.started_in_s:.1f} s",
             "",
             f"  API        {url}",
+            f"  console    {url}/console#token={token}  (signed in as {tenant})",
+            f"  metrics    {url}/metrics  (Prometheus)",
         ]
         for name, secret in self.tokens.items():
             role = " (admin)" if name in self.admins else ""

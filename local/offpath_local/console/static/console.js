@@ -1,0 +1,938 @@
+// offpath console. No build step, no dependency: the browser's DOM, fetch and SVG.
+//
+// Rules this file keeps:
+// - Everything a tenant wrote (payloads, results, errors, idempotency keys, type names) is put on the page
+//   with textContent or as an attribute value, never parsed as HTML. There is no innerHTML here.
+// - The bearer token comes from the URL's fragment (#token=...), is kept in sessionStorage and sent as
+//   Authorization on every API call. No cookie: another site's page cannot act in the console's name.
+// - Routes the API may not serve yet (POST /jobs/{id}/retry, GET /stats, GET /alarms) are looked up in
+//   its /openapi.json: a feature the API does not declare is not offered.
+(() => {
+  "use strict";
+
+  const ROOT = "/console";
+  const API = (document.querySelector('meta[name="offpath-api"]') || {}).content || "";
+  const REFRESH_MS = 2000;
+  const STATES = ["QUEUED", "SCHEDULED", "RUNNING", "RETRYING", "SUCCEEDED", "FAILED", "CANCELLED"];
+  const FINAL = new Set(["SUCCEEDED", "FAILED", "CANCELLED"]);
+  const CANCELLABLE = new Set(["QUEUED", "SCHEDULED", "RETRYING"]);
+  const RETRYABLE = new Set(["FAILED", "CANCELLED"]);
+  const ROLE_PROBE_QUEUE = "offpath-console-role-check";
+  const TOKEN_KEY = "offpath.console.token";
+  const ROLE_KEY = "offpath.console.role";
+  const SVG_NS = "http://www.w3.org/2000/svg";
+  const COLORS = ["#1f4e79", "#b42318", "#1a7f37", "#9a6700", "#6639ba", "#0b7285"];
+
+  // -- DOM ------------------------------------------------------------------------------------
+
+  function h(tag, props, ...children) {
+    const el = document.createElement(tag);
+    setProps(el, props);
+    for (const child of children.flat(Infinity)) {
+      if (child === null || child === undefined || child === false) continue;
+      el.append(child instanceof Node ? child : String(child));
+    }
+    return el;
+  }
+
+  function svg(tag, props, ...children) {
+    const el = document.createElementNS(SVG_NS, tag);
+    setProps(el, props);
+    for (const child of children.flat(Infinity)) {
+      if (child === null || child === undefined || child === false) continue;
+      el.append(child instanceof Node ? child : String(child));
+    }
+    return el;
+  }
+
+  function setProps(el, props) {
+    for (const [key, value] of Object.entries(props || {})) {
+      if (value === null || value === undefined || value === false) continue;
+      if (key === "on") {
+        for (const [event, handler] of Object.entries(value)) el.addEventListener(event, handler);
+      } else if (/^on/i.test(key)) {
+        throw new Error("event handlers are added with `on`, never as attributes");
+      } else if (key === "class") {
+        el.setAttribute("class", value);
+      } else {
+        el.setAttribute(key, value === true ? "" : String(value));
+      }
+    }
+  }
+
+  function link(path, ...children) {
+    return h("a", { href: ROOT + path, "data-nav": true }, ...children);
+  }
+
+  function seg(value) {
+    return encodeURIComponent(String(value));
+  }
+
+  function badge(state) {
+    const known = /^[A-Z_]+$/.test(String(state)) ? String(state) : "";
+    return h("span", { class: `badge ${known}` }, String(state));
+  }
+
+  function table(headers, rows, empty) {
+    const head = h("tr", null, headers.map((c) => h("th", { class: c.cls || null, scope: "col" }, c.label)));
+    const body = rows.length
+      ? rows.map((cells) => h("tr", null, cells.map((cell, i) =>
+        h("td", { class: headers[i].cls || null, "data-label": headers[i].label || null }, cell))))
+      : [h("tr", null, h("td", { class: "empty", colspan: headers.length }, empty || "Nothing here."))];
+    return h("div", { class: "table-wrap" }, h("table", null, h("thead", null, head), h("tbody", null, body)));
+  }
+
+  function when(iso) {
+    if (!iso) return "-";
+    const date = new Date(iso);
+    if (Number.isNaN(date.getTime())) return String(iso);
+    const pad = (n) => String(n).padStart(2, "0");
+    const text = `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())} ` +
+      `${pad(date.getHours())}:${pad(date.getMinutes())}:${pad(date.getSeconds())}`;
+    return h("time", { datetime: String(iso), title: String(iso) }, text);
+  }
+
+  function seconds(value) {
+    if (value === null || value === undefined) return "-";
+    const s = Number(value);
+    if (s === 0) return "0 s";
+    if (s < 1) return `${Math.round(s * 1000)} ms`;
+    if (s < 120) return `${s.toFixed(s < 10 ? 1 : 0)} s`;
+    if (s < 7200) return `${Math.round(s / 60)} min`;
+    return `${(s / 3600).toFixed(1)} h`;
+  }
+
+  function json(value) {
+    return h("pre", { class: "data mono" }, JSON.stringify(value, null, 2));
+  }
+
+  function errorBox(answer) {
+    return h("div", { class: "error", role: "alert" }, describe(answer));
+  }
+
+  function describe(answer) {
+    if (!answer) return "no answer";
+    const body = answer.body;
+    if (body && typeof body === "object" && body.error && typeof body.error === "object") {
+      return `${answer.status} ${body.error.code || "error"}: ${body.error.message || ""}`;
+    }
+    if (body && typeof body === "object" && body.message) return `${answer.status} ${body.message}`;
+    if (answer.status === 0) return `cannot reach the API: ${body}`;
+    return `${answer.status} ${typeof body === "string" ? body.slice(0, 300) : ""}`;
+  }
+
+  // -- the API ----------------------------------------------------------------------------------
+
+  const session = {
+    token: null,
+    role: null, // "admin" or "tenant"
+    features: { retry: false, stats: false, alarms: false },
+
+    load() {
+      const match = /(?:^#|&)token=([^&]*)/.exec(location.hash);
+      if (match) {
+        this.signIn(decodeURIComponent(match[1]));
+        history.replaceState(history.state, "", location.pathname + location.search);
+      }
+      this.token = sessionStorage.getItem(TOKEN_KEY);
+      this.role = sessionStorage.getItem(ROLE_KEY);
+    },
+
+    signIn(token) {
+      sessionStorage.setItem(TOKEN_KEY, token.trim());
+      sessionStorage.removeItem(ROLE_KEY);
+      this.token = token.trim();
+      this.role = null;
+    },
+
+    signOut() {
+      sessionStorage.removeItem(TOKEN_KEY);
+      sessionStorage.removeItem(ROLE_KEY);
+      this.token = null;
+      this.role = null;
+    },
+
+    get admin() {
+      return this.role === "admin";
+    },
+  };
+
+  async function api(method, path, { query, body } = {}) {
+    let url = API + path;
+    if (query) {
+      const params = new URLSearchParams();
+      for (const [k, v] of Object.entries(query)) if (v !== null && v !== undefined && v !== "") params.set(k, v);
+      const text = params.toString();
+      if (text) url += "?" + text;
+    }
+    const headers = { Accept: "application/json" };
+    if (session.token) headers.Authorization = `Bearer ${session.token}`;
+    if (body !== undefined) headers["Content-Type"] = "application/json";
+    let response;
+    try {
+      response = await fetch(url, {
+        method,
+        headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+        credentials: "omit",
+        cache: "no-store",
+        redirect: "error",
+      });
+    } catch (error) {
+      return { status: 0, ok: false, body: String(error && error.message ? error.message : error) };
+    }
+    const text = await response.text();
+    let parsed = text;
+    try {
+      parsed = text ? JSON.parse(text) : null;
+    } catch (_) {
+      parsed = text;
+    }
+    if (response.status === 401 && session.token) {
+      session.signOut();
+      app.showSignIn("The token was not accepted (401). Sign in again.");
+    }
+    return { status: response.status, ok: response.ok, body: parsed };
+  }
+
+  async function discover() {
+    const doc = await api("GET", "/openapi.json");
+    const paths = doc.ok && doc.body && typeof doc.body.paths === "object" ? doc.body.paths : {};
+    const has = (pattern, method) => Object.entries(paths).some(([p, ops]) => pattern.test(p) && ops && ops[method]);
+    session.features = {
+      retry: has(/^\/jobs\/\{[^}/]+\}\/retry$/, "post"),
+      stats: has(/^\/stats$/, "get"),
+      alarms: has(/^\/alarms$/, "get"),
+    };
+    if (!session.role) {
+      // Admin routes answer 403 to tenants before anything else; to an admin, a queue that does not
+      // exist is a 404 with nothing done.
+      const probe = session.features.stats
+        ? await api("GET", "/stats", { query: { minutes: "1" } })
+        : await api("POST", `/queues/${seg(ROLE_PROBE_QUEUE)}/redrive`);
+      if (probe.status === 401 || probe.status === 0) return probe;
+      session.role = probe.status === 403 ? "tenant" : "admin";
+      sessionStorage.setItem(ROLE_KEY, session.role);
+    }
+    return doc;
+  }
+
+  // -- charts (SVG) ----------------------------------------------------------------------------
+
+  // series: [{name, points: [[x, y], ...]}]; x in epoch ms.
+  function lineChart(series, { label, height = 200, bars = false, width = 720 } = {}) {
+    const pad = { left: 44, right: 12, top: 10, bottom: 24 };
+    const all = series.flatMap((s) => s.points);
+    const xs = all.map((p) => p[0]);
+    const ymax = Math.max(1, ...all.map((p) => p[1]));
+    const x0 = xs.length ? Math.min(...xs) : Date.now() - 60000;
+    const x1 = xs.length ? Math.max(...xs, x0 + 1000) : Date.now();
+    const sx = (x) => pad.left + ((x - x0) / (x1 - x0 || 1)) * (width - pad.left - pad.right);
+    const sy = (y) => height - pad.bottom - (y / ymax) * (height - pad.top - pad.bottom);
+    const parts = [];
+    for (const frac of [0, 0.5, 1]) {
+      const y = sy(ymax * frac);
+      parts.push(svg("line", { class: "grid", x1: pad.left, x2: width - pad.right, y1: y, y2: y }));
+      parts.push(svg("text", { x: pad.left - 6, y: y + 4, "text-anchor": "end" }, formatCount(ymax * frac)));
+    }
+    parts.push(svg("line", { class: "axis", x1: pad.left, x2: width - pad.right, y1: sy(0), y2: sy(0) }));
+    parts.push(svg("text", { x: pad.left, y: height - 6 }, clock(x0)));
+    parts.push(svg("text", { x: width - pad.right, y: height - 6, "text-anchor": "end" }, clock(x1)));
+    series.forEach((s, i) => {
+      const color = COLORS[i % COLORS.length];
+      if (bars) {
+        const step = s.points.length > 1 ? (width - pad.left - pad.right) / (s.points.length + 1) : 20;
+        const w = Math.max(2, step / series.length - 2);
+        for (const [x, y] of s.points) {
+          const top = sy(y);
+          parts.push(svg("rect", {
+            x: sx(x) + i * (w + 1) - (series.length * (w + 1)) / 2, y: top, width: w, height: sy(0) - top, fill: color,
+          }, svg("title", null, `${s.name} ${clock(x)}: ${y}`)));
+        }
+      } else if (s.points.length > 1) {
+        const d = s.points.map(([x, y], j) => `${j ? "L" : "M"}${sx(x).toFixed(1)},${sy(y).toFixed(1)}`).join(" ");
+        parts.push(svg("path", { d, fill: "none", stroke: color, "stroke-width": 2 }));
+      } else if (s.points.length === 1) {
+        const [[x, y]] = s.points;
+        parts.push(svg("circle", { cx: sx(x), cy: sy(y), r: 3, fill: color }));
+      }
+    });
+    const chart = svg("svg", {
+      class: "chart", viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": label || "chart",
+    }, parts);
+    const legend = h("div", { class: "legend" }, series.map((s, i) =>
+      h("span", null, h("span", { class: "swatch", "data-color": i }), s.name)));
+    // Colours of the swatches are set as properties, not from a style attribute (the CSP allows none).
+    legend.querySelectorAll(".swatch").forEach((el) => { el.style.background = COLORS[Number(el.dataset.color) % COLORS.length]; });
+    return h("figure", { class: "figure" }, chart, legend);
+  }
+
+  // Drawn at the width it is shown at, so its text keeps its size on a phone.
+  function chartWidth(el) {
+    return Math.max(300, Math.min(1200, (el && el.clientWidth) || (document.getElementById("main").clientWidth - 32) || 720));
+  }
+
+  function formatCount(value) {
+    return value >= 100 ? String(Math.round(value)) : String(Math.round(value * 10) / 10);
+  }
+
+  function clock(ms) {
+    const d = new Date(ms);
+    return `${String(d.getHours()).padStart(2, "0")}:${String(d.getMinutes()).padStart(2, "0")}:${String(d.getSeconds()).padStart(2, "0")}`;
+  }
+
+  // Queue depths seen by this page while it is open (kept across page changes, up to 20 minutes).
+  const depthHistory = { points: [], add(queues) {
+    const now = Date.now();
+    this.points.push({ at: now, queues: queues.map((q) => ({ name: q.name, waiting: q.visible + q.delayed, in_flight: q.in_flight, dlq: q.dlq_depth })) });
+    while (this.points.length && this.points[0].at < now - 20 * 60 * 1000) this.points.shift();
+  } };
+
+  // -- pages -----------------------------------------------------------------------------------
+  //
+  // A page is a function (params, query) -> {title, admin?, node, refresh: async () => void}. `refresh`
+  // fills the page's data regions; the app calls it at once and then every REFRESH_MS.
+
+  function region() {
+    const el = h("div", { class: "region" });
+    let last = null;
+    // Redraws only when what it shows changed, so focus and scroll stay put between refreshes.
+    el.show = (key, build) => {
+      const signature = JSON.stringify(key);
+      if (signature === last) return;
+      last = signature;
+      el.replaceChildren(build());
+    };
+    return el;
+  }
+
+  function queuesTable(queues) {
+    return table(
+      [
+        { label: "Queue" },
+        { label: "Visible", cls: "num" },
+        { label: "In flight", cls: "num" },
+        { label: "Delayed", cls: "num" },
+        { label: "Oldest", cls: "num" },
+        { label: "DLQ", cls: "num" },
+        { label: "Last redrive" },
+      ],
+      queues.map((q) => [
+        link(`/queues/${seg(q.name)}`, q.name),
+        q.visible, q.in_flight, q.delayed, seconds(q.oldest_age_s), q.dlq_depth,
+        q.redrive ? `${q.redrive.status}${q.redrive.moved !== null && q.redrive.moved !== undefined ? `, ${q.redrive.moved} moved` : ""}` : "-",
+      ]),
+      "No queues.",
+    );
+  }
+
+  function overviewPage() {
+    const queues = region();
+    const depth = region();
+    const stats = region();
+    const alarms = region();
+    const node = h("section", null,
+      h("h1", null, "Overview"),
+      h("h2", null, "Queues"), queues,
+      h("h2", null, "Messages waiting"), depth,
+      h("h2", null, "Jobs per minute, last hour"), stats,
+      h("h2", null, "Alarms"), alarms,
+    );
+    async function refresh() {
+      const answer = await api("GET", "/queues");
+      if (!answer.ok) {
+        queues.show(["error", answer.status], () => errorBox(answer));
+      } else {
+        const list = answer.body.queues || [];
+        depthHistory.add(list);
+        queues.show(list, () => queuesTable(list));
+        const names = list.map((q) => q.name);
+        const series = names.flatMap((name) => [
+          { name: `${name} waiting`, points: depthHistory.points.map((p) => [p.at, (p.queues.find((q) => q.name === name) || {}).waiting || 0]) },
+          { name: `${name} DLQ`, points: depthHistory.points.map((p) => [p.at, (p.queues.find((q) => q.name === name) || {}).dlq || 0]) },
+        ]);
+        depth.show([depthHistory.points.length, list, chartWidth(depth)], () => h("div", null,
+          lineChart(series, { label: "messages waiting and in the DLQ per queue", width: chartWidth(depth) }),
+          h("p", { class: "note" }, "Visible and delayed messages, and DLQ depth, measured while this page is open."),
+        ));
+      }
+      if (session.features.stats) {
+        const s = await api("GET", "/stats", { query: { minutes: "60" } });
+        stats.show(s.ok ? s.body : ["error", s.status], () => (s.ok ? statsView(s.body) : errorBox(s)));
+      } else {
+        stats.show("absent", () => h("p", { class: "note" },
+          "Per-minute throughput and percentiles come from the API's GET /stats, which this API does not serve yet."));
+      }
+      if (session.features.alarms) {
+        const a = await api("GET", "/alarms");
+        alarms.show(a.ok ? a.body : ["error", a.status], () => (a.ok ? alarmsTable(a.body.alarms || []) : errorBox(a)));
+      } else {
+        alarms.show("absent", () => h("p", { class: "note" }, "Alarm states come from the API's GET /alarms, which this API does not serve yet."));
+      }
+    }
+    return { title: "Overview", admin: true, node, refresh };
+  }
+
+  // GET /stats: {minutes: [{minute, queue, job_type, submitted, succeeded, failed, ..., duration_p50_s, ...}]}
+  function statsView(body) {
+    const rows = Array.isArray(body && body.minutes) ? body.minutes : [];
+    const perMinute = new Map();
+    for (const r of rows) {
+      const at = typeof r.minute === "number" ? r.minute * 1000 : Date.parse(r.minute);
+      const m = perMinute.get(at) || { succeeded: 0, failed: 0 };
+      m.succeeded += Number(r.succeeded || 0);
+      m.failed += Number(r.failed || 0);
+      perMinute.set(at, m);
+    }
+    const minutes = [...perMinute.keys()].sort((a, b) => a - b);
+    const chart = lineChart([
+      { name: "succeeded", points: minutes.map((m) => [m, perMinute.get(m).succeeded]) },
+      { name: "failed", points: minutes.map((m) => [m, perMinute.get(m).failed]) },
+    ], { label: "jobs succeeded and failed per minute", bars: true, width: chartWidth(null) });
+    const latest = new Map();
+    for (const r of rows) latest.set(`${r.queue}\u0000${r.job_type}`, r);
+    const pct = table(
+      [{ label: "Queue" }, { label: "Job type" }, { label: "Run p50", cls: "num" }, { label: "Run p95", cls: "num" },
+        { label: "Wait p50", cls: "num" }, { label: "Wait p95", cls: "num" }],
+      [...latest.values()].map((r) => [r.queue, r.job_type, seconds(r.duration_p50_s), seconds(r.duration_p95_s),
+        seconds(r.queue_wait_p50_s), seconds(r.queue_wait_p95_s)]),
+      "No jobs ran in the last hour.",
+    );
+    return h("div", null, chart, h("h2", null, "Run time and queue wait (latest minute per job type)"), pct);
+  }
+
+  function alarmsTable(list) {
+    return table(
+      [{ label: "Alarm" }, { label: "State" }, { label: "Since" }, { label: "Reason" }],
+      list.map((a) => [a.name, badge(a.state), when(a.updated_at || a.since), h("span", { class: "wrap" }, a.reason || "")]),
+      "No alarms.",
+    );
+  }
+
+  function alarmsPage() {
+    const body = region();
+    const node = h("section", null, h("h1", null, "Alarms"), body);
+    async function refresh() {
+      if (!session.features.alarms) {
+        body.show("absent", () => h("p", { class: "note" }, "Alarm states come from the API's GET /alarms, which this API does not serve yet."));
+        return;
+      }
+      const a = await api("GET", "/alarms");
+      body.show(a.ok ? a.body : ["error", a.status], () => (a.ok ? h("div", null,
+        alarmsTable(a.body.alarms || []),
+        h("h2", null, "Recent changes"),
+        table([{ label: "When" }, { label: "Alarm" }, { label: "From" }, { label: "To" }, { label: "Reason" }],
+          (a.body.changes || []).map((c) => [when(c.time), c.alarm, badge(c.old_state), badge(c.new_state), c.reason || ""]),
+          "No changes yet."),
+      ) : errorBox(a)));
+    }
+    return { title: "Alarms", admin: true, node, refresh };
+  }
+
+  function jobsTable(jobs) {
+    return table(
+      [{ label: "Job" }, { label: "Type" }, { label: "Status" }, { label: "Attempts", cls: "num" },
+        { label: "Created" }, { label: "Finished", cls: "hide-narrow" }],
+      jobs.map((j) => [
+        link(`/jobs/${seg(j.job_id)}`, h("span", { class: "mono" }, j.job_id)),
+        h("span", { class: "wrap" }, j.type), badge(j.status), `${j.attempts}/${j.max_attempts}`,
+        when(j.created_at), h("span", { class: "hide-narrow" }, when(j.finished_at)),
+      ]),
+      "No jobs match.",
+    );
+  }
+
+  function jobsPage(params, query) {
+    const status = query.get("status") || "";
+    const type = query.get("type") || "";
+    const q = (query.get("q") || "").trim();
+    const list = region();
+    const cursors = [null]; // the cursor of each page shown so far
+    let page = 0;
+    const statusSelect = h("select", { name: "status", id: "filter-status" },
+      h("option", { value: "" }, "any"), STATES.map((s) => h("option", { value: s, selected: s === status }, s)));
+    const typeInput = h("input", { name: "type", id: "filter-type", value: type, list: "job-types", autocomplete: "off", placeholder: "e.g. demo.echo" });
+    const search = h("input", { name: "q", id: "filter-q", value: q, type: "search", placeholder: "job id or idempotency key", autocomplete: "off" });
+    const types = h("datalist", { id: "job-types" });
+    const form = h("form", { class: "filters", role: "search", on: { submit: (event) => {
+      event.preventDefault();
+      const next = new URLSearchParams();
+      if (statusSelect.value) next.set("status", statusSelect.value);
+      if (typeInput.value.trim()) next.set("type", typeInput.value.trim());
+      if (search.value.trim()) next.set("q", search.value.trim());
+      app.go(`/jobs${next.toString() ? "?" + next : ""}`);
+    } } },
+    h("label", { class: "grow" }, "Search", search),
+    h("label", null, "State", statusSelect),
+    h("label", null, "Type", typeInput),
+    types,
+    h("button", { type: "submit" }, "Apply"));
+    const older = h("button", { type: "button", class: "secondary", disabled: true, on: { click: () => { page += 1; refresh(); } } }, "Older");
+    const newer = h("button", { type: "button", class: "secondary", disabled: true, on: { click: () => { page = Math.max(0, page - 1); refresh(); } } }, "Newer");
+    const where = h("span", { class: "note" });
+    const node = h("section", null, h("h1", null, "Jobs"), form, list, h("div", { class: "pager" }, newer, older, where));
+    const seenTypes = new Set();
+
+    async function refresh() {
+      if (q) return refreshSearch();
+      const answer = await api("GET", "/jobs", { query: { status, type, limit: "20", cursor: cursors[page] } });
+      if (!answer.ok) {
+        list.show(["error", answer.status], () => errorBox(answer));
+        return;
+      }
+      const jobs = answer.body.jobs || [];
+      cursors[page + 1] = answer.body.cursor || null;
+      older.disabled = !answer.body.cursor;
+      newer.disabled = page === 0;
+      where.textContent = `page ${page + 1}`;
+      for (const j of jobs) {
+        if (!seenTypes.has(j.type)) {
+          seenTypes.add(j.type);
+          types.append(h("option", { value: j.type }));
+        }
+      }
+      list.show([page, jobs], () => jobsTable(jobs));
+    }
+
+    // A job id is looked up; anything else is an idempotency key, looked for in the newest jobs.
+    async function refreshSearch() {
+      older.hidden = newer.hidden = true;
+      if (/^[0-9a-f]{32}$/.test(q)) {
+        const one = await api("GET", `/jobs/${seg(q)}`);
+        if (one.ok) {
+          list.show(["id", one.body], () => jobsTable([one.body]));
+          return;
+        }
+      }
+      const found = [];
+      let cursor = null;
+      let scanned = 0;
+      for (let i = 0; i < 10; i += 1) {
+        const answer = await api("GET", "/jobs", { query: { status, type, limit: "100", cursor } });
+        if (!answer.ok) {
+          list.show(["error", answer.status], () => errorBox(answer));
+          return;
+        }
+        const jobs = answer.body.jobs || [];
+        scanned += jobs.length;
+        found.push(...jobs.filter((j) => j.idempotency_key === q || j.job_id === q));
+        cursor = answer.body.cursor;
+        if (!cursor) break;
+      }
+      list.show(["key", found, scanned], () => h("div", null,
+        h("p", { class: "note" }, `Jobs whose id or idempotency key is the search text, among the newest ${scanned}.`),
+        jobsTable(found)));
+    }
+    return { title: "Jobs", node, refresh };
+  }
+
+  function jobPage(params) {
+    const id = params[0];
+    const body = region();
+    const message = h("div", { role: "status", "aria-live": "polite" });
+    const node = h("section", null, h("h1", null, "Job ", h("span", { class: "mono" }, id)), message, body);
+    let final = false;
+    let busy = false;
+
+    async function act(label, method, path) {
+      busy = true;
+      message.replaceChildren();
+      const answer = await api(method, path);
+      busy = false;
+      message.replaceChildren(answer.ok ? h("div", { class: "notice" }, `${label}: ${answer.body.status || "done"}`) : errorBox(answer));
+      final = false;
+      await refresh();
+    }
+
+    async function refresh() {
+      if (final || busy) return;
+      const answer = await api("GET", `/jobs/${seg(id)}`);
+      if (!answer.ok) {
+        body.show(["error", answer.status], () => errorBox(answer));
+        return;
+      }
+      const job = answer.body;
+      final = FINAL.has(job.status) && !session.features.retry;
+      body.show([job, session.features], () => jobView(job, act));
+    }
+    return { title: `Job ${id}`, node, refresh };
+  }
+
+  function jobView(job, act) {
+    const id = seg(job.job_id);
+    const actions = h("div", { class: "actions" });
+    if (CANCELLABLE.has(job.status)) {
+      actions.append(h("button", { type: "button", class: "danger", on: { click: () => act("Cancel", "POST", `/jobs/${id}/cancel`) } }, "Cancel"));
+    }
+    if (session.features.retry && RETRYABLE.has(job.status)) {
+      actions.append(h("button", { type: "button", on: { click: () => act("Retry", "POST", `/jobs/${id}/retry`) } }, "Retry"));
+    }
+    const progress = job.progress
+      ? h("div", { class: "progress" },
+        h("progress", { max: "1", value: String(job.status === "SUCCEEDED" ? 1 : job.progress.fraction) }),
+        `${Math.round((job.status === "SUCCEEDED" ? 1 : job.progress.fraction) * 100)}%`,
+        job.progress.message ? ` ${job.progress.message}` : "")
+      : null;
+    const fields = [
+      ["Status", badge(job.status)],
+      ["Type", job.type],
+      ["Queue", session.admin ? link(`/queues/${seg(job.queue)}`, job.queue) : job.queue],
+      ["Attempts", `${job.attempts} of ${job.max_attempts}`],
+      ["Progress", progress],
+      ["Idempotency key", job.idempotency_key ? h("span", { class: "mono" }, job.idempotency_key) : null],
+      ["Run at", job.run_at ? when(job.run_at) : null],
+      ["Created", when(job.created_at)],
+      ["Started", job.started_at ? when(job.started_at) : null],
+      ["Finished", job.finished_at ? when(job.finished_at) : null],
+      ["Next attempt", job.next_attempt_at ? when(job.next_attempt_at) : null],
+      ["Redrives", job.redrives ? String(job.redrives) : null],
+      ["Retried by hand", job.retries ? String(job.retries) : null],
+    ].filter(([, v]) => v !== null && v !== undefined && v !== "");
+    return h("div", null,
+      actions,
+      h("dl", { class: "fields" }, fields.map(([k, v]) => [h("dt", null, k), h("dd", null, v)])),
+      h("h2", null, "Timeline"), timeline(job),
+      job.error ? [h("h2", null, "Error"), h("pre", { class: "data mono error-text" }, job.error)] : null,
+      job.result !== null && job.result !== undefined ? [h("h2", null, "Result"), json(job.result)] : null,
+      job.payload !== undefined ? [h("h2", null, "Payload"), json(job.payload)] : null,
+    );
+  }
+
+  // The API keeps the latest attempt's times; an attempts list (job.attempt_history) is drawn when present.
+  function timeline(job) {
+    const items = [["Submitted", job.created_at, ""]];
+    if (job.run_at) items.push([`Due (run_at)`, job.run_at, ""]);
+    if (Array.isArray(job.attempt_history)) {
+      for (const a of job.attempt_history) {
+        items.push([`Attempt ${a.attempt} started`, a.started_at, ""]);
+        if (a.finished_at) items.push([`Attempt ${a.attempt} ${a.error ? "failed: " + a.error : "ended"}`, a.finished_at, a.error ? "bad" : ""]);
+      }
+    } else if (job.started_at) {
+      items.push([`Attempt ${job.attempts} of ${job.max_attempts} started`, job.started_at, ""]);
+    }
+    if (job.status === "RETRYING" && job.next_attempt_at) {
+      items.push([`Attempt ${job.attempts} failed${job.error ? ": " + job.error : ""}; next attempt`, job.next_attempt_at, "bad"]);
+    }
+    if (job.redrives) items.push([`Redriven from the DLQ (${job.redrives}×)`, null, ""]);
+    if (FINAL.has(job.status)) {
+      items.push([job.status === "FAILED" && job.error ? `FAILED: ${job.error}` : job.status, job.finished_at || job.updated_at,
+        job.status === "SUCCEEDED" ? "good" : job.status === "FAILED" ? "bad" : ""]);
+    } else {
+      items.push([`Now ${job.status}`, job.updated_at, ""]);
+    }
+    return h("ol", { class: "timeline" }, items.map(([text, at, cls]) =>
+      h("li", { class: cls || null }, h("div", null, text), at ? h("div", { class: "when" }, when(at)) : null)));
+  }
+
+  function queuesPage() {
+    const body = region();
+    const node = h("section", null, h("h1", null, "Queues"), body,
+      h("p", { class: "note" }, "Open a queue for its dead letters and to redrive them."));
+    async function refresh() {
+      const answer = await api("GET", "/queues");
+      body.show(answer.ok ? answer.body : ["error", answer.status], () => (answer.ok ? queuesTable(answer.body.queues || []) : errorBox(answer)));
+    }
+    return { title: "Queues", admin: true, node, refresh };
+  }
+
+  function queuePage(params) {
+    const name = params[0];
+    const stats = region();
+    const dead = region();
+    const message = h("div", { role: "status", "aria-live": "polite" });
+    const redrive = h("button", { type: "button", class: "danger", on: { click: async () => {
+      redrive.disabled = true;
+      const answer = await api("POST", `/queues/${seg(name)}/redrive`);
+      message.replaceChildren(answer.ok
+        ? h("div", { class: "notice" }, `Redrive of ${name}: ${answer.body.redrive.status}`)
+        : errorBox(answer));
+      await refresh();
+    } } }, "Redrive all");
+    const node = h("section", null,
+      h("h1", null, "Queue ", name),
+      stats,
+      h("div", { class: "actions" }, redrive, h("span", { class: "note" }, "Moves every DLQ message back to the queue (admin).")),
+      message,
+      h("h2", null, "Dead letters"), dead);
+
+    async function refresh() {
+      const answer = await api("GET", "/queues");
+      if (!answer.ok) {
+        stats.show(["error", answer.status], () => errorBox(answer));
+        return;
+      }
+      const queue = (answer.body.queues || []).find((q) => q.name === name);
+      if (!queue) {
+        stats.show("missing", () => h("div", { class: "error" }, `No queue named ${name}.`));
+        redrive.hidden = true;
+        return;
+      }
+      const running = queue.redrive && queue.redrive.status === "RUNNING";
+      redrive.disabled = running || queue.dlq_depth === 0;
+      stats.show(queue, () => h("div", { class: "cards" },
+        card("In the DLQ", queue.dlq_depth),
+        card("Visible", queue.visible),
+        card("In flight", queue.in_flight),
+        card("Delayed", queue.delayed),
+        card("Oldest message", seconds(queue.oldest_age_s)),
+        card("Last redrive", queue.redrive
+          ? `${queue.redrive.status}${queue.redrive.moved !== null && queue.redrive.moved !== undefined ? ` (${queue.redrive.moved}/${queue.redrive.to_move ?? "?"})` : ""}`
+          : "none"),
+      ));
+      // The failed jobs of this queue that this caller can list, with their reasons.
+      const failed = [];
+      let cursor = null;
+      for (let i = 0; i < 5; i += 1) {
+        const page = await api("GET", "/jobs", { query: { status: "FAILED", limit: "100", cursor } });
+        if (!page.ok) {
+          dead.show(["error", page.status], () => errorBox(page));
+          return;
+        }
+        failed.push(...(page.body.jobs || []).filter((j) => j.queue === name));
+        cursor = page.body.cursor;
+        if (!cursor) break;
+      }
+      dead.show([failed, session.features.retry], () => h("div", null,
+        table(
+          [{ label: "Job" }, { label: "Type" }, { label: "Reason" }, { label: "Failed" }, { label: "" }],
+          failed.map((j) => [
+            link(`/jobs/${seg(j.job_id)}`, h("span", { class: "mono" }, j.job_id)),
+            h("span", { class: "wrap" }, j.type),
+            h("span", { class: "wrap" }, j.error || ""),
+            when(j.finished_at),
+            session.features.retry
+              ? h("button", { type: "button", class: "secondary", on: { click: async (event) => {
+                event.target.disabled = true;
+                const r = await api("POST", `/jobs/${seg(j.job_id)}/retry`);
+                message.replaceChildren(r.ok ? h("div", { class: "notice" }, `Retried ${j.job_id}: ${r.body.status}`) : errorBox(r));
+                await refresh();
+              } } }, "Retry")
+              : "",
+          ]),
+          "No failed jobs in this queue.",
+        ),
+        h("p", { class: "note" }, "Failed jobs of the signed-in tenant in this queue; the DLQ count above is the queue's."),
+      ));
+    }
+    return { title: `Queue ${name}`, admin: true, node, refresh };
+  }
+
+  function card(label, value) {
+    return h("div", { class: "card" }, h("div", { class: "label" }, label), h("div", { class: "value" }, String(value)));
+  }
+
+  function schedulesPage() {
+    const body = region();
+    const message = h("div", { role: "status", "aria-live": "polite" });
+    const node = h("section", null, h("h1", null, "Schedules"), message, body);
+
+    async function trigger(name, button) {
+      button.disabled = true;
+      const answer = await api("POST", `/schedules/${seg(name)}/trigger`);
+      button.disabled = false;
+      if (!answer.ok) {
+        message.replaceChildren(errorBox(answer));
+      } else if (answer.body.job_id && !answer.body.skipped_reason) {
+        message.replaceChildren(h("div", { class: "notice" }, `${name} fired: job `,
+          link(`/jobs/${seg(answer.body.job_id)}`, h("span", { class: "mono" }, answer.body.job_id))));
+      } else {
+        message.replaceChildren(h("div", { class: "notice" }, `${name} skipped: ${answer.body.skipped_reason}`));
+      }
+      await refresh();
+    }
+
+    async function refresh() {
+      const answer = await api("GET", "/schedules");
+      if (!answer.ok) {
+        body.show(["error", answer.status], () => errorBox(answer));
+        return;
+      }
+      const schedules = answer.body.schedules || [];
+      body.show(schedules, () => (schedules.length ? h("div", null, schedules.map((s) => {
+        const next = Array.isArray(s.next_firings) ? s.next_firings.slice(0, 5) : (s.next_firing ? [s.next_firing] : []);
+        const button = h("button", { type: "button", class: "secondary" }, "Trigger now");
+        button.addEventListener("click", () => trigger(s.name, button));
+        return h("article", { class: "schedule" },
+          h("h2", null, s.name),
+          h("dl", { class: "fields" },
+            h("dt", null, "Expression"), h("dd", { class: "mono" }, s.expression),
+            h("dt", null, "Time zone"), h("dd", null, s.timezone),
+            h("dt", null, "Job"), h("dd", null, s.job),
+            h("dt", null, "Overlap"), h("dd", null, s.overlap),
+            h("dt", null, "Enabled"), h("dd", null, s.enabled ? "yes" : "no"),
+            h("dt", null, next.length > 1 ? "Next firings" : "Next firing"),
+            h("dd", null, next.length ? h("ul", null, next.map((t) => h("li", { class: "mono" }, t))) : "-"),
+          ),
+          h("div", { class: "actions" }, button),
+          h("h3", null, "Last firings"),
+          table(
+            [{ label: "Slot" }, { label: "Fired" }, { label: "Job or skip" }],
+            (s.last_firings || []).map((f) => [
+              h("span", { class: "mono" }, f.slot), when(f.fired_at),
+              f.job_id && !f.skipped_reason ? link(`/jobs/${seg(f.job_id)}`, h("span", { class: "mono" }, f.job_id)) : `skipped: ${f.skipped_reason || ""}`,
+            ]),
+            "Not fired yet.",
+          ));
+      })) : h("p", { class: "note" }, "No schedules are declared.")));
+    }
+    return { title: "Schedules", admin: true, node, refresh };
+  }
+
+  function notFoundPage() {
+    return { title: "Not found", node: h("section", null, h("h1", null, "No such page"), h("p", null, link("", "Back to the console"))), refresh: async () => {} };
+  }
+
+  function adminOnlyPage(title) {
+    return { title, node: h("section", null, h("h1", null, title), h("div", { class: "error", role: "alert" },
+      "This page is for admins. Your token is a tenant's: you can see your own jobs."), h("p", null, link("/jobs", "Your jobs"))), refresh: async () => {} };
+  }
+
+  const ROUTES = [
+    [/^\/?$/, overviewPage],
+    [/^\/jobs\/?$/, jobsPage],
+    [/^\/jobs\/([^/]+)$/, jobPage],
+    [/^\/queues\/?$/, queuesPage],
+    [/^\/queues\/([^/]+)$/, queuePage],
+    [/^\/schedules\/?$/, schedulesPage],
+    [/^\/alarms\/?$/, alarmsPage],
+  ];
+
+  const NAV = [
+    ["", "Overview", true],
+    ["/jobs", "Jobs", false],
+    ["/queues", "Queues", true],
+    ["/schedules", "Schedules", true],
+    ["/alarms", "Alarms", true],
+  ];
+
+  // -- the app ---------------------------------------------------------------------------------
+
+  const app = {
+    current: null,
+    timer: null,
+    refreshing: false,
+
+    async start() {
+      session.load();
+      document.addEventListener("click", (event) => {
+        const a = event.target.closest && event.target.closest("a[data-nav], a.brand");
+        if (!a || event.defaultPrevented || event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey) return;
+        const url = new URL(a.href, location.href);
+        if (url.origin !== location.origin || !url.pathname.startsWith(ROOT)) return;
+        event.preventDefault();
+        this.go(url.pathname.slice(ROOT.length) + url.search);
+      });
+      window.addEventListener("popstate", () => this.route());
+      document.addEventListener("visibilitychange", () => { if (!document.hidden) this.tick(); });
+      if (!session.token) {
+        this.showSignIn();
+        return;
+      }
+      await this.begin();
+    },
+
+    async begin() {
+      const found = await discover();
+      if (!session.token) return; // a 401 showed the sign-in form
+      if (found.status === 0) {
+        document.getElementById("main").replaceChildren(errorBox(found));
+        return;
+      }
+      this.drawHeader();
+      this.route();
+      clearInterval(this.timer);
+      this.timer = setInterval(() => this.tick(), REFRESH_MS);
+    },
+
+    drawHeader() {
+      const nav = document.getElementById("nav");
+      nav.replaceChildren(...NAV.filter(([path, , admin]) => (!admin || session.admin) && (path !== "/alarms" || session.features.alarms))
+        .map(([path, label]) => link(path, label)));
+      const who = document.getElementById("who");
+      who.replaceChildren(
+        h("span", null, session.admin ? "admin" : "tenant"),
+        h("button", { type: "button", class: "secondary", on: { click: () => { session.signOut(); this.showSignIn("Signed out."); } } }, "Sign out"),
+      );
+    },
+
+    showSignIn(note) {
+      clearInterval(this.timer);
+      this.current = null;
+      document.getElementById("nav").replaceChildren();
+      document.getElementById("who").replaceChildren();
+      const input = h("input", { type: "password", id: "token", name: "token", autocomplete: "off", required: true });
+      const form = h("form", { class: "signin", on: { submit: (event) => {
+        event.preventDefault();
+        if (!input.value.trim()) return;
+        session.signIn(input.value);
+        this.begin();
+      } } },
+      h("label", { for: "token" }, "Bearer token", input),
+      h("div", null, h("button", { type: "submit" }, "Sign in")));
+      document.title = "Sign in - offpath console";
+      document.getElementById("main").replaceChildren(h("section", null,
+        h("h1", null, "Sign in"),
+        note ? h("div", { class: "notice", role: "status" }, note) : null,
+        h("p", { class: "note" }, "Open the console from the link `offpath local` or `offpath console` prints, or paste a token. It is kept in this tab only."),
+        form));
+      input.focus();
+    },
+
+    go(path) {
+      history.pushState(null, "", ROOT + path);
+      this.route();
+      document.getElementById("main").focus({ preventScroll: true });
+    },
+
+    route() {
+      if (!session.token) return this.showSignIn();
+      const path = location.pathname.startsWith(ROOT) ? location.pathname.slice(ROOT.length) : "/";
+      const query = new URLSearchParams(location.search);
+      if (!session.admin && /^\/?$/.test(path)) {
+        history.replaceState(null, "", ROOT + "/jobs");
+        return this.route();
+      }
+      let page = null;
+      for (const [pattern, make] of ROUTES) {
+        const match = pattern.exec(path);
+        if (match) {
+          let params;
+          try {
+            params = match.slice(1).map((p) => decodeURIComponent(p));
+          } catch (_) {
+            break;
+          }
+          page = make(params, query);
+          break;
+        }
+      }
+      page = page || notFoundPage();
+      if (page.admin && !session.admin) page = adminOnlyPage(page.title);
+      this.current = page;
+      document.title = `${page.title} - offpath console`;
+      document.getElementById("main").replaceChildren(page.node);
+      const nav = document.getElementById("nav");
+      for (const a of nav.querySelectorAll("a")) {
+        const target = new URL(a.href).pathname.slice(ROOT.length) || "/";
+        const here = target === "/" ? path === "/" || path === "" : path === target || path.startsWith(target + "/");
+        if (here) a.setAttribute("aria-current", "page"); else a.removeAttribute("aria-current");
+      }
+      this.tick(true);
+    },
+
+    async tick(force) {
+      const page = this.current;
+      if (!page || (!force && (this.refreshing || document.hidden))) return;
+      this.refreshing = true;
+      try {
+        await page.refresh();
+        if (page === this.current) document.getElementById("updated").textContent = `Updated ${clock(Date.now())}`;
+      } finally {
+        this.refreshing = false;
+      }
+    },
+  };
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", () => app.start());
+  else app.start();
+})();

@@ -1,0 +1,232 @@
+"""The operator console, used as a person would: pages opened at their own URLs, jobs watched as they run,
+buttons pressed, a tenant kept to its own jobs, a tenant's HTML shown as text."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from playwright.sync_api import expect
+
+from offpath_local.client import ApiClient
+from offpath_local.console.proxy import ConsoleProxy
+from tests.browser.conftest import Console, OpenConsole
+from tests.e2e.conftest import TOKEN_A, TOKEN_B, Local, wait_for
+from tests.e2e.local_schedules import E2E_SCHEDULE
+
+RUN_S = 30_000  # ms: how long a page may take to show a job's end
+
+
+def submit(local: Local, job_type: str, payload: dict[str, Any], token: str = TOKEN_A, **body: Any) -> str:
+    headers = body.pop("headers", None)
+    answer = local.call(
+        "POST", "/jobs", body={"type": job_type, "payload": payload, **body}, token=token, headers=headers
+    )
+    assert answer.status == 202, answer.body
+    return str(answer.body["job_id"])
+
+
+def dead_letter(local: Local, reason: str = "poison message") -> str:
+    """A job that failed for good, its message in its queue's DLQ."""
+    job_id = submit(local, "demo.poison", {"reason": reason})
+    local.wait_for_job(job_id, {"FAILED"}, timeout_s=30)
+
+    def in_dlq() -> bool | None:
+        queues = local.call("GET", "/queues").body["queues"]
+        return True if any(q["name"] == "default" and q["dlq_depth"] >= 1 for q in queues) else None
+
+    wait_for(in_dlq, timeout_s=30)
+    return job_id
+
+
+def row(console: Console, job_id: str) -> Any:
+    return console.page.locator("tr", has=console.page.locator(f'a[href="/console/jobs/{job_id}"]'))
+
+
+def test_every_page_opens_at_its_own_url(console: OpenConsole, local: Local) -> None:
+    done = submit(local, "demo.echo", {"hello": "console"})
+    local.wait_for_job(done, {"SUCCEEDED"})
+    dead_letter(local)
+    admin = console(TOKEN_A)
+    pages = [
+        ("overview", "/console", "Overview"),
+        ("jobs", "/console/jobs", "Jobs"),
+        ("job", f"/console/jobs/{done}", f"Job {done}"),
+        ("queues", "/console/queues", "Queues"),
+        ("queue", "/console/queues/default", "Queue default"),
+        ("schedules", "/console/schedules", "Schedules"),
+        ("alarms", "/console/alarms", "Alarms"),
+    ]
+    for name, path, heading in pages:
+        admin.open(path)
+        assert admin.heading() == heading
+        assert admin.page.url == local.url + path, "the URL stays the page's own"
+        admin.screenshot(name)
+
+    signed_out = console(None, path="/console/jobs")
+    expect(signed_out.page.locator("main h1")).to_have_text("Sign in")
+    signed_out.page.fill("#token", TOKEN_A)
+    signed_out.page.get_by_role("button", name="Sign in").click()
+    expect(signed_out.page.locator("main h1")).to_have_text("Jobs")
+
+
+def test_submitted_jobs_reach_succeeded_on_the_page_without_a_reload(console: OpenConsole, local: Local) -> None:
+    admin = console(TOKEN_A).open("/console/jobs")
+    admin.page.evaluate("window.stillTheSamePage = true")
+
+    ids = [submit(local, "demo.sleep", {"ms": 1200}) for _ in range(3)]
+
+    for job_id in ids:
+        expect(row(admin, job_id).locator(".badge")).to_have_text("SUCCEEDED", timeout=RUN_S)
+    assert admin.page.evaluate("window.stillTheSamePage") is True
+
+    slow = submit(local, "demo.sleep", {"ms": 4000})
+    admin.open(f"/console/jobs/{slow}")
+    admin.page.evaluate("window.stillTheSamePage = true")
+    expect(admin.page.locator("main .badge").first).to_have_text("RUNNING", timeout=RUN_S)
+    expect(admin.page.locator("main .badge").first).to_have_text("SUCCEEDED", timeout=RUN_S)
+    expect(admin.page.locator("main pre.data")).to_contain_text('"slept_ms": 4000')
+    assert admin.page.evaluate("window.stillTheSamePage") is True
+
+
+def test_a_delayed_job_is_cancelled_with_its_button(console: OpenConsole, local: Local) -> None:
+    later = (datetime.now(UTC) + timedelta(hours=1)).isoformat().replace("+00:00", "Z")
+    job_id = submit(local, "demo.echo", {"later": True}, run_at=later)
+    admin = console(TOKEN_A).open(f"/console/jobs/{job_id}")
+    expect(admin.page.locator("main .badge").first).to_have_text("SCHEDULED")
+
+    admin.page.get_by_role("button", name="Cancel").click()
+
+    expect(admin.page.locator("main .badge").first).to_have_text("CANCELLED")
+    expect(admin.page.get_by_role("button", name="Cancel")).to_have_count(0)
+    assert local.job(job_id)["status"] == "CANCELLED"
+
+
+def test_the_dlq_is_redriven_from_its_queue_page(console: OpenConsole, local: Local) -> None:
+    job_id = dead_letter(local, reason="fails every time")
+    admin = console(TOKEN_A).open("/console/queues/default")
+    expect(row(admin, job_id)).to_contain_text("fails every time")
+
+    admin.page.get_by_role("button", name="Redrive all").click()
+
+    expect(admin.page.locator("main .notice")).to_contain_text("Redrive of default:")
+    wait_for(lambda: local.job(job_id)["redrives"] >= 1 or None, timeout_s=30)
+    expect(admin.page.locator(".card", has_text="Last redrive")).not_to_contain_text("none", timeout=RUN_S)
+
+
+def test_a_schedule_is_triggered_from_the_schedules_page(console: OpenConsole, local: Local) -> None:
+    admin = console(TOKEN_A).open("/console/schedules")
+    schedule = admin.page.locator("article.schedule", has=admin.page.locator("h2", has_text=E2E_SCHEDULE))
+
+    schedule.get_by_role("button", name="Trigger now").click()
+
+    notice = admin.page.locator("main .notice")
+    expect(notice).to_contain_text(f"{E2E_SCHEDULE} fired: job")
+    job_id = notice.locator("a").inner_text()
+    assert re.fullmatch(r"[0-9a-f]{32}", job_id)
+    notice.locator("a").click()
+    expect(admin.page.locator("main h1")).to_have_text(f"Job {job_id}")
+    expect(admin.page.locator("main .badge").first).to_have_text("SUCCEEDED", timeout=RUN_S)
+
+
+def test_a_tenant_sees_its_own_jobs_and_no_admin_page(console: OpenConsole, local: Local) -> None:
+    theirs = submit(local, "demo.echo", {"owner": "a"}, token=TOKEN_A)
+    mine = submit(local, "demo.echo", {"owner": "b"}, token=TOKEN_B)
+    tenant = console(TOKEN_B)
+
+    assert tenant.page.url.endswith("/console/jobs"), "a tenant starts on its jobs"
+    expect(tenant.page.locator("#nav a")).to_have_text(["Jobs"])
+    expect(row(tenant, mine)).to_have_count(1)
+    expect(row(tenant, theirs)).to_have_count(0)
+    tenant.screenshot("tenant-jobs")
+
+    tenant.open(f"/console/jobs/{theirs}")
+    expect(tenant.page.locator("main .error")).to_contain_text("404 not_found: no such job")
+    for path in ("/console/queues/default", "/console/schedules", "/console/alarms", "/console"):
+        tenant.open(path)
+        if path == "/console":
+            assert tenant.page.url.endswith("/console/jobs")
+            continue
+        expect(tenant.page.locator("main .error")).to_contain_text("This page is for admins")
+        expect(tenant.page.get_by_role("button", name=re.compile("Redrive|Trigger"))).to_have_count(0)
+    tenant.open("/console/queues/default")
+    tenant.screenshot("tenant-admin-page")
+
+
+HOSTILE = '<img src=x onerror="window.pwned=1">'
+
+
+def test_html_in_a_payload_key_and_error_is_shown_as_text(console: OpenConsole, local: Local) -> None:
+    echoed = submit(
+        local,
+        "demo.echo",
+        {"note": HOSTILE, "script": "<script>window.pwned=2</script>"},
+        headers={"Idempotency-Key": "<b>key</b><img src=x onerror=window.pwned=3>"},
+    )
+    failed = dead_letter(local, reason=HOSTILE)
+    local.wait_for_job(echoed, {"SUCCEEDED"})
+    admin = console(TOKEN_A)
+
+    admin.open(f"/console/jobs/{echoed}")
+    expect(admin.page.locator("main pre.data")).to_contain_text(json.dumps(HOSTILE))
+    expect(admin.page.locator("main")).to_contain_text("<b>key</b><img src=x onerror=window.pwned=3>")
+    admin.screenshot("job-with-html")
+    admin.open(f"/console/jobs/{failed}")
+    expect(admin.page.locator("main pre.error-text")).to_contain_text(HOSTILE)
+    admin.open("/console/queues/default")
+    expect(row(admin, failed)).to_contain_text(HOSTILE)
+    admin.open("/console/jobs?q=" + "%3Cb%3Ekey%3C%2Fb%3E%3Cimg%20src%3Dx%20onerror%3Dwindow.pwned%3D3%3E")
+    expect(row(admin, echoed)).to_have_count(1)
+
+    assert admin.page.locator("main img, main script, main b").count() == 0
+    assert admin.page.evaluate("window.pwned") is None
+
+
+def test_retry_is_offered_exactly_when_the_api_declares_it(console: OpenConsole, local: Local) -> None:
+    paths = local.call("GET", "/openapi.json").body["paths"]
+    declared = any(re.fullmatch(r"/jobs/\{[^}]+\}/retry", path) and "post" in ops for path, ops in paths.items())
+    job_id = submit(local, "demo.poison", {"reason": "retry me"})
+    local.wait_for_job(job_id, {"FAILED"}, timeout_s=30)
+
+    admin = console(TOKEN_A).open(f"/console/jobs/{job_id}")
+    expect(admin.page.locator("main .badge").first).to_have_text("FAILED")
+    retry = admin.page.get_by_role("button", name="Retry")
+
+    if not declared:
+        expect(retry).to_have_count(0)
+        return
+    retry.click()
+    expect(admin.page.locator("main .badge").first).not_to_have_text("FAILED", timeout=RUN_S)
+
+
+def test_every_page_is_reached_from_the_keyboard(console: OpenConsole) -> None:
+    admin = console(TOKEN_A)
+    page = admin.page
+    reached = []
+    for _ in range(12):
+        page.keyboard.press("Tab")
+        reached.append(page.evaluate("document.activeElement.textContent.trim()"))
+        if reached[-1] == "Schedules":
+            break
+    assert reached[0] == "Skip to content"
+    page.keyboard.press("Enter")
+    expect(page.locator("main h1")).to_have_text("Schedules")
+    assert {"Overview", "Jobs", "Queues", "Schedules"} <= set(reached)
+
+
+def test_offpath_console_serves_the_same_console_for_a_deployed_api(console: OpenConsole, local: Local) -> None:
+    job_id = submit(local, "demo.echo", {"through": "offpath console"})
+    proxy = ConsoleProxy(ApiClient(local.url, token=TOKEN_A), port=0)
+    proxy.start()
+    try:
+        remote = console(proxy.session_token, base=proxy.url)
+        expect(remote.page.locator("#nav a")).to_have_text(["Overview", "Jobs", "Queues", "Schedules"])
+        remote.open("/console/jobs")
+        expect(row(remote, job_id)).to_have_count(1)
+        remote.open(f"/console/jobs/{job_id}")
+        expect(remote.page.locator("main .badge").first).to_have_text("SUCCEEDED", timeout=RUN_S)
+        remote.screenshot("offpath-console-job")
+    finally:
+        proxy.stop()
