@@ -320,11 +320,12 @@ class LocalRuntime:
             request_stop = getattr(part, "request_stop", None)
             if request_stop is not None:
                 request_stop()
-        deadline = time.monotonic() + self.config.stop_grace_s
+        waited = time.monotonic()
+        deadline = waited + self.config.stop_grace_s
         self.abandoned = sum(poller.wait(deadline, self._hurry) for poller in self._pollers)
         if self.abandoned:
             self.output.say(
-                f"offpath local: {self.abandoned} batch(es) still running after {self.config.stop_grace_s:g} s: "
+                f"offpath local: {self.abandoned} batch(es) still running after {time.monotonic() - waited:.0f} s: "
                 "given up; their jobs are recovered at the next start"
             )
         for poller in self._pollers:
