@@ -11,7 +11,8 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 .PHONY: run test lint typecheck unit venv clean synth diff deploy destroy
 
 # Two stamps: `make run` installs what the runtime needs (the `local` extra), `make test` everything (`dev`,
-# which includes `local`). The runtime's install keeps the venv's own pip (new enough, and quicker).
+# which includes `local`). The runtime's install keeps the venv's own pip (new enough) and leaves compiling to
+# the first import (moto is thousands of modules; the runtime imports a few hundred): a quicker first run.
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
@@ -20,7 +21,7 @@ $(STAMP): pyproject.toml
 
 $(RUN_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -e '.[local]'
+	$(BIN)/python -m pip install --quiet --no-compile -e '.[local]'
 	touch $(RUN_STAMP)
 
 venv: $(STAMP)
