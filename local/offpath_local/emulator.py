@@ -15,12 +15,14 @@ once per count rather than once per message (with thousands of messages queued, 
 
 `QueuePeek` reads queue depths and message ages from moto's own state, without receiving any message
 (a receive would count towards the redrive policy's maxReceiveCount). `export_messages` and
-`import_messages` read and put back a queue's messages, in flight or not, for the snapshot of the data
-directory (state.py); `Emulator.version` says whether anything that snapshot keeps may have changed.
+`import_messages` read and put back a queue's messages, in flight or not, and `Emulator.export_items` and
+`import_items` a table's items, for the snapshot of the data directory (state.py); `Emulator.version` says
+whether anything that snapshot keeps may have changed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import threading
@@ -156,6 +158,25 @@ class Emulator:
             service, endpoint_url=self.endpoint, region_name=REGION, config=CLIENT_CONFIG, **CREDENTIALS
         )
 
+    def export_items(self, table_name: str) -> list[dict[str, Any]]:
+        """Every item of a table (DynamoDB JSON), read from moto's table while no DynamoDB request runs. A Scan
+        through the server took 14 s for 5,000 jobs on a loaded machine, holding up every other request; this
+        takes milliseconds."""
+        table = _dynamodb_backend().get_table(table_name)
+        with self._dynamodb_lock():
+            return [item.to_json()["Attributes"] for item in table.all_items()]
+
+    def import_items(self, table_name: str, items: list[dict[str, Any]]) -> int:
+        """Puts items (DynamoDB JSON) into a table as PutItem would, validated by moto."""
+        backend = _dynamodb_backend()
+        with self._dynamodb_lock():
+            for item in items:
+                backend.put_item(table_name, item, overwrite=True)
+        return len(items)
+
+    def _dynamodb_lock(self) -> Any:
+        return self._app.dynamodb_lock if self._app is not None else contextlib.nullcontext()
+
     def version(self, queue_names: Iterable[str] = ()) -> tuple[int, tuple[int, ...]]:
         """Changes when the table, a queue or a schedule may have changed: the requests that change them, and
         the queues' message counts (a receive can move a message to its DLQ without returning any)."""
@@ -166,6 +187,12 @@ class Emulator:
             for name in queue_names
         )
         return changes, counts
+
+
+def _dynamodb_backend(account_id: str = ACCOUNT_ID, region: str = REGION) -> Any:
+    from moto.dynamodb.models import dynamodb_backends
+
+    return dynamodb_backends[account_id][region]
 
 
 def _sqs_backend(account_id: str = ACCOUNT_ID, region: str = REGION) -> Any:

@@ -515,12 +515,13 @@ class LocalRuntime:
         queue_urls = [*resources.queue_urls.values(), *resources.dlq_urls.values()]
         queue_urls += [url for url in (resources.schedule_dlq_url, resources.async_failures_url) if url]
         return StateSources(
-            dynamodb=clients["dynamodb"],
             scheduler=clients["scheduler"],
             table_name=resources.table_name,
             queue_names=tuple(url.rstrip("/").rsplit("/", 1)[-1] for url in queue_urls),
             schedule_group=resources.schedule_group or "",
             declared_schedules=frozenset({*registry.schedules, sweeper_function_name(self.config.prefix)}),
+            read_items=self.emulator.export_items,
+            write_items=self.emulator.import_items,
             read_messages=export_messages,
             write_messages=import_messages,
             alarm_states=lambda: dict(self._alarms.states) if self._alarms is not None else {},
