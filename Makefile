@@ -4,16 +4,25 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+RUN_STAMP := $(VENV)/.installed-local
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: run test lint typecheck unit venv clean synth diff deploy destroy
 
+# Two stamps: `make run` installs what the runtime needs (the `local` extra), `make test` everything (`dev`,
+# which includes `local`). The runtime's install keeps the venv's own pip (new enough) and leaves compiling to
+# the first import (moto is thousands of modules; the runtime imports a few hundred): a quicker first run.
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+	touch $(STAMP) $(RUN_STAMP)
+
+$(RUN_STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --no-compile -e '.[local]'
+	touch $(RUN_STAMP)
 
 venv: $(STAMP)
 
@@ -32,7 +41,7 @@ test: lint typecheck browser-deps
 browser-deps:
 	@test -x /usr/bin/chromium || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; }
 
-run: $(STAMP)
+run: $(RUN_STAMP)
 	$(BIN)/offpath local
 
 # End-to-end throughput of the local runtime against the floor of the same AWS calls (docs/local.md).

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
+from offpath_local.cli import entry
 
-from offpath_local.cli import main
-
-sys.exit(main())
+entry()

@@ -24,13 +24,14 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from offpath_local.emulator import QueueDepth, QueuePeek, prune_metric_data
+from offpath_local.emulator import QueueDepth, QueuePeek, keep_latest_metric_point, prune_metric_data
 from offpath_local.periodic import Periodic
 from offpath_local.resources import AlarmSpec
 
 logger = logging.getLogger("offpath.local.alarms")
 
 METRIC_HEARTBEAT_S = 60.0
+AGE_METRIC = "ApproximateAgeOfOldestMessage"
 METRIC_RETENTION_S = 3600.0
 PRUNE_EVERY_S = 600.0
 
@@ -110,7 +111,7 @@ class AlarmEvaluator(Periodic):
         if depth is None:
             return 0.0
         if spec.source == "oldest_age":
-            return depth.oldest_age_s
+            return depth.oldest_age_s or 0.0
         return float(depth.visible)
 
     def _change(self, spec: AlarmSpec, state: str, value: float) -> None:
@@ -151,22 +152,32 @@ class AlarmEvaluator(Periodic):
             self.on_change(change)
 
     def _publish(self, depths: dict[str, QueueDepth]) -> None:
-        """The AWS/SQS metrics, as data points: when a value changes, and once a minute regardless."""
+        """The AWS/SQS metrics, as data points: when a value changes, and once a minute regardless. The oldest
+        message's age keeps only its latest point, and none while the queue has no message: it is read as
+        it is now, never from messages already gone."""
         now = time.time()
         stamp = datetime.now(UTC)
         data = []
+        ages: dict[str, bool] = {}
         for name, depth in depths.items():
             values = {
                 "ApproximateNumberOfMessagesVisible": ("Count", float(depth.visible)),
                 "ApproximateNumberOfMessagesNotVisible": ("Count", float(depth.in_flight)),
                 "ApproximateNumberOfMessagesDelayed": ("Count", float(depth.delayed)),
-                "ApproximateAgeOfOldestMessage": ("Seconds", float(round(depth.oldest_age_s))),
             }
+            age_key = (name, AGE_METRIC)
+            if depth.oldest_age_s is not None:
+                values[AGE_METRIC] = ("Seconds", float(round(depth.oldest_age_s)))
+            elif age_key in self._published:
+                del self._published[age_key]
+                ages[name] = False
             for metric, (unit, value) in values.items():
                 last = self._published.get((name, metric))
                 if last is not None and last[0] == value and now - last[1] < METRIC_HEARTBEAT_S:
                     continue
                 self._published[(name, metric)] = (value, now)
+                if metric == AGE_METRIC:
+                    ages[name] = True
                 data.append(
                     {
                         "MetricName": metric,
@@ -178,3 +189,5 @@ class AlarmEvaluator(Periodic):
                 )
         for start in range(0, len(data), 500):
             self.cloudwatch.put_metric_data(Namespace="AWS/SQS", MetricData=data[start : start + 500])
+        for name, published in ages.items():
+            keep_latest_metric_point("AWS/SQS", AGE_METRIC, {"QueueName": name}, keep=published)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import errno
 import json
+import logging
 import os
 import signal
 import sys
@@ -24,7 +25,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 from offpath_local.client import Answer, ApiClient, CannotConnectError, MissingCredentialsError
 
@@ -75,6 +76,16 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         help="tenant with the admin scope (default: the first)",
+    )
+    local.add_argument(
+        "--fresh", action="store_true", help="start empty: forget the jobs, messages and schedules the data keeps"
+    )
+    local.add_argument(
+        "--stop-grace",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="at stop, seconds the batches in flight get to finish (default 10)",
     )
     local.add_argument("--verbose", action="store_true", help="the functions' JSON log lines on the console too")
     local.add_argument("--quiet", action="store_true", help="no line per job state change")
@@ -145,7 +156,13 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def entry() -> NoReturn:
+    """The `offpath` command (and `python -m offpath_local`)."""
+    sys.exit(main(standalone=True))
+
+
+def main(argv: Sequence[str] | None = None, *, standalone: bool = False) -> int:
+    """`standalone`: this process is the command; after `offpath local` has stopped, it ends at once."""
     parser = _parser()
     try:
         args = parser.parse_args(argv)
@@ -153,7 +170,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(exit_.code or 0) if isinstance(exit_.code, int) else USAGE
     try:
         if args.command == "local":
-            return run_local(args)
+            code = run_local(args)
+            if standalone:
+                _end_process(code)
+            return code
         if args.command == "cost":
             from offpath_local import cost
 
@@ -199,6 +219,8 @@ def run_local(args: argparse.Namespace) -> int:
         raise UsageError("--timeout-scale and --visibility-scale must be in (0, 1]")
     if args.clock_speed <= 0 or args.clock_tick <= 0 or args.alarm_interval <= 0:
         raise UsageError("--clock-speed, --clock-tick and --alarm-interval must be positive")
+    if args.stop_grace < 0:
+        raise UsageError("--stop-grace must be 0 or more")
     config = LocalConfig(
         port=args.port,
         data_dir=Path(args.data),
@@ -214,31 +236,50 @@ def run_local(args: argparse.Namespace) -> int:
         faults=fault_config,
         timeout_scale=args.timeout_scale,
         visibility_scale=args.visibility_scale,
+        fresh=args.fresh,
+        stop_grace_s=args.stop_grace,
     )
+    from offpath_local.state import DataDirectoryInUse
+
     stop = threading.Event()
+    runtime = LocalRuntime(config)
 
     def on_signal(signum: int, frame: Any) -> None:
+        if stop.is_set():  # a second one: do not wait for the batches in flight
+            runtime.hurry()
         stop.set()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    runtime = LocalRuntime(config)
     try:
         try:
             runtime.start()
+        except DataDirectoryInUse as error:
+            print(f"offpath local: cannot start: {error}", file=sys.stderr)
+            return REFUSED
         except OSError as error:
-            hint = " (is another offpath local running? try --port)" if error.errno == errno.EADDRINUSE else ""
+            hint = " (is another program using this port? try --port)" if error.errno == errno.EADDRINUSE else ""
             print(f"offpath local: cannot start: {error}{hint}", file=sys.stderr)
             return REFUSED
         runtime.output.say(runtime.banner())
         while not stop.wait(0.2):
             pass
-        runtime.output.say("offpath local: stopping")
+        runtime.output.say("offpath local: stopping (again to stop at once)")
     finally:
         runtime.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    print("offpath local: stopped", file=sys.stderr)
+    print(f"offpath local: stopped; the state is in {runtime.snapshot.path}", file=sys.stderr)
     return OK
+
+
+def _end_process(code: int) -> NoReturn:
+    """Everything is stopped and the state written: the process ends here. The batches given up at stop run on
+    threads Python cannot stop (the interpreter would wait for them), and tearing down moto's objects takes
+    the interpreter seconds."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 # -- client commands --------------------------------------------------------------------------
@@ -520,4 +561,4 @@ def _path_part(value: str) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

@@ -184,16 +184,21 @@ class Output:
         """One line (or several) on the console."""
         self.console.write(text.rstrip("\n") + "\n")
 
-    def restore(self) -> None:
+    def restore(self, *, keep_function_log: bool = False) -> None:
+        """Puts stdout and logging back as they were. With `keep_function_log`, the functions' log lines (of
+        batches given up at stop, still running) keep going to the log file rather than to the console,
+        until the process ends."""
         for logger, handler in self._handlers:
+            if keep_function_log and isinstance(handler, _FunctionLogHandler):
+                continue
             logger.removeHandler(handler)
         self._handlers.clear()
-        if "root" in self._saved_levels:
+        if "root" in self._saved_levels and not keep_function_log:
             logging.getLogger().setLevel(self._saved_levels.pop("root"))
         if self._saved_stdout is not None:
             sys.stdout.flush()
             sys.stdout = self._saved_stdout
             self._saved_stdout = None
-        if self._log_file is not None:
+        if self._log_file is not None and not keep_function_log:
             self._log_file.close()
-            self._log_file = None
+        self._log_file = None

@@ -56,14 +56,24 @@ class QueuePoller:
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """No new batch is received; batches in flight finish (up to `timeout_s`)."""
-        self._stop.set()
-        self._thread.join(timeout=LONG_POLL_S * 3)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            with self._lock:
-                if self._in_flight == 0:
-                    break
+        self.request_stop()
+        self.wait(time.monotonic() + timeout_s)
+        self.shutdown()
+
+    def wait(self, deadline: float, hurry: threading.Event | None = None) -> int:
+        """After `request_stop`: waits until the receiving loop has ended and no batch is in flight, until the
+        `deadline` (time.monotonic()) or until `hurry` is set. Returns the batches still in flight."""
+        self._thread.join(timeout=max(0.0, min(LONG_POLL_S * 3, deadline - time.monotonic())))
+        while time.monotonic() < deadline and not (hurry is not None and hurry.is_set()):
+            if self.in_flight == 0 and not self._thread.is_alive():
+                break
             time.sleep(0.05)
+        return self.in_flight
+
+    def shutdown(self) -> None:
+        """Lets go of the batches still in flight: their threads end when their function returns, and their
+        messages return to the queue when their visibility timeout ends."""
+        self._thread.join(timeout=LONG_POLL_S * 3)
         self._executor.shutdown(wait=False, cancel_futures=True)
 
     @property

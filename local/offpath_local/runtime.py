@@ -9,6 +9,12 @@
 The functions are the real handlers, pointed at the emulator by their environment. This process
 takes the place of an AWS account, so it sets that environment for itself: `AWS_ENDPOINT_URL`, fake
 credentials, region us-east-1, the `OFFPATH_*` variables (offpath/settings.py).
+
+The data directory is locked while the runtime uses it, and its snapshot (state.py) carries the jobs,
+the queues' messages and the one-time schedules across restarts. Stopping takes no new request, receives
+no new batch and fires no schedule, lets the batches in flight finish within a grace period, writes the
+snapshot, then stops the emulator; a batch still running after the grace period is given up (its job
+is RUNNING with a lease and its message in flight in the snapshot: the next start recovers it).
 """
 
 from __future__ import annotations
@@ -17,6 +23,10 @@ import importlib
 import json
 import logging
 import os
+import shlex
+import shutil
+import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,10 +62,12 @@ from offpath_local.resources import (
     worker_function_name,
 )
 from offpath_local.scheduler_clock import SchedulerClock, VirtualTime
+from offpath_local.state import DataLock, Snapshot, StateSaver, StateSources, restore
 
 logger = logging.getLogger("offpath.local.runtime")
 
 STATE_FILE = "local.json"
+DEFAULT_DATA_DIR = Path(".offpath")
 TOKEN_FILE = "token"  # noqa: S105 - a file name
 ENQUEUE = AsyncConfig(timeout_s=30, retry_attempts=2, max_event_age_s=3600)
 SWEEPER = AsyncConfig(timeout_s=50, retry_attempts=0, max_event_age_s=60)
@@ -97,6 +109,9 @@ class LocalConfig:
     faults: FaultConfig | None = None  # injected faults (faults.py); None: none
     timeout_scale: float = 1.0  # tests only: faults.TestTiming
     visibility_scale: float = 1.0
+    fresh: bool = False  # start empty: the data directory's snapshot is not loaded (and is replaced)
+    stop_grace_s: float = 10.0  # how long batches in flight may take to finish when the runtime stops
+    save_every_s: float = 5.0  # the snapshot is written this often while something changes
 
 
 class LocalRuntime:
@@ -118,12 +133,24 @@ class LocalRuntime:
         self._started = False
         self._saved_env: dict[str, str | None] = {}
         self.faults: FaultInjector | None = None
+        self.lock = DataLock(self.data_dir)
+        self.snapshot = Snapshot(self.data_dir)
+        self.restored: dict[str, int] | None = None  # what the snapshot brought back at start; None: nothing
+        self.abandoned = 0  # batches still running when the grace period ended
+        self._pollers: list[QueuePoller] = []
+        self._saver: StateSaver | None = None
+        self._alarms: AlarmEvaluator | None = None
+        self._state_live = False  # the emulator holds the data directory's state: it is saved at stop
+        self._wrote_server_file = False
+        self._hurry = threading.Event()
 
     # -- life cycle ---------------------------------------------------------------------------
 
     def start(self) -> None:
+        """Raises state.DataDirectoryInUse, having changed nothing, when another instance uses the data directory."""
         started = time.perf_counter()
         config = self.config
+        self.lock.acquire()
         self.output.install()
         try:
             self._start(config)
@@ -139,6 +166,8 @@ class LocalRuntime:
         self.emulator.start()
         self._parts.append(self.emulator)
         self._point_sdk_at_emulator()
+        if config.fresh:
+            self.snapshot.remove()
 
         from offpath.jobs import load_job_types
 
@@ -151,6 +180,8 @@ class LocalRuntime:
         self._set_env({**resources.environment(), "OFFPATH_LOG_LEVEL": config.log_level})
         timing = TestTiming(config.timeout_scale, config.visibility_scale)
         timing.apply_visibility(clients["sqs"], registry, resources.queue_urls)
+        sources = self._state_sources(clients, resources, registry)
+        saved = self._restore(sources)
         if config.faults is not None:
             # Before any function makes its clients: they all come from boto3's default session.
             self.faults = FaultInjector(config.faults, self.data_dir / FAULTS_FILE)
@@ -222,7 +253,7 @@ class LocalRuntime:
                 source, queue_class=name, max_concurrency=queue_class.max_concurrency, on_result=self._on_batch
             )
             poller.start()
-            self._parts.append(poller)
+            self._pollers.append(poller)
 
         # The scheduler clock.
         def invoke(target_arn: str, event: dict[str, Any]) -> None:
@@ -256,9 +287,17 @@ class LocalRuntime:
             record_path=self.data_dir / "alarms.jsonl",
             on_change=self._on_alarm,
         )
+        self._alarms = alarms
+        self._restore_alarms(clients["cloudwatch"], (saved or {}).get("alarms") or {})
         alarms.evaluate()
         alarms.start()
         self._parts.append(alarms)
+
+        # The snapshot, from now on every few seconds while something changes, and at stop.
+        self._saver = StateSaver(
+            sources, self.snapshot, lambda: self.emulator.version(sources.queue_names), config.save_every_s
+        )
+        self._saver.start()
 
         # The HTTP API last: when it answers, everything behind it runs.
         authorizer = Authorizer(self.tokens, frozenset(self.admins))
@@ -273,28 +312,67 @@ class LocalRuntime:
             self.faults.arm()
 
     def stop(self) -> None:
-        """Stops everything started, newest first (the HTTP API first); safe to call twice."""
+        """Stops everything started; safe to call twice. In order: the HTTP API; receiving, the scheduler clock,
+        the alarms and the periodic snapshot; then the batches in flight get until the grace period ends to
+        finish; the snapshot is written; the functions and the emulator stop; the data directory is unlocked."""
+        if not self.lock.held:
+            return
         if self.gateway is not None and self.gateway in self._parts:
             self._parts.remove(self.gateway)
             self._stop_part(self.gateway)
-        for part in self._parts:
+        if self._saver is not None:
+            self._saver.request_stop()
+        for part in [*self._pollers, *self._parts]:
             request_stop = getattr(part, "request_stop", None)
             if request_stop is not None:
                 request_stop()
+        waited = time.monotonic()
+        deadline = waited + self.config.stop_grace_s
+        self.abandoned = sum(poller.wait(deadline, self._hurry) for poller in self._pollers)
+        if self.abandoned:
+            self.output.say(
+                f"offpath local: {self.abandoned} batch(es) still running after {time.monotonic() - waited:.0f} s: "
+                "given up; their jobs are recovered at the next start"
+            )
+        for poller in self._pollers:
+            self._stop_part(poller, "shutdown")
+        self._pollers.clear()
+        if self._saver is not None:
+            self._stop_part(self._saver)
         while self._parts:
-            self._stop_part(self._parts.pop())
-        (self.data_dir / STATE_FILE).unlink(missing_ok=True)
+            part = self._parts.pop()
+            if part is self.emulator:  # the last one: everything that writes to it has stopped
+                self._save()
+            self._stop_part(part)
+        self._saver = None
+        if self._wrote_server_file:
+            (self.data_dir / STATE_FILE).unlink(missing_ok=True)
+            self._wrote_server_file = False
         if self.faults is not None:
             if self._started:
                 self.output.say(f"offpath local: {self.faults.summary()} (listed in {FAULTS_FILE})")
             self.faults.close()
         self._restore_env()
-        self.output.restore()
+        # Batches given up still run: what they log goes on to the log file, not to the console.
+        self.output.restore(keep_function_log=self.abandoned > 0)
         self._started = False
+        self.lock.release()
 
-    def _stop_part(self, part: Any) -> None:
+    def hurry(self) -> None:
+        """Stop without waiting for the batches in flight (a second Ctrl-C)."""
+        self._hurry.set()
+
+    def _save(self) -> None:
+        if not self._state_live or self._saver is None:
+            return
         try:
-            part.stop()
+            self._saver.save()
+        except Exception as error:
+            logger.warning("the state could not be written to %s: %s", self.snapshot.path, error)
+
+    def _stop_part(self, part: Any, method: str = "stop") -> None:
+        try:
+            getattr(part, method)()
         except Exception:
             logger.warning("stopping %s failed", type(part).__name__, exc_info=True)
 
@@ -320,6 +398,8 @@ class LocalRuntime:
         tenant = self.admins[0] if self.admins else self.first_tenant
         token = self.tokens[tenant]
         url = self.url
+        command, activate = cli_command()
+        data = "" if self.data_dir == DEFAULT_DATA_DIR else f" --data {shlex.quote(str(self.data_dir))}"
         lines = [
             f"offpath local: the whole pipeline on this machine, ready in {self.started_in_s:.1f} s",
             "",
@@ -333,6 +413,7 @@ class LocalRuntime:
         lines += [
             f"  emulator   {self.emulator.endpoint}  (moto: DynamoDB, SQS, EventBridge Scheduler, CloudWatch)",
             f"  data       {self.data_dir}/  (function logs: offpath.log, alarm changes: alarms.jsonl)",
+            f"  state      {self._state_line()}",
             *(
                 [f"  faults     {self.config.faults.describe()} (each injected one in {FAULTS_FILE})"]
                 if self.faults
@@ -344,12 +425,24 @@ class LocalRuntime:
             '-H \'Content-Type: application/json\' -d \'{"type": "demo.echo", "payload": {"hello": "world"}}\'',
             "and read it back with the job_id it returns:",
             f"  curl -s {url}/jobs/JOB_ID -H 'Authorization: Bearer {token}'",
-            "or with the command line:",
-            '  offpath submit demo.echo --payload \'{"hello": "world"}\' --wait',
+            "or with the command line (from this directory):",
+            f'  {command} submit demo.echo --payload \'{{"hello": "world"}}\' --wait{data}',
+            f"  {command} jobs{data}",
+            *([f"  ({activate} puts `offpath` on your PATH)"] if activate else []),
             "",
-            "Ctrl-C stops. One line per job state change follows.",
+            "Ctrl-C stops (batches in flight get "
+            f"{self.config.stop_grace_s:g} s to finish). One line per job state change follows.",
         ]
         return "\n".join(lines)
+
+    def _state_line(self) -> str:
+        kept = f"kept in {self.snapshot.path.name} across restarts"
+        if self.config.fresh:
+            return f"started empty (--fresh); {kept}"
+        if self.restored is None:
+            return f"nothing saved yet; {kept}"
+        r = self.restored
+        return f"restored {r['jobs']} job(s), {r['messages']} queued message(s), {r['schedules']} one-time schedule(s)"
 
     # -- internals ----------------------------------------------------------------------------
 
@@ -422,6 +515,42 @@ class LocalRuntime:
         path.touch(mode=0o600, exist_ok=True)
         path.chmod(0o600)
         path.write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
+        self._wrote_server_file = True
+
+    def _state_sources(self, clients: dict[str, Any], resources: Resources, registry: Any) -> StateSources:
+        from offpath_local.emulator import export_messages, import_messages
+
+        queue_urls = [*resources.queue_urls.values(), *resources.dlq_urls.values()]
+        queue_urls += [url for url in (resources.schedule_dlq_url, resources.async_failures_url) if url]
+        return StateSources(
+            scheduler=clients["scheduler"],
+            table_name=resources.table_name,
+            queue_names=tuple(url.rstrip("/").rsplit("/", 1)[-1] for url in queue_urls),
+            schedule_group=resources.schedule_group or "",
+            declared_schedules=frozenset({*registry.schedules, sweeper_function_name(self.config.prefix)}),
+            read_items=self.emulator.export_items,
+            write_items=self.emulator.import_items,
+            read_messages=export_messages,
+            write_messages=import_messages,
+            alarm_states=lambda: dict(self._alarms.states) if self._alarms is not None else {},
+        )
+
+    def _restore(self, sources: StateSources) -> dict[str, Any] | None:
+        """The snapshot into the fresh emulator, before anything runs; from here on the state is saved at stop."""
+        saved = None if self.config.fresh else self.snapshot.load()
+        if saved is not None:
+            self.restored = restore(sources, saved)
+        self._state_live = True
+        return saved
+
+    def _restore_alarms(self, cloudwatch: Any, states: dict[str, str]) -> None:
+        assert self._alarms is not None
+        for name, state in states.items():
+            if name in self._alarms.states and state in {"OK", "ALARM"}:
+                self._alarms.states[name] = state
+                cloudwatch.set_alarm_state(
+                    AlarmName=name, StateValue=state, StateReason="the state before the restart (data directory)"
+                )
 
     def _on_batch(self, queue_class: str, result: PollResult) -> None:
         if result.errored:
@@ -466,3 +595,22 @@ class LocalRuntime:
                 self.output.say(
                     f"{stamp}  {'SCHEDULE':<9}  {schedule} fired for slot {slot}: job {response.get('job_id')}"
                 )
+
+
+def cli_command() -> tuple[str, str]:
+    """How to type the `offpath` command from the current directory, and how to put it on the PATH ("" when it
+    already is): the entry point installed next to this Python (`.venv/bin/offpath` after `make run`)."""
+    script = Path(sys.executable).parent / "offpath"
+    on_path = shutil.which("offpath")
+    if not script.exists():
+        return ("offpath", "") if on_path else (f"{shlex.quote(sys.executable)} -m offpath_local", "")
+    if on_path and os.path.samefile(on_path, script):
+        return "offpath", ""
+    activate = script.with_name("activate")
+    return _from_here(script), (f"source {_from_here(activate)}" if activate.exists() else "")
+
+
+def _from_here(path: Path) -> str:
+    """A path as typed from the current directory (relative when it is below it)."""
+    here = Path.cwd()
+    return shlex.quote(str(path.relative_to(here)) if path.is_relative_to(here) else str(path))

@@ -1,0 +1,282 @@
+"""The embedded runtime keeps its state and stops cleanly (TESTPLAN 40): jobs, messages and one-time schedules
+survive a clean restart, a second instance on the same data directory refuses without touching it, SIGTERM
+with a job in flight exits 0 without a traceback and the interrupted job is recovered at the next start.
+
+Each test runs `offpath local` in child processes on one data directory, stopped with SIGTERM as a user's
+Ctrl-C or a service manager would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import ROOT, Local, _wait_until_serving, wait_for
+
+TENANT, TOKEN = "state", "state-token-0123456789"
+FINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
+# The fault ledger's test timings: an interrupted 60 s job holds a 9 s lease and its message an 11 s visibility.
+TEST_TIMINGS = ("--timeout-scale", "0.1", "--visibility-scale", "0.025")
+
+
+@dataclass
+class Instance:
+    process: subprocess.Popen[bytes]
+    local: Local
+
+    @property
+    def console(self) -> str:
+        return self.local.log.read_text(errors="replace")
+
+    def stop(self, timeout_s: float = 30) -> tuple[int, float]:
+        """SIGTERM; the exit status and how long it took."""
+        started = time.monotonic()
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            code = self.process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=10)
+            raise AssertionError(f"offpath local did not stop on SIGTERM:\n{self.console[-4000:]}") from None
+        return code, time.monotonic() - started
+
+
+def command(data_dir: Path, *extra: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "offpath_local",
+        "local",
+        "--port",
+        "0",
+        "--data",
+        str(data_dir),
+        "--token",
+        f"{TENANT}:{TOKEN}",
+        "--alarm-interval",
+        "0.5",
+        *extra,
+    ]
+
+
+def environment(**extra: str) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]), **extra}
+
+
+def start(data_dir: Path, console: Path, *extra: str, env: dict[str, str] | None = None) -> Instance:
+    with console.open("w") as out:
+        process = subprocess.Popen(
+            command(data_dir, *extra), cwd=ROOT, env=env or environment(), stdout=out, stderr=subprocess.STDOUT
+        )
+    try:
+        url = _wait_until_serving(process, data_dir, console)
+    except BaseException:
+        process.kill()
+        process.wait(timeout=10)
+        raise
+    return Instance(process, Local(url=url, data_dir=data_dir, log=console))
+
+
+@pytest.fixture
+def instances() -> Iterator[list[Instance]]:
+    """Every instance a test starts is stopped at its end, whatever happened."""
+    started: list[Instance] = []
+    yield started
+    for instance in started:
+        if instance.process.poll() is None:
+            instance.process.kill()
+            instance.process.wait(timeout=10)
+
+
+def submit(local: Local, job_type: str, payload: dict[str, Any], **body: Any) -> str:
+    answer = local.call("POST", "/jobs", token=TOKEN, body={"type": job_type, "payload": payload, **body})
+    assert answer.status == 202, answer.body
+    return str(answer.body["job_id"])
+
+
+def job(local: Local, job_id: str) -> dict[str, Any]:
+    return local.job(job_id, token=TOKEN)
+
+
+def final(local: Local, job_id: str, timeout_s: float = 60) -> dict[str, Any]:
+    return local.wait_for_job(job_id, FINAL, timeout_s=timeout_s, token=TOKEN)
+
+
+def queue(local: Local, name: str) -> dict[str, Any]:
+    answer = local.call("GET", "/queues", token=TOKEN)
+    assert answer.status == 200, answer.body
+    return next(q for q in answer.body["queues"] if q["name"] == name)
+
+
+def test_a_restart_keeps_every_accepted_job_its_message_and_its_one_time_schedule(
+    tmp_path: Path, instances: list[Instance]
+) -> None:
+    data_dir = tmp_path / "data"
+    # The scheduler clock at 60 times real speed: a job 30 minutes ahead is due 30 s after a start.
+    clock = ("--clock-speed", "60", "--clock-tick", "0.2")
+    first = start(data_dir, tmp_path / "console-1.txt", *clock)
+    instances.append(first)
+    local = first.local
+    echo = submit(local, "demo.echo", {"kept": True})
+    poison = submit(local, "demo.poison", {"reason": "kept in the DLQ"})
+    assert final(local, echo)["status"] == "SUCCEEDED"
+    assert final(local, poison)["status"] == "FAILED"
+    now = datetime.now(UTC)
+    # Beyond SQS's 15 minutes: a one-time schedule; within them: a delayed message.
+    scheduled = submit(local, "demo.echo", {"scheduled": True}, run_at=_iso(now + timedelta(minutes=30)))
+    delayed = submit(local, "demo.echo", {"delayed": True}, run_at=_iso(now + timedelta(seconds=40)))
+    in_flight = submit(local, "demo.sleep", {"ms": 2000})
+    local.wait_for_job(in_flight, {"RUNNING"}, token=TOKEN)
+    # Accepted just before the stop: queued, or received by a worker, when SIGTERM arrives.
+    last = [submit(local, "demo.sleep", {"ms": 300, "n": n}) for n in range(6)]
+    assert (job(local, scheduled)["status"], job(local, delayed)["status"]) == ("SCHEDULED", "QUEUED")
+
+    code, _ = first.stop()
+
+    assert code == 0, first.console[-4000:]
+    assert "Traceback" not in first.console
+    state = json.loads((data_dir / "state.json").read_text())
+    assert [s["Name"] for s in state["schedules"]] == [f"job-{scheduled}"]
+    assert not (data_dir / "local.json").exists()
+
+    second = start(data_dir, tmp_path / "console-2.txt", *clock)
+    instances.append(second)
+    local = second.local
+    assert "restored" in second.console
+    kept = job(local, echo)
+    assert (kept["status"], kept["result"]) == ("SUCCEEDED", {"kept": True})
+    assert job(local, poison)["status"] == "FAILED"
+    assert queue(local, "default")["dlq_depth"] == 1
+    # Finished within the grace period, recorded before the stop: not run again.
+    assert (job(local, in_flight)["status"], job(local, in_flight)["attempts"]) == ("SUCCEEDED", 1)
+    assert [final(local, j)["status"] for j in last] == ["SUCCEEDED"] * len(last)
+    # The delayed message and the one-time schedule survived the restart: each job runs at its time.
+    assert job(local, delayed)["status"] == "QUEUED"
+    assert final(local, delayed, timeout_s=90)["result"] == {"delayed": True}
+    # (The functions keep real time: the job the fast clock enqueues early waits in its queue for its run_at.)
+    assert local.wait_for_job(scheduled, {"QUEUED"}, timeout_s=90, token=TOKEN)["status"] == "QUEUED"
+    firings = [json.loads(line) for line in (data_dir / "schedules.jsonl").read_text().splitlines()]
+    assert f"job-{scheduled}" in {f["schedule"] for f in firings}
+    assert second.stop()[0] == 0
+
+    third = start(data_dir, tmp_path / "console-3.txt", "--fresh")
+    instances.append(third)
+    assert third.local.call("GET", f"/jobs/{echo}", token=TOKEN).status == 404
+    assert third.stop()[0] == 0
+
+
+def test_a_second_instance_on_the_same_data_directory_refuses_and_changes_nothing(
+    tmp_path: Path, instances: list[Instance]
+) -> None:
+    data_dir = tmp_path / "data"
+    running = start(data_dir, tmp_path / "console-1.txt")
+    instances.append(running)
+    wait_for(lambda: (data_dir / "state.json").exists() or None, timeout_s=20)
+    server_file = (data_dir / "local.json").read_bytes()
+    before = {p.name: p.stat().st_mtime_ns for p in data_dir.iterdir() if p.name in {"local.json", "token", "lock"}}
+    log_inode = (data_dir / "offpath.log").stat().st_ino
+    port = running.local.url.rsplit(":", 1)[1]
+
+    second = subprocess.run(
+        [*command(data_dir), "--port", port], cwd=ROOT, env=environment(), capture_output=True, text=True, timeout=60
+    )
+
+    assert second.returncode == 1
+    assert f"the data directory {data_dir} is in use by another offpath local" in second.stderr
+    assert running.local.url in second.stderr
+    assert "Traceback" not in second.stderr
+    assert (data_dir / "local.json").read_bytes() == server_file
+    after = {p.name: p.stat().st_mtime_ns for p in data_dir.iterdir() if p.name in {"local.json", "token", "lock"}}
+    assert after == before
+    assert (data_dir / "offpath.log").stat().st_ino == log_inode
+    assert not (data_dir / "offpath.log.1").exists()
+    # The command line still reaches the instance that runs.
+    from offpath_local.cli import main
+
+    assert main(["jobs", "--data", str(data_dir)]) == 0
+    assert running.stop()[0] == 0
+
+
+def test_sigterm_with_a_job_running_exits_0_after_the_grace_period_and_the_next_start_finishes_the_job(
+    tmp_path: Path, instances: list[Instance]
+) -> None:
+    data_dir = tmp_path / "data"
+    timings = (*TEST_TIMINGS, "--clock-speed", "60", "--clock-tick", "0.2")
+    env = environment(OFFPATH_SWEEP_GRACE_S="2")
+    first = start(data_dir, tmp_path / "console-1.txt", *timings, "--stop-grace", "1", env=env)
+    instances.append(first)
+    # 4 s of work: still running when the 1 s grace period ends.
+    job_id = submit(first.local, "demo.sleep", {"ms": 4000})
+    first.local.wait_for_job(job_id, {"RUNNING"}, token=TOKEN)
+
+    code, took_s = first.stop()
+
+    assert code == 0, first.console[-4000:]
+    assert took_s < 8, f"stopping took {took_s:.1f} s"
+    assert "Traceback" not in first.console
+    assert "Error" not in first.console.split("offpath local: stopping", 1)[1]
+    assert "1 batch(es) still running after 1 s" in first.console
+    state = json.loads((data_dir / "state.json").read_text())
+    saved = next(i for i in state["table"]["items"] if job_id in json.dumps(i))
+    assert saved["status"]["S"] == "RUNNING"
+    assert [m["approximate_receive_count"] for m in state["queues"]["offpath-default"]] == [1]
+
+    second = start(data_dir, tmp_path / "console-2.txt", *timings, env=env)
+    instances.append(second)
+    view = final(second.local, job_id, timeout_s=90)
+
+    assert view["status"] == "SUCCEEDED"
+    assert view["attempts"] >= 2
+    assert second.stop()[0] == 0
+
+
+def test_the_banner_prints_a_command_line_that_works_as_printed(tmp_path: Path, instances: list[Instance]) -> None:
+    data_dir = tmp_path / "data"
+    running = start(data_dir, tmp_path / "console.txt")
+    instances.append(running)
+    printed = wait_for(
+        lambda: next((line.strip() for line in running.console.splitlines() if " submit demo.echo" in line), None)
+    )
+
+    assert f"--data {data_dir}" in printed
+    done = subprocess.run(
+        ["bash", "-c", printed], cwd=ROOT, env=environment(), capture_output=True, text=True, timeout=60
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert "SUCCEEDED" in done.stdout
+    assert running.stop()[0] == 0
+
+
+def test_an_empty_queue_has_no_oldest_message_age(local: Local) -> None:
+    """The age is that of a message that exists: none once the queue is empty again, not the last one measured."""
+    job_id = local.submit("demo.sleep", {"ms": 1500}).body["job_id"]
+    local.wait_for_job(job_id, {"RUNNING"})
+    assert wait_for(lambda: _age(local, "default"), timeout_s=10) >= 0  # its message is in flight: it has an age
+    local.wait_for_job(job_id, {"SUCCEEDED"})
+
+    # Before, the age of the last minute's oldest message was read for a minute and more.
+    assert wait_for(lambda: _age(local, "default") is None or None, timeout_s=5)
+
+
+def _iso(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _age(local: Local, name: str) -> float | None:
+    for q in local.call("GET", "/queues").body["queues"]:
+        if q["name"] == name:
+            age = q["oldest_age_s"]
+            return None if age is None else float(age)
+    return None
