@@ -249,5 +249,6 @@ class _QueueGauges:
             messages.add_metric([queue_class, "visible"], depth.visible)
             messages.add_metric([queue_class, "in_flight"], depth.in_flight)
             messages.add_metric([queue_class, "delayed"], depth.delayed)
-            age.add_metric([queue_class], depth.oldest_age_s)
+            # An empty queue has no oldest message: 0, as CloudWatch's ApproximateAgeOfOldestMessage reads then.
+            age.add_metric([queue_class], depth.oldest_age_s or 0.0)
         yield from (messages, age, dlq)

@@ -134,7 +134,7 @@ class Depth:
     visible: int
     in_flight: int
     delayed: int
-    oldest_age_s: float
+    oldest_age_s: float | None
 
 
 class FakePeek:
@@ -170,6 +170,18 @@ def test_queue_gauges_are_read_at_each_scrape_per_queue_class() -> None:
     assert found[("offpath_dlq_messages", labels(queue="default"))] == 3
     samples(metrics)
     assert len(peek.asked) == 2, "every scrape reads the queues again"
+
+
+def test_an_empty_queue_is_scraped_with_an_oldest_age_of_zero() -> None:
+    peek = FakePeek({"offpath-default": Depth(0, 0, 0, None), "offpath-default-dlq": Depth(0, 0, 0, None)})
+    metrics = LocalMetrics(clock=lambda: NOW)
+    metrics.watch(
+        peek, {"default": "http://sqs/000/offpath-default"}, {"default": "http://sqs/000/offpath-default-dlq"}
+    )
+
+    found = samples(metrics)
+    assert found[("offpath_queue_oldest_message_age_seconds", labels(queue="default"))] == 0
+    assert found[("offpath_queue_messages", labels(queue="default", state="visible"))] == 0
 
 
 def test_the_runtimes_output_hands_each_emf_line_to_its_listeners(tmp_path: Path) -> None:
