@@ -131,15 +131,15 @@ def _parser() -> argparse.ArgumentParser:
     cancel = commands.add_parser("cancel", parents=[client], help="cancel a job that has not started")
     cancel.add_argument("job_id")
 
-    from offpath_local import cost
-
-    cost.add_arguments(
-        commands.add_parser("cost", help="what offpath costs on AWS for your volumes (us-east-1 list prices)")
-    )
+    # Listed here; its options belong to the measurement tooling, which parses them (see `main`).
+    commands.add_parser("cost", help="what offpath costs on AWS for your volumes (us-east-1 list prices)")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words[:1] == ["cost"]:
+        return run_cost(words[1:])
     parser = _parser()
     try:
         args = parser.parse_args(argv)
@@ -148,10 +148,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "local":
             return run_local(args)
-        if args.command == "cost":
-            from offpath_local import cost
-
-            return cost.run(args)
         return run_client(args)
     except (UsageError, MissingCredentialsError) as error:
         print(f"offpath: {error}", file=sys.stderr)
@@ -162,6 +158,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return CANNOT_CONNECT
     except KeyboardInterrupt:
         return 130
+
+
+def run_cost(argv: list[str]) -> int:
+    """`offpath cost`: the cost model is measurement tooling (offpath_tools), imported for this command only."""
+    from offpath_tools import cost_command
+
+    return cost_command.main(argv)
 
 
 # -- offpath local ----------------------------------------------------------------------------

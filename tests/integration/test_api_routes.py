@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from openapi_spec_validator import validate
 
-from offpath.domain.clock import ManualClock
 from offpath.domain.registry import Registry
 from offpath.handlers import api
 from offpath_local.resources import Resources
+from offpath_tools.clocks import ManualClock
 from tests.integration.conftest import Pipeline, RecordingMetrics, aws_calls
 
 

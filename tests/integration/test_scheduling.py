@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from offpath.domain.clock import ManualClock
 from offpath.domain.errors import QueueUnavailableError
 from offpath.domain.job import JobStatus
 from offpath.domain.registry import Registry
 from offpath.jobs import billing
 from offpath.logic.submit import SubmitRequest, build_job
 from offpath_local.resources import Resources
+from offpath_tools.clocks import ManualClock
 from tests.integration.conftest import Pipeline, RecordingMetrics
 
 ADMIN = ["offpath/admin"]

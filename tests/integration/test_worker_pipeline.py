@@ -18,14 +18,14 @@ import boto3
 import pytest
 
 from offpath.adapters.dynamodb_store import DynamoDbJobStore
-from offpath.domain.clock import ManualClock
 from offpath.domain.registry import Registry
 from offpath.handlers import worker
 from offpath.jobs import welcome_email
 from offpath.logic.process import WorkerPolicy
 from offpath.observability import EmfMetrics, JsonFormatter
 from offpath_local.resources import Resources
-from tests.fakes import SCRIPTED_TIMEOUT_S, SCRIPTED_TYPE, CeilingJitter, ScriptedJob, registry_with
+from offpath_tools.clocks import ManualClock
+from offpath_tools.fakes import SCRIPTED_TIMEOUT_S, SCRIPTED_TYPE, CeilingJitter, ScriptedJob, registry_with
 from tests.integration.conftest import Pipeline, RecordingMetrics, aws_calls, sqs_event
 
 # The lease a claim takes: the job type's timeout plus the worker's margin.

@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from offpath.domain.clock import ManualClock
 from offpath.domain.job import Job, JobStatus
 from offpath.domain.ports import JobMessage
 from offpath.domain.registry import Registry
 from offpath.logic.process import Delivery, WorkerPolicy, WorkerPorts
 from offpath.logic.submit import Ports, SubmitPolicy, SubmitRequest, submit_job
-from tests.fakes import (
+from offpath_tools.clocks import ManualClock
+from offpath_tools.fakes import (
     SCRIPTED_TYPE,
     CeilingJitter,
     InMemoryJobQueue,

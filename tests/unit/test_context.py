@@ -7,11 +7,11 @@ from datetime import timedelta
 
 import pytest
 
-from offpath.domain.clock import ManualClock
 from offpath.domain.context import JobContext
 from offpath.domain.errors import JobConflictError
 from offpath.domain.job import Job, JobStatus, Progress
-from tests.fakes import InMemoryJobStore
+from offpath_tools.clocks import ManualClock
+from offpath_tools.fakes import InMemoryJobStore
 from tests.unit.conftest import a_job
 
 

@@ -16,7 +16,6 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, initialize, invariant, rule
 
-from offpath.domain.clock import ManualClock
 from offpath.domain.context import JobContext
 from offpath.domain.errors import JobConflictError, JobNotFoundError, PermanentError
 from offpath.domain.job import JobStatus
@@ -25,7 +24,8 @@ from offpath.logic import queries
 from offpath.logic.process import Delivery, WorkerPolicy, WorkerPorts, process_record
 from offpath.logic.submit import Ports, SubmitPolicy, SubmitRequest, submit_job
 from offpath.logic.sweep import SweepPolicy, sweep
-from tests.fakes import (
+from offpath_tools.clocks import ManualClock
+from offpath_tools.fakes import (
     SCRIPTED_TYPE,
     InMemoryJobQueue,
     InMemoryJobStore,

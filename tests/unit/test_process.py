@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from offpath.domain.clock import ManualClock
 from offpath.domain.errors import PermanentError, StoreUnavailableError
 from offpath.domain.job import Job, JobStatus
 from offpath.logic.process import Delivery, WorkerPolicy, WorkerPorts, process_batch, process_record
 from offpath.logic.submit import Ports
-from tests.fakes import (
+from offpath_tools.clocks import ManualClock
+from offpath_tools.fakes import (
     SCRIPTED_MAX_ATTEMPTS,
     SCRIPTED_TIMEOUT_S,
     STRICT_TYPE,

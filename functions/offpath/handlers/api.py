@@ -10,7 +10,6 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 
-from offpath.adapters.sqs_queue import SqsJobQueue, SqsQueueMonitor, SqsRedriver
 from offpath.domain.errors import (
     IdempotencyConflictError,
     InvalidRequestError,
@@ -30,7 +29,7 @@ from offpath.handlers.api_models import (
     job_view,
     parse_body,
 )
-from offpath.handlers.composition import build_ports, submit_policy
+from offpath.handlers.composition import Overrides, build_monitor, build_ports, build_redriver, submit_policy
 from offpath.logic import queries
 from offpath.logic.schedules import SYSTEM_TENANT, describe_schedules, fire_schedule
 from offpath.logic.submit import Ports, SubmitPolicy, SubmitRequest, submit_batch, submit_job
@@ -59,13 +58,16 @@ class ApiServices:
 def default_services() -> ApiServices:
     settings = Settings.from_env()
     configure_logging("api", settings.log_level)
-    ports = build_ports(settings, "api")
-    sqs = ports.queue.client if isinstance(ports.queue, SqsJobQueue) else None
+    return build_services(settings)
+
+
+def build_services(settings: Settings, overrides: Overrides | None = None) -> ApiServices:
+    overrides = overrides or Overrides()  # one SQS client for the queue, the monitor and the redriver
     return ApiServices(
-        ports=ports,
+        ports=build_ports(settings, "api", overrides),
         policy=submit_policy(settings),
-        monitor=SqsQueueMonitor(settings.queue_urls, settings.dlq_urls, client=sqs),
-        redriver=SqsRedriver(settings.queue_urls, settings.dlq_urls, mode=settings.redrive_mode, client=sqs),
+        monitor=build_monitor(settings, overrides),
+        redriver=build_redriver(settings, overrides),
         settings=settings,
     )
 

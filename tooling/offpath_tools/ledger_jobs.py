@@ -1,4 +1,4 @@
-"""What the fault ledger's runtimes load (`offpath local --load tests.e2e.ledger_jobs`): side effects the
+"""What the fault ledger's runtimes load (`offpath local --load offpath_tools.ledger_jobs`): side effects the
 test can count, and queue classes of their own.
 
 - The welcome e-mail's transport stand-in is replaced by one that appends each e-mail it "sends" to the
