@@ -28,8 +28,9 @@ typecheck: $(STAMP)
 imports: $(STAMP)
 	$(BIN)/lint-imports
 
+# Two workers on two cores; tests/conftest.py groups the tests that share a synthesized stack or a runtime.
 test: lint typecheck imports
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto --dist loadgroup
 
 run: $(STAMP)
 	$(BIN)/offpath local

@@ -32,11 +32,14 @@ from typing import Any
 
 from offpath.logic.submit import job_id_for
 from offpath_tools.launcher import OffpathLocal
-from offpath_tools.ledger_jobs import EFFECTS_ENV
 
 TENANT, TOKEN = "ledger", "ledger-token-0123456789"
 FINAL = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
 EFFECTS_FILE = "effects.jsonl"
+# Where the runtime's job types (offpath_tools.ledger_jobs, loaded by the runtime and never imported here: it
+# declares a queue class in the registry) write the side effects the ledger counts.
+EFFECTS_ENV = "LEDGER_EFFECTS_FILE"
+LEDGER_JOBS = "offpath_tools.ledger_jobs"
 # Test timings: a worker's crash is recovered within seconds (the lease of a 30 s job becomes 6 s, the default
 # queue's visibility timeout 11 s); the sweeper runs every second (its schedule at 60x) with a short grace.
 TIMEOUT_SCALE = 0.1
@@ -81,9 +84,7 @@ class LedgerRuntime(OffpathLocal):
         for target in fault_jobs:
             args += ["--fault-job", target]
         env = {EFFECTS_ENV: str(data_dir / EFFECTS_FILE), "OFFPATH_SWEEP_GRACE_S": str(sweep_grace_s)}
-        started = OffpathLocal.start(
-            data_dir, tokens={TENANT: TOKEN}, load=["offpath_tools.ledger_jobs"], args=args, env=env
-        )
+        started = OffpathLocal.start(data_dir, tokens={TENANT: TOKEN}, load=[LEDGER_JOBS], args=args, env=env)
         return cls(started.process, started.url, started.data_dir, started.console)
 
     def api(self) -> Api:

@@ -21,10 +21,10 @@ from pydantic import BaseModel, Field
 from offpath.domain.context import JobContext
 from offpath.domain.registry import job, queue_class
 from offpath.jobs import load_job_types, welcome_email
+from offpath_tools.ledger import EFFECTS_ENV
 
 load_job_types()
 
-EFFECTS_ENV = "LEDGER_EFFECTS_FILE"
 BATCH_QUEUE = "e2e-batch"
 _lock = threading.Lock()
 
