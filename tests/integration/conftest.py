@@ -37,6 +37,10 @@ _ONE_REQUEST_AT_A_TIME = threading.RLock()
 # Functions that may answer a request in AWS's place, before moto sees it (see `aws_answers`).
 Answer = tuple[int, dict[str, str], str]
 _ANSWERS: list[Callable[[AWSPreparedRequest], Answer | None]] = []
+# One boto3 session per test process, made after moto is imported (so moto's stub is among its handlers):
+# its loader parses each service's model once. boto3.client() would build a new session in every test,
+# since mock_aws drops boto3's default one, and that was half of each test's set-up.
+SESSION = boto3.Session()
 
 
 @pytest.fixture
@@ -97,8 +101,8 @@ def registry() -> Registry:
 def clients(aws: None) -> dict[str, Any]:
     # The adapters' own SDK configuration (standard retry mode, 3 attempts).
     return {
-        "dynamodb": boto3.client("dynamodb", config=dynamodb_store.SDK_CONFIG),
-        "sqs": boto3.client("sqs", config=sqs_queue.SDK_CONFIG),
+        "dynamodb": SESSION.client("dynamodb", config=dynamodb_store.SDK_CONFIG),
+        "sqs": SESSION.client("sqs", config=sqs_queue.SDK_CONFIG),
     }
 
 
@@ -141,7 +145,7 @@ class Pipeline:
         self.registry = registry
         self.metrics = metrics
         self.clock: Clock = clock or SystemClock()
-        scheduler_client = boto3.client("scheduler")
+        scheduler_client = SESSION.client("scheduler")
         scheduler_client.create_schedule_group(Name=SCHEDULE_GROUP)
         self.settings = Settings.model_validate(
             {
