@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     - every other e2e module: the runtime it starts for itself.
     """
     for item in items:
+        label = getattr(item, "operation_label", None)
+        if label and not item.nodeid.endswith("]"):
+            _rename(item, f"{item.nodeid}[{label}]")
         path = Path(str(item.fspath)).resolve().relative_to(ROOT).as_posix()
         if path.startswith("tests/infra/"):
             group = "cdk"
@@ -38,3 +42,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         else:
             continue
         item.add_marker(pytest.mark.xdist_group(group))
+    twice = [nodeid for nodeid, count in Counter(item.nodeid for item in items).items() if count > 1]
+    if twice:
+        raise pytest.UsageError(f"tests share a node id, so pytest-xdist would run only the first: {twice}")
+
+
+def _rename(item: pytest.Item, nodeid: str) -> None:
+    """Under pytest 9, schemathesis gives the items of every API operation of a test one node id (their names
+    differ); pytest-xdist schedules by node id and would run the first operation alone."""
+    if hasattr(item, "_id"):  # pytest 9: a structured NodeId
+        item._id = type(item._id).parse(nodeid)
+    else:
+        item._nodeid = nodeid
