@@ -8,7 +8,7 @@ RUN_STAMP := $(VENV)/.installed-local
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: run test lint typecheck unit venv clean synth diff deploy destroy
+.PHONY: run test lint typecheck imports unit venv clean synth diff deploy destroy
 
 # Two stamps: `make run` installs what the runtime needs (the `local` extra), `make test` everything (`dev`,
 # which includes `local`). The runtime's install keeps the venv's own pip (new enough) and leaves compiling to
@@ -33,8 +33,13 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-test: lint typecheck browser-deps
-	$(BIN)/python -m pytest
+# Layering: the import contracts in pyproject.toml ([tool.importlinter]).
+imports: $(STAMP)
+	$(BIN)/lint-imports
+
+# Two workers on two cores; tests/conftest.py groups the tests that share a synthesized stack or a runtime.
+test: lint typecheck imports browser-deps
+	$(BIN)/python -m pytest -n auto --dist loadgroup
 
 # Debian's Chromium, which the console's browser tests drive (tests/browser); installed (as root) when missing.
 .PHONY: browser-deps

@@ -26,7 +26,7 @@ from infra.queues import JobQueues
 from infra.schedules import Schedules
 from infra.table import JobTable
 from offpath import contract
-from offpath.naming import api_function_name
+from offpath.naming import FUNCTION_MEMORY_MB, api_function_name
 from offpath.tenancy import ADMIN_SCOPE
 
 API_HANDLER = "offpath.handlers.api.handler"
@@ -93,7 +93,7 @@ class JobApi(Construct):
             handler=API_HANDLER,
             description="offpath: the HTTP API (submit, status, queues, schedules, redrive)",
             timeout=API_TIMEOUT,
-            memory_mb=512,
+            memory_mb=FUNCTION_MEMORY_MB["api"],
             environment={
                 "OFFPATH_PAYLOAD_LIMIT_BYTES": str(options.payload_limit_bytes),
                 **schedules.environment,

@@ -27,6 +27,8 @@ from typing import Any
 
 from aws_cdk import aws_logs as logs
 
+from offpath.naming import LOG_RETENTION_DAYS
+
 TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 FALSE_WORDS = frozenset({"0", "false", "no", "off"})
 POWERTOOLS_LAYER_PARAMETER = "/aws/service/powertools/python/arm64/python3.14/latest"
@@ -59,7 +61,7 @@ class StackOptions:
     alarm_email: str | None = None
     deletion_protection: bool = True
     retention_days: int = 7
-    log_retention_days: int = 30
+    log_retention_days: int = LOG_RETENTION_DAYS
     log_level: str = "INFO"
     payload_limit_bytes: int = 64 * 1024
     api_rate_limit: int = 50

@@ -20,6 +20,7 @@ from infra.queues import JobQueues, secure_queue
 from infra.table import SWEEP_INDEX, JobTable
 from offpath.domain.registry import Registry
 from offpath.naming import (
+    FUNCTION_MEMORY_MB,
     SWEEP_EXPRESSION,
     SWEEP_INPUT,
     enqueue_function_name,
@@ -118,7 +119,7 @@ class Schedules(Construct):
             handler=ENQUEUE_HANDLER,
             description="offpath: turns a schedule's firing or a delayed job coming due into a queued job",
             timeout=ENQUEUE_TIMEOUT,
-            memory_mb=512,
+            memory_mb=FUNCTION_MEMORY_MB["enqueue"],
             environment={},
             async_retry_attempts=ENQUEUE_ASYNC_RETRIES,
             async_max_event_age=ENQUEUE_MAX_EVENT_AGE,
@@ -136,7 +137,7 @@ class Schedules(Construct):
             handler=SWEEPER_HANDLER,
             description="offpath: re-sends unsent jobs, settles expired leases, enqueues overdue delayed jobs",
             timeout=SWEEPER_TIMEOUT,
-            memory_mb=512,
+            memory_mb=FUNCTION_MEMORY_MB["sweeper"],
             environment={},
             async_retry_attempts=0,
             async_max_event_age=SWEEPER_MAX_EVENT_AGE,

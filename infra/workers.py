@@ -13,10 +13,10 @@ from infra.nag import acknowledge
 from infra.queues import JobQueues
 from infra.table import JobTable
 from offpath.domain.registry import Registry
-from offpath.naming import worker_function_name
+from offpath.naming import FUNCTION_MEMORY_MB, worker_function_name
 
 WORKER_HANDLER = "offpath.handlers.worker.handler"
-WORKER_MEMORY_MB = 512
+WORKER_MEMORY_MB = FUNCTION_MEMORY_MB["worker"]
 ESM_DESTINATION_REASON = (
     "Lambda supports no on-failure destination for SQS event sources; failed messages go to the queue's DLQ "
     "through its redrive policy (maxReceiveCount above every job type's max_attempts)."

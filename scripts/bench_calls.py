@@ -18,7 +18,7 @@ What is counted, per scenario:
   deletes. Its ReceiveMessage and DeleteMessageBatch requests are billed SQS requests; they are reported per
   batch of 10 (one of each per 10 messages) rather than as this single-job run made them;
 - Lambda invocations per function and Scheduler invocations (recurring firings and one-time schedules);
-- DynamoDB write and read units, by DynamoDB's rules (offpath_local.write_units.CapacityMeter: it reads each
+- DynamoDB write and read units, by DynamoDB's rules (offpath_tools.write_units.CapacityMeter: it reads each
   written item before and after with a client of its own);
 - the bytes the functions write to CloudWatch Logs: their JSON log lines at INFO and at WARNING, their EMF
   metric lines, and the copy of each log record that the Lambda Python runtime's own root handler writes
@@ -54,8 +54,29 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import boto3
+import moto
+from moto import mock_aws
+from moto.core.botocore_stubber import BotocoreStubber
+
+from offpath.adapters import dynamodb_store, sqs_queue
+from offpath.adapters.dynamodb_store import DynamoDbJobStore
+from offpath.domain.registry import Registry, schedule
+from offpath.handlers import api, enqueue, worker
+from offpath.handlers.composition import Overrides
+from offpath.jobs import load_job_types
+from offpath.observability import EmfMetrics, JsonFormatter
+from offpath.settings import Settings
+from offpath_local.event_source import SqsEventSource
+from offpath_local.resources import create_resources, function_arn, queue_arn_of
+from offpath_tools import cost_doc
+from offpath_tools.clocks import ShiftableClock
+from offpath_tools.fakes import NoJitter
+from offpath_tools.http_events import http_event
+from offpath_tools.write_units import CapacityMeter
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT / "functions"), str(ROOT / "local")]
+# moto's own credentials and region, whatever the environment says (read when the clients are made).
 for _name, _value in {
     "AWS_ACCESS_KEY_ID": "bench",
     "AWS_SECRET_ACCESS_KEY": "bench",
@@ -65,28 +86,6 @@ for _name, _value in {
     os.environ[_name] = _value
 for _name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL"):
     os.environ.pop(_name, None)
-
-import boto3  # noqa: E402
-import moto  # noqa: E402
-from moto import mock_aws  # noqa: E402
-from moto.core.botocore_stubber import BotocoreStubber  # noqa: E402
-
-from offpath.adapters import dynamodb_store, sqs_queue  # noqa: E402
-from offpath.adapters.dynamodb_store import DynamoDbJobStore  # noqa: E402
-from offpath.adapters.scheduler import EventBridgeJobScheduler  # noqa: E402
-from offpath.adapters.sqs_queue import SqsJobQueue, SqsQueueMonitor, SqsRedriver  # noqa: E402
-from offpath.domain.ports import Ports  # noqa: E402
-from offpath.domain.registry import Registry, schedule  # noqa: E402
-from offpath.handlers import api, enqueue, worker  # noqa: E402
-from offpath.jobs import load_job_types  # noqa: E402
-from offpath.logic.process import WorkerPolicy, WorkerPorts  # noqa: E402
-from offpath.logic.submit import SubmitPolicy  # noqa: E402
-from offpath.observability import EmfMetrics, JsonFormatter  # noqa: E402
-from offpath.settings import Settings  # noqa: E402
-from offpath_local import cost  # noqa: E402
-from offpath_local.event_source import SqsEventSource  # noqa: E402
-from offpath_local.resources import create_resources, function_arn, queue_arn_of  # noqa: E402
-from offpath_local.write_units import CapacityMeter  # noqa: E402
 
 MEASURED_JSON = ROOT / "docs" / "measured_calls.json"
 BENCHMARKS_MD = ROOT / "docs" / "benchmarks.md"
@@ -216,31 +215,6 @@ class LogBytes(logging.Handler):
         self.recorder.add_log_bytes(self.kind, size)
 
 
-class ShiftableClock:
-    """The system clock, which a scenario can move ahead: a one-time schedule fires at its job's run_at."""
-
-    def __init__(self) -> None:
-        self.offset = timedelta(0)
-
-    def now(self) -> datetime:
-        return datetime.now(UTC) + self.offset
-
-    @contextlib.contextmanager
-    def shifted(self, by: timedelta) -> Iterator[None]:
-        self.offset = by
-        try:
-            yield
-        finally:
-            self.offset = timedelta(0)
-
-
-class ZeroJitter:
-    """Backoff delays of zero: a retried message is visible again at once (the calls are the same)."""
-
-    def uniform(self, a: float, b: float) -> float:
-        return 0.0
-
-
 # -- the pipeline -----------------------------------------------------------------------------
 
 
@@ -261,58 +235,37 @@ class Bench:
         self.admin_store = DynamoDbJobStore(self.resources.table_name, client=admin_dynamodb)
         self.meter = CapacityMeter(self.dynamodb, admin_dynamodb, attributes=("payload_json", "result_json"))
 
-        store = DynamoDbJobStore(self.resources.table_name, client=self.dynamodb)
-        queue = SqsJobQueue(self.resources.queue_urls, self.resources.dlq_urls, client=self.sqs)
         dlq_url = admin_sqs.create_queue(QueueName="offpath-schedule-dlq")["QueueUrl"]
-        job_scheduler = EventBridgeJobScheduler(
-            SCHEDULE_GROUP,
-            target_arn=function_arn("offpath-enqueue"),
-            role_arn="arn:aws:iam::123456789012:role/offpath-scheduler",
-            dlq_arn=queue_arn_of(dlq_url),
-            client=self.scheduler,
-        )
-        settings = Settings.model_validate(
+        self.settings = Settings.model_validate(
             {
                 "table_name": self.resources.table_name,
                 "queue_urls": self.resources.queue_urls,
                 "dlq_urls": self.resources.dlq_urls,
+                "schedule_group": SCHEDULE_GROUP,
+                "enqueue_function_arn": function_arn("offpath-enqueue"),
+                "scheduler_role_arn": "arn:aws:iam::123456789012:role/offpath-scheduler",
+                "schedule_dlq_arn": queue_arn_of(dlq_url),
+                "redrive_mode": "copy",
             }
         )
-        policy = SubmitPolicy(payload_limit_bytes=settings.payload_limit_bytes, sweep_grace=settings.sweep_grace)
         emf = CountingStream(recorder)
         self.clock = ShiftableClock()
-
-        def ports(service: str) -> Ports:
-            return Ports(
-                registry=registry,
-                store=store,
-                queue=queue,
-                clock=self.clock,
-                metrics=EmfMetrics(service, stream=emf),
-                scheduler=job_scheduler,
-            )
-
-        self.api_services = api.ApiServices(
-            ports=ports("api"),
-            policy=policy,
-            monitor=SqsQueueMonitor(self.resources.queue_urls, self.resources.dlq_urls, client=self.sqs),
-            redriver=SqsRedriver(self.resources.queue_urls, self.resources.dlq_urls, mode="copy", client=self.sqs),
-            settings=settings,
+        # The production wiring (handlers/composition.py) with the watched clients, the shiftable clock, EMF
+        # lines counted instead of printed and no backoff jitter.
+        overrides = Overrides(
+            dynamodb=self.dynamodb,
+            sqs=self.sqs,
+            scheduler=self.scheduler,
+            clock=self.clock,
+            metrics=lambda service: EmfMetrics(service, stream=emf),
+            registry=registry,
+            rng=NoJitter,
         )
-        self.enqueue_services = enqueue.EnqueueServices(ports("enqueue"), policy)
+        self.api_services = api.build_services(self.settings, overrides)
+        self.enqueue_services = enqueue.build_services(self.settings, overrides)
         self.sources: dict[str, SqsEventSource] = {}
         for name in registry.queues:
-            services = worker.WorkerServices(
-                ports=WorkerPorts(
-                    registry=registry,
-                    store=store,
-                    queue=queue,
-                    clock=self.clock,
-                    metrics=EmfMetrics(f"worker-{name}", stream=emf),
-                    rng=ZeroJitter(),  # type: ignore[arg-type]
-                ),
-                policy=WorkerPolicy(queue=name, retention=settings.retention, sweep_grace=settings.sweep_grace),
-            )
+            services = worker.build_services(self.settings.model_copy(update={"queue_class": name}), overrides)
             self.sources[name] = SqsEventSource(
                 self.esm_sqs,
                 self.resources.queue_urls[name],
@@ -338,7 +291,10 @@ class Bench:
 
     def call_api(self, method: str, path: str, body: Any, headers: dict[str, str] | None = None) -> dict[str, Any]:
         with self.recorder.invocation("api"):
-            response = api.handler(http_event(method, path, body, headers), None, services=self.api_services)
+            event = http_event(
+                method, path, body=body, headers={"content-type": "application/json", **(headers or {})}, tenant=TENANT
+            )
+            response = api.handler(event, None, services=self.api_services)
         return {"status": response["statusCode"], "body": json.loads(response["body"])}
 
     def fire(self, event: dict[str, Any]) -> dict[str, Any]:
@@ -358,31 +314,6 @@ class Bench:
     def status(self, job_id: str) -> str:
         job = self.admin_store.get(job_id)
         return job.status.value if job else "MISSING"
-
-
-def http_event(method: str, path: str, body: Any, headers: dict[str, str] | None) -> dict[str, Any]:
-    """An API Gateway HTTP API (payload 2.0) event from a JWT-authorised caller."""
-    return {
-        "version": "2.0",
-        "routeKey": "$default",
-        "rawPath": path,
-        "rawQueryString": "",
-        "headers": {"content-type": "application/json", **{k.lower(): v for k, v in (headers or {}).items()}},
-        "requestContext": {
-            "accountId": "123456789012",
-            "apiId": "bench",
-            "domainName": "bench.execute-api.us-east-1.amazonaws.com",
-            "http": {"method": method, "path": path, "protocol": "HTTP/1.1", "sourceIp": "203.0.113.10"},
-            "requestId": str(uuid.uuid4()),
-            "routeKey": "$default",
-            "stage": "$default",
-            "time": "29/Nov/2026:10:00:00 +0000",
-            "timeEpoch": 0,
-            "authorizer": {"jwt": {"claims": {"sub": TENANT, "tenant": TENANT}, "scopes": []}},
-        },
-        "body": json.dumps(body),
-        "isBase64Encoded": False,
-    }
 
 
 # -- the scenarios ----------------------------------------------------------------------------
@@ -678,7 +609,7 @@ def markdown(data: dict[str, Any]) -> str:
         "worker; they are modelled as one of each per 10 messages delivered and deleted.",
         "- Scheduler: billed Scheduler invocations (a recurring firing, a one-time schedule's firing). "
         "CreateSchedule calls are not billed.",
-        "- Write units follow DynamoDB's rules (`offpath_local/write_units.py`): the table pays 1 per started "
+        "- Write units follow DynamoDB's rules (`tooling/offpath_tools/write_units.py`): the table pays 1 per started "
         "KiB of the larger of the item before and after; `by_tenant` (status and type projected) pays for every "
         "status change; the sparse `sweep` index pays when an unfinished job enters it and when it leaves; a "
         "failed conditional write pays the existing item's size and nothing in the indexes.",
@@ -741,7 +672,7 @@ def markdown(data: dict[str, Any]) -> str:
             f"| {name} | {number(cpu.get('api', 0))} | {number(cpu.get('worker', 0))} | "
             f"{number(cpu.get('enqueue', 0))} |"
         )
-    lines += ["", cost.markdown(data).rstrip("\n"), END]
+    lines += ["", cost_doc.markdown(data).rstrip("\n"), END]
     return "\n".join(lines) + "\n"
 
 

@@ -22,23 +22,18 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT / "functions"), str(ROOT / "local")]
-
-from offpath_local.job_events import JobEvent  # noqa: E402
-from offpath_local.resources import create_table  # noqa: E402
-from offpath_local.runtime import LocalConfig, LocalRuntime  # noqa: E402
+from offpath_local.job_events import JobEvent
+from offpath_local.resources import create_table
+from offpath_local.runtime import LocalConfig, LocalRuntime
+from offpath_tools.launcher import OffpathLocal
 
 TOKEN = "bench-token-0123456789"  # noqa: S105 - a local test token
 TIMEOUT_S = 300.0
@@ -229,28 +224,10 @@ def cold_start_s() -> float:
     """`offpath local` in a new process, until its /health answers."""
     with tempfile.TemporaryDirectory() as data:
         started = time.perf_counter()
-        process = subprocess.Popen(
-            [sys.executable, "-m", "offpath_local", "local", "--port", "0", "--data", data, "--quiet"],
-            cwd=ROOT,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "functions"), str(ROOT / "local")])},
-        )
-        try:
-            state = Path(data) / "local.json"
-            while time.perf_counter() - started < 60:
-                if state.exists():
-                    try:
-                        url = json.loads(state.read_text())["url"]
-                        with urllib.request.urlopen(url + "/health", timeout=5):  # noqa: S310 - loopback
-                            return time.perf_counter() - started
-                    except (OSError, ValueError, KeyError):
-                        pass
-                time.sleep(0.01)
-            raise RuntimeError("offpath local did not start")
-        finally:
-            process.terminate()
-            process.wait(timeout=30)
+        runtime = OffpathLocal.start(Path(data), args=["--quiet"])
+        elapsed = time.perf_counter() - started
+        runtime.stop()
+        return elapsed
 
 
 # -- main -------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """The worker's overhead per job: a no-op job through the worker's logic against calling its function directly.
 
 worker:  `offpath.logic.process.process_batch` over N QUEUED no-op jobs in batches of the default queue class's
-         batch size, with the in-memory fakes of the ports (tests/fakes.py: InMemoryJobStore, InMemoryJobQueue,
+         batch size, with the in-memory fakes of the ports (offpath_tools.fakes: InMemoryJobStore, InMemoryJobQueue,
          RecordingMetrics) and the system clock: parse the message, claim (a conditional update in the store),
          validate the payload, run the function within its timeout, record the success, count the metrics.
          Run on the main thread, as in Lambda, the timeout is a SIGALRM timer.
@@ -27,23 +27,19 @@ import time
 import uuid
 from collections.abc import Callable
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT / "functions"), str(ROOT)]
+from pydantic import BaseModel, ConfigDict
 
-from pydantic import BaseModel, ConfigDict  # noqa: E402
-
-from offpath.domain.backoff import Backoff  # noqa: E402
-from offpath.domain.clock import SystemClock  # noqa: E402
-from offpath.domain.context import JobContext  # noqa: E402
-from offpath.domain.job import Job, JobStatus  # noqa: E402
-from offpath.domain.ports import JobMessage  # noqa: E402
-from offpath.domain.registry import JobType, QueueClass, Registry  # noqa: E402
-from offpath.logic.process import Delivery, WorkerPolicy, WorkerPorts, process_batch  # noqa: E402
-from offpath.observability import EmfMetrics, configure_logging  # noqa: E402
-from tests.fakes import InMemoryJobQueue, InMemoryJobStore, RecordingMetrics  # noqa: E402
+from offpath.domain.backoff import Backoff
+from offpath.domain.clock import SystemClock
+from offpath.domain.context import JobContext
+from offpath.domain.job import Job, JobStatus
+from offpath.domain.ports import JobMessage
+from offpath.domain.registry import JobType, QueueClass, Registry
+from offpath.logic.process import Delivery, WorkerPolicy, WorkerPorts, process_batch
+from offpath.observability import EmfMetrics, configure_logging
+from offpath_tools.fakes import InMemoryJobQueue, InMemoryJobStore, RecordingMetrics
 
 JOB_TYPE = "bench.noop"
 QUEUE = "default"

@@ -3,7 +3,7 @@
 Ledger: `offpath local --faults SEED --fault-rate X` (every kind of local/offpath_local/faults.py) with the test
 timings, JOBS jobs submitted over HTTP with idempotency keys (eight in ten welcome e-mails guarded by `ctx.once`,
 one flaky job, one poison job), followed to their final states; then every outcome is accounted for: lost,
-duplicate and missing side effects, faults by kind, retries, sweeper re-sends (tests/e2e/ledger.py).
+duplicate and missing side effects, faults by kind, retries, sweeper re-sends (tooling/offpath_tools/ledger.py).
 
 Burst (`--burst N`): a second runtime, without faults and with the stack's own timings; N jobs submitted in
 batches of 100 to the `bulk` queue class (maximum concurrency 2); every one must succeed and the DLQ stay empty.
@@ -26,20 +26,18 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "functions"), str(ROOT / "local")]
-
-from tests.e2e.ledger import (  # noqa: E402
+from offpath_tools.ledger import (
     SWEEP_GRACE_S,
     TIMEOUT_SCALE,
     VISIBILITY_SCALE,
     Burst,
     Ledger,
-    LocalProcess,
+    LedgerRuntime,
     run_burst,
     run_ledger,
 )
 
+ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS_MD = ROOT / "docs" / "benchmarks.md"
 BEGIN, END = "<!-- ledger:begin -->", "<!-- ledger:end -->"
 
@@ -62,7 +60,7 @@ def main() -> int:
         f" --burst {args.burst}" if args.burst else ""
     )
     if args.jobs:
-        local = LocalProcess.start(base / "ledger", seed=args.seed, fault_rate=args.fault_rate)
+        local = LedgerRuntime.launch(base / "ledger", seed=args.seed, fault_rate=args.fault_rate)
         try:
             ledger = run_ledger(
                 local,
@@ -78,7 +76,7 @@ def main() -> int:
         _details(ledger)
     if args.burst:
         # The stack's timings, and the sweeper once a minute as on AWS.
-        local = LocalProcess.start(
+        local = LedgerRuntime.launch(
             base / "burst", test_timing=False, sweep_grace_s=120, clock_speed=1, alarm_interval_s=5
         )
         try:
@@ -119,7 +117,7 @@ def section(ledger: Ledger | None, burst: Burst | None, command: str) -> str:
         "## Fault ledger and burst",
         "",
         f"Last run {when} by `make bench-ledger` (`.venv/bin/python {command}`), on the machine above; "
-        "the runtime is `offpath local` in a child process, driven over HTTP (tests/e2e/ledger.py).",
+        "the runtime is `offpath local` in a child process, driven over HTTP (tooling/offpath_tools/ledger.py).",
         "",
     ]
     if ledger is not None:

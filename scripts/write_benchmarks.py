@@ -176,8 +176,8 @@ def overhead_section(result: dict[str, Any], arguments: list[str], when: datetim
         "",
         f"Measured {when:%Y-%m-%d} by {command_line(arguments)}: {result['jobs']} no-op jobs through "
         f"`offpath.logic.process.process_batch` in batches of {result['batch_size']}, with the in-memory fakes "
-        "of the store, queue and metrics (tests/fakes.py) and on the main thread (the job's timeout is a SIGALRM "
-        "timer, as in Lambda), against calling the job function directly as often; "
+        "of the store, queue and metrics (tooling/offpath_tools/fakes.py) and on the main thread (the job's timeout "
+        "is a SIGALRM timer, as in Lambda), against calling the job function directly as often; "
         f"{result['runs']} alternating runs, medians. No AWS call is made: on AWS the claim and the success are "
         "two DynamoDB UpdateItem calls, milliseconds each, so this is the CPU offpath adds around them.",
         "",

@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 import os
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
 
 os.environ.update(
     {
@@ -14,3 +20,37 @@ os.environ.update(
     }
 )
 os.environ.pop("AWS_PROFILE", None)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Groups for `pytest -n auto --dist loadgroup` (`make test`): tests that share an expensive session or module
+    fixture run on one worker, so it is made once; every other test goes wherever a worker is free.
+
+    - tests/infra: the synthesized stacks (session fixtures, several seconds each);
+    - tests/e2e using `local`: the session's `offpath local`;
+    - every other e2e module: the runtime it starts for itself.
+    """
+    for item in items:
+        label = getattr(item, "operation_label", None)
+        if label and not item.nodeid.endswith("]"):
+            _rename(item, f"{item.nodeid}[{label}]")
+        path = Path(str(item.fspath)).resolve().relative_to(ROOT).as_posix()
+        if path.startswith("tests/infra/"):
+            group = "cdk"
+        elif path.startswith("tests/e2e/"):
+            group = "e2e-local" if "local" in getattr(item, "fixturenames", ()) else f"e2e-{Path(path).stem}"
+        else:
+            continue
+        item.add_marker(pytest.mark.xdist_group(group))
+    twice = [nodeid for nodeid, count in Counter(item.nodeid for item in items).items() if count > 1]
+    if twice:
+        raise pytest.UsageError(f"tests share a node id, so pytest-xdist would run only the first: {twice}")
+
+
+def _rename(item: pytest.Item, nodeid: str) -> None:
+    """Under pytest 9, schemathesis gives the items of every API operation of a test one node id (their names
+    differ); pytest-xdist schedules by node id and would run the first operation alone."""
+    if hasattr(item, "_id"):  # pytest 9: a structured NodeId
+        item._id = type(item._id).parse(nodeid)
+    else:
+        item._nodeid = nodeid

@@ -28,6 +28,10 @@ TABLE_INDEXES = (
     TableIndex("sweep", "sweep_pk", "sweep_at", "KEYS_ONLY"),
 )
 SCHEDULE_GROUP_SUFFIX = "schedules"
+# Each function's memory (MB) as the stack deploys it; the cost model prices the same.
+FUNCTION_MEMORY_MB = {"api": 512, "worker": 512, "enqueue": 512, "sweeper": 512}
+# Retention of every function's log group and of the API access log, unless the stack's option says otherwise.
+LOG_RETENTION_DAYS = 30
 # What EventBridge Scheduler puts in the enqueue function's event (context attributes substituted).
 SCHEDULED_TIME = "<aws.scheduler.scheduled-time>"
 EXECUTION_ID = "<aws.scheduler.execution-id>"

@@ -143,11 +143,8 @@ def _parser() -> argparse.ArgumentParser:
     cancel = commands.add_parser("cancel", parents=[client], help="cancel a job that has not started")
     cancel.add_argument("job_id")
 
-    from offpath_local import cost
-
-    cost.add_arguments(
-        commands.add_parser("cost", help="what offpath costs on AWS for your volumes (us-east-1 list prices)")
-    )
+    # Listed here; its options belong to the measurement tooling, which parses them (see `main`).
+    commands.add_parser("cost", help="what offpath costs on AWS for your volumes (us-east-1 list prices)")
     from offpath_local.console import proxy
 
     proxy.add_arguments(
@@ -163,6 +160,9 @@ def entry() -> NoReturn:
 
 def main(argv: Sequence[str] | None = None, *, standalone: bool = False) -> int:
     """`standalone`: this process is the command; after `offpath local` has stopped, it ends at once."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words[:1] == ["cost"]:
+        return run_cost(words[1:])
     parser = _parser()
     try:
         args = parser.parse_args(argv)
@@ -174,10 +174,6 @@ def main(argv: Sequence[str] | None = None, *, standalone: bool = False) -> int:
             if standalone:
                 _end_process(code)
             return code
-        if args.command == "cost":
-            from offpath_local import cost
-
-            return cost.run(args)
         if args.command == "console":
             from offpath_local.console import proxy
 
@@ -192,6 +188,13 @@ def main(argv: Sequence[str] | None = None, *, standalone: bool = False) -> int:
         return CANNOT_CONNECT
     except KeyboardInterrupt:
         return 130
+
+
+def run_cost(argv: list[str]) -> int:
+    """`offpath cost`: the cost model is measurement tooling (offpath_tools), imported for this command only."""
+    from offpath_tools import cost_command
+
+    return cost_command.main(argv)
 
 
 # -- offpath local ----------------------------------------------------------------------------

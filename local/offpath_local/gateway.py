@@ -135,7 +135,7 @@ def build_event(
     headers: list[tuple[str, str]],
     body: bytes,
     source_ip: str,
-    route: Route,
+    route: Route | None,
     path_parameters: dict[str, str] | None,
     claims: dict[str, str] | None,
     scopes: list[str] | None,
@@ -168,7 +168,8 @@ def build_event(
             text = base64.b64encode(body).decode()
             encoded = True
     now = time.time()
-    route_key = f"{route.method} {route.template}"
+    # A route of the table, or None: the catch-all `$default` route (a direct call of the function in tests).
+    route_key = f"{route.method} {route.template}" if route is not None else "$default"
     request_context: dict[str, Any] = {
         "accountId": ACCOUNT_ID,
         "apiId": "local",

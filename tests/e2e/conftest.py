@@ -1,13 +1,10 @@
 """The embedded runtime, started once per test session (`offpath local` in a child process, on free
-loopback ports, with a fast scheduler clock), and driven only over HTTP."""
+loopback ports, with a fast scheduler clock: offpath_tools.launcher), and driven only over HTTP."""
 
 from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -18,11 +15,11 @@ from typing import Any, TypeVar
 
 import pytest
 
+from offpath_tools.launcher import OffpathLocal
+
 ROOT = Path(__file__).resolve().parents[2]
 TENANT_A, TOKEN_A = "tenant-a", "e2e-token-tenant-a"
 TENANT_B, TOKEN_B = "tenant-b", "e2e-token-tenant-b"
-START_TIMEOUT_S = 45
-STOP_TIMEOUT_S = 20
 T = TypeVar("T")
 
 
@@ -115,69 +112,23 @@ def _response(status: int, raw: bytes, headers: dict[str, str]) -> Response:
     return Response(status, body, {k.lower(): v for k, v in headers.items()})
 
 
+def tests_importable() -> dict[str, str]:
+    """The environment for a runtime that loads modules of this test tree (`--load tests.e2e...`)."""
+    return {"PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+
+
 @pytest.fixture(scope="session")
 def local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Local]:
-    data_dir = tmp_path_factory.mktemp("offpath-local")
-    console = data_dir / "console.txt"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    command = [
-        sys.executable,
-        "-m",
-        "offpath_local",
-        "local",
-        "--port",
-        "0",
-        "--data",
-        str(data_dir),
-        "--token",
-        f"{TENANT_A}:{TOKEN_A}",
-        "--token",
-        f"{TENANT_B}:{TOKEN_B}",
-        "--admin",
-        TENANT_A,
-        "--clock-speed",
-        "60",
-        "--clock-tick",
-        "0.2",
-        "--alarm-interval",
-        "0.3",
-        "--load",
-        "tests.e2e.local_schedules",
-    ]
-    with console.open("w") as out:
-        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    runtime = OffpathLocal.start(
+        tmp_path_factory.mktemp("offpath-local"),
+        tokens={TENANT_A: TOKEN_A, TENANT_B: TOKEN_B},
+        admins=[TENANT_A],
+        load=["tests.e2e.local_schedules"],
+        args=["--clock-speed", "60", "--clock-tick", "0.2", "--alarm-interval", "0.3"],
+        env=tests_importable(),
+        cwd=ROOT,
+    )
     try:
-        url = _wait_until_serving(process, data_dir, console)
-        yield Local(url=url, data_dir=data_dir, log=console)
+        yield Local(url=runtime.url, data_dir=runtime.data_dir, log=runtime.console)
     finally:
-        _stop(process, console)
-
-
-def _wait_until_serving(process: subprocess.Popen[bytes], data_dir: Path, console: Path) -> str:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    state = data_dir / "local.json"
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"offpath local exited with {process.returncode}:\n{console.read_text()[-4000:]}")
-        if state.exists():
-            try:
-                url = str(json.loads(state.read_text())["url"])
-                with urllib.request.urlopen(url + "/health", timeout=5) as answer:
-                    if answer.status == 200:
-                        return url
-            except (ValueError, KeyError, OSError):
-                pass
-        time.sleep(0.05)
-    raise RuntimeError(f"offpath local did not start within {START_TIMEOUT_S} s:\n{console.read_text()[-4000:]}")
-
-
-def _stop(process: subprocess.Popen[bytes], console: Path) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=5)
-            raise AssertionError(f"offpath local did not stop on SIGTERM:\n{console.read_text()[-4000:]}") from None
-    assert process.returncode == 0, f"offpath local exited with {process.returncode}:\n{console.read_text()[-4000:]}"
+        runtime.stop()

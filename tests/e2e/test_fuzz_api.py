@@ -25,9 +25,6 @@ boundary cases: about 800 requests in all, and 20-30 s.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -49,7 +46,8 @@ from schemathesis.specs.openapi.checks import (
 from offpath.handlers.openapi import openapi_document
 from offpath.jobs import load_job_types
 from offpath.logic.submit import job_id_for
-from tests.e2e.conftest import ROOT, _stop, _wait_until_serving, wait_for
+from offpath_tools.launcher import OffpathLocal
+from tests.e2e.conftest import wait_for
 
 TENANT, TOKEN = "fuzz", "fuzz-token-0123456789abcdef"
 AUTHORIZATION = {"Authorization": f"Bearer {TOKEN}"}
@@ -155,19 +153,14 @@ schema = schemathesis.openapi.from_dict(openapi_document(), config=_config())
 def fuzz_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A runtime of its own: the fuzzer redrives queues and fires schedules as an admin and submits hundreds
     of jobs, none of which may disturb what the other end-to-end tests look at."""
-    data_dir = tmp_path_factory.mktemp("offpath-fuzz")
-    console = data_dir / "console.txt"
-    command = [sys.executable, "-m", "offpath_local", "local", "--port", "0", "--data", str(data_dir)]
-    command += ["--token", f"{TENANT}:{TOKEN}", "--admin", TENANT, "--quiet"]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    with console.open("w") as out:
-        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    runtime = OffpathLocal.start(
+        tmp_path_factory.mktemp("offpath-fuzz"), tokens={TENANT: TOKEN}, admins=[TENANT], args=["--quiet"]
+    )
     try:
-        url = _wait_until_serving(process, data_dir, console)
-        _seed_jobs(url)
-        yield url
+        _seed_jobs(runtime.url)
+        yield runtime.url
     finally:
-        _stop(process, console)
+        runtime.stop()
 
 
 def _request(url: str, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None) -> Any:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from offpath_local.faults import KINDS
-from tests.e2e.ledger import Ledger, LocalProcess, run_ledger
+from offpath_tools.ledger import Ledger, LedgerRuntime, run_ledger
 
 SEED = 7
 FAULT_RATE = 0.03
@@ -22,9 +22,9 @@ JOBS = 100
 
 
 @pytest.fixture(scope="module")
-def ledger(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Ledger, LocalProcess]]:
+def ledger(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Ledger, LedgerRuntime]]:
     data_dir: Path = tmp_path_factory.mktemp("ledger")
-    local = LocalProcess.start(data_dir, seed=SEED, fault_rate=FAULT_RATE)
+    local = LedgerRuntime.launch(data_dir, seed=SEED, fault_rate=FAULT_RATE)
     try:
         result = run_ledger(local, JOBS, seed=SEED, fault_rate=FAULT_RATE, timeout_s=90)
     finally:
@@ -33,7 +33,9 @@ def ledger(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Ledger, L
     yield result, local
 
 
-def test_every_accepted_job_reaches_the_final_state_its_type_should_end_in(ledger: tuple[Ledger, LocalProcess]) -> None:
+def test_every_accepted_job_reaches_the_final_state_its_type_should_end_in(
+    ledger: tuple[Ledger, LedgerRuntime],
+) -> None:
     result, _ = ledger
 
     assert (result.submitted, result.accepted, result.refused) == (JOBS, JOBS, 0)
@@ -42,20 +44,20 @@ def test_every_accepted_job_reaches_the_final_state_its_type_should_end_in(ledge
     assert (result.succeeded, result.failed) == (90, 10)
 
 
-def test_no_side_effect_guarded_by_once_happens_twice_or_never(ledger: tuple[Ledger, LocalProcess]) -> None:
+def test_no_side_effect_guarded_by_once_happens_twice_or_never(ledger: tuple[Ledger, LedgerRuntime]) -> None:
     result, _ = ledger
 
     assert result.duplicate_effects == []
     assert result.missing_effects == []
 
 
-def test_a_submit_answered_503_left_no_job_behind(ledger: tuple[Ledger, LocalProcess]) -> None:
+def test_a_submit_answered_503_left_no_job_behind(ledger: tuple[Ledger, LedgerRuntime]) -> None:
     result, _ = ledger
 
     assert result.written_despite_refusal == 0
 
 
-def test_the_run_met_every_kind_of_fault(ledger: tuple[Ledger, LocalProcess]) -> None:
+def test_the_run_met_every_kind_of_fault(ledger: tuple[Ledger, LedgerRuntime]) -> None:
     result, _ = ledger
 
     assert {kind for kind, count in result.faults.items() if count} == set(KINDS)
@@ -64,7 +66,7 @@ def test_the_run_met_every_kind_of_fault(ledger: tuple[Ledger, LocalProcess]) ->
 
 
 def test_jobs_whose_worker_died_after_the_side_effect_finished_without_repeating_it(
-    ledger: tuple[Ledger, LocalProcess],
+    ledger: tuple[Ledger, LedgerRuntime],
 ) -> None:
     """TESTPLAN 14 under random faults: every welcome job whose worker was killed before its success write."""
     result, local = ledger

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Any
-
-import pytest
 
 from tests.e2e.conftest import Local, wait_for
 from tests.e2e.local_schedules import E2E_SCHEDULE
@@ -58,9 +55,6 @@ def test_redrive_sends_dead_jobs_back_through_the_worker(local: Local) -> None:
 
 
 def test_a_declared_schedule_is_fired_by_the_clock(local: Local) -> None:
-    if importlib.util.find_spec("offpath.handlers.enqueue") is None:
-        pytest.skip("the enqueue handler (offpath.handlers.enqueue) does not exist yet")
-
     def fired() -> dict[str, object] | None:
         answer = local.call("GET", "/schedules")
         assert answer.status == 200, answer.body

@@ -18,22 +18,22 @@ from typing import Any
 import pytest
 
 from offpath.logic.submit import job_id_for
+from offpath_tools.ledger import TENANT, Api, LedgerRuntime, final_views, run_burst
 from tests.e2e.conftest import wait_for
-from tests.e2e.ledger import TENANT, Api, LocalProcess, final_views, run_burst
 
 BURST = 300
 WELCOME_KEY = "crash-after-the-e-mail"
 BATCH_KEYS = [f"mid-batch-{n}" for n in range(5)]
 CRASHED_IN_BATCH = 2  # the middle one: two records finished before it, two not started
 WAIT_S = 60
-# The queue class tests/e2e/ledger_jobs.py declares in the runtime (not imported here: it would register its
+# The queue class offpath_tools/ledger_jobs.py declares in the runtime (not imported here: it would register its
 # job types in this process's registry, which the infra tests synthesize the stack from).
 BATCH_QUEUE = "e2e-batch"
 
 
 @dataclass
 class Scenario:
-    local: LocalProcess
+    local: LedgerRuntime
     api: Api
     welcome_id: str
     batch_ids: list[str]
@@ -44,7 +44,7 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
     data_dir: Path = tmp_path_factory.mktemp("worker-faults")
     welcome_id = job_id_for(TENANT, WELCOME_KEY)
     batch_ids = [job_id_for(TENANT, key) for key in BATCH_KEYS]
-    local = LocalProcess.start(
+    local = LedgerRuntime.launch(
         data_dir,
         fault_jobs=[f"worker-crash:{welcome_id}", f"worker-crash:{batch_ids[CRASHED_IN_BATCH]}"],
         sweep_grace_s=120,  # recovery here is the event source mapping's, not the sweeper's

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from infra.monitoring import DURATION_PERCENTILES, JOB_OUTCOMES
+from offpath_tools.cost import ASSUMPTIONS, Config
 from tests.infra.stacks import EXTENDED_CONTEXT, Synthesized
-from tests.infra.template_view import alarms_by_name, dimensions, of_type, queues_by_name, render
+from tests.infra.template_view import alarms_by_name, dimensions, functions_by_name, of_type, queues_by_name, render
 
 
 def test_every_alarm_notifies_the_alarm_topic(any_stack: Synthesized) -> None:
@@ -87,3 +88,17 @@ def test_the_local_runtime_declares_the_same_alarms_as_the_stack(any_stack: Synt
             alarms[name]["MetricName"],
             alarms[name]["Threshold"],
         ), name
+
+
+def test_the_cost_model_prices_the_alarms_and_memory_the_stack_deploys(any_stack: Synthesized) -> None:
+    """The cost model does not import the CDK stack: it assumes these, and this holds it to them."""
+    queue_classes = len(any_stack.registry.queues)
+    expected = queue_classes * ASSUMPTIONS.alarms_per_queue_class + ASSUMPTIONS.other_alarms
+    assert len(alarms_by_name(any_stack.json)) == expected
+    assert len(of_type(any_stack.json, "AWS::CloudWatch::Dashboard")) == ASSUMPTIONS.dashboards
+    config = Config(queue_classes=queue_classes)
+    memory = {name: properties["MemorySize"] for name, (_, properties) in functions_by_name(any_stack.json).items()}
+    prefix = any_stack.stack.options.prefix
+    assert memory[f"{prefix}-api"] == config.memory("api")
+    assert memory[f"{prefix}-enqueue"] == config.memory("enqueue")
+    assert {memory[f"{prefix}-worker-{name}"] for name in any_stack.registry.queues} == {config.memory("worker")}

@@ -16,21 +16,18 @@ from moto.core.botocore_stubber import BotocoreStubber
 
 from offpath.adapters import dynamodb_store, sqs_queue
 from offpath.adapters.dynamodb_store import DynamoDbJobStore
-from offpath.adapters.scheduler import EventBridgeJobScheduler
-from offpath.adapters.sqs_queue import SqsJobQueue, SqsQueueMonitor, SqsRedriver
+from offpath.adapters.sqs_queue import SqsJobQueue
 from offpath.domain.clock import Clock, SystemClock
-from offpath.domain.ports import Ports
+from offpath.domain.ports import JobStore
 from offpath.domain.registry import Registry
 from offpath.handlers import api, enqueue, sweeper, worker
+from offpath.handlers.composition import Overrides
 from offpath.jobs import load_job_types
-from offpath.logic.process import WorkerPolicy, WorkerPorts
-from offpath.logic.submit import SubmitPolicy
-from offpath.logic.sweep import SweepPolicy
 from offpath.settings import Settings
 from offpath_local.event_source import SqsEventSource
 from offpath_local.resources import Resources, create_resources
-from tests.fakes import NoJitter, RecordingMetrics
-from tests.http_events import body_of, http_event
+from offpath_tools.fakes import NoJitter, RecordingMetrics
+from offpath_tools.http_events import body_of, http_event
 
 __all__ = ["Answer", "NoJitter", "Pipeline", "RecordingMetrics", "aws_calls", "operation_of", "sqs_event"]
 
@@ -40,6 +37,10 @@ _ONE_REQUEST_AT_A_TIME = threading.RLock()
 # Functions that may answer a request in AWS's place, before moto sees it (see `aws_answers`).
 Answer = tuple[int, dict[str, str], str]
 _ANSWERS: list[Callable[[AWSPreparedRequest], Answer | None]] = []
+# One boto3 session per test process, made after moto is imported (so moto's stub is among its handlers):
+# its loader parses each service's model once. boto3.client() would build a new session in every test,
+# since mock_aws drops boto3's default one, and that was half of each test's set-up.
+SESSION = boto3.Session()
 
 
 @pytest.fixture
@@ -100,8 +101,8 @@ def registry() -> Registry:
 def clients(aws: None) -> dict[str, Any]:
     # The adapters' own SDK configuration (standard retry mode, 3 attempts).
     return {
-        "dynamodb": boto3.client("dynamodb", config=dynamodb_store.SDK_CONFIG),
-        "sqs": boto3.client("sqs", config=sqs_queue.SDK_CONFIG),
+        "dynamodb": SESSION.client("dynamodb", config=dynamodb_store.SDK_CONFIG),
+        "sqs": SESSION.client("sqs", config=sqs_queue.SDK_CONFIG),
     }
 
 
@@ -143,48 +144,51 @@ class Pipeline:
         self.clients = clients
         self.registry = registry
         self.metrics = metrics
-        self.store = DynamoDbJobStore(resources.table_name, client=clients["dynamodb"])
-        self.queue = SqsJobQueue(resources.queue_urls, resources.dlq_urls, client=clients["sqs"])
         self.clock: Clock = clock or SystemClock()
-        self.settings = Settings.model_validate(
-            {"table_name": resources.table_name, "queue_urls": resources.queue_urls, "dlq_urls": resources.dlq_urls}
-        )
-        scheduler_client = boto3.client("scheduler")
+        scheduler_client = SESSION.client("scheduler")
         scheduler_client.create_schedule_group(Name=SCHEDULE_GROUP)
-        self.scheduler = EventBridgeJobScheduler(
-            SCHEDULE_GROUP,
-            target_arn="arn:aws:lambda:us-east-1:123456789012:function:offpath-enqueue",
-            role_arn="arn:aws:iam::123456789012:role/offpath-scheduler",
-            dlq_arn="arn:aws:sqs:us-east-1:123456789012:offpath-schedules-dlq",
-            client=scheduler_client,
-        )
-        self.ports = Ports(
-            registry=registry,
-            store=self.store,
-            queue=self.queue,
-            clock=self.clock,
-            metrics=metrics,
-            scheduler=self.scheduler,
-        )
-        self.api_services = api.ApiServices(
-            ports=self.ports,
-            policy=SubmitPolicy(payload_limit_bytes=self.settings.payload_limit_bytes),
-            monitor=SqsQueueMonitor(resources.queue_urls, resources.dlq_urls, client=clients["sqs"]),
-            redriver=SqsRedriver(resources.queue_urls, resources.dlq_urls, mode="copy", client=clients["sqs"]),
-            settings=self.settings,
+        self.settings = Settings.model_validate(
+            {
+                "table_name": resources.table_name,
+                "queue_urls": resources.queue_urls,
+                "dlq_urls": resources.dlq_urls,
+                "schedule_group": SCHEDULE_GROUP,
+                "enqueue_function_arn": "arn:aws:lambda:us-east-1:123456789012:function:offpath-enqueue",
+                "scheduler_role_arn": "arn:aws:iam::123456789012:role/offpath-scheduler",
+                "schedule_dlq_arn": "arn:aws:sqs:us-east-1:123456789012:offpath-schedules-dlq",
+                "redrive_mode": "copy",
+            }
         )
         self.rng: random.Random = NoJitter()
+        # The production wiring (handlers/composition.py), with moto's clients and the test's clock and metrics.
+        self.overrides = Overrides(
+            dynamodb=clients["dynamodb"],
+            sqs=clients["sqs"],
+            scheduler=scheduler_client,
+            clock=self.clock,
+            metrics=lambda _service: metrics,
+            registry=registry,
+            rng=lambda: self.rng,
+            wrap_store=self._store,
+        )
+        self.api_services = api.build_services(self.settings, self.overrides)
+        self.ports = self.api_services.ports
+        self.store = self.ports.store
+        self.queue = self.ports.queue
+        self.scheduler = self.ports.scheduler
         # What the event source mapping delivered to the worker, and what the worker answered.
         self.delivered: dict[str, list[str]] = {}
         self.worker_responses: list[dict[str, Any]] = []
 
+    def _store(self, built: JobStore) -> JobStore:
+        """The services built after a test replaced `store` (with a store that fails on purpose) use its store."""
+        return getattr(self, "store", built)
+
     def enqueue(self, event: dict[str, Any]) -> dict[str, Any]:
-        services = enqueue.EnqueueServices(self.ports, self.api_services.policy)
-        return enqueue.handler(event, None, services=services)
+        return enqueue.handler(event, None, services=enqueue.build_services(self.settings, self.overrides))
 
     def sweep(self) -> dict[str, Any]:
-        services = sweeper.SweeperServices(self.ports, SweepPolicy(grace=self.api_services.policy.sweep_grace))
-        return sweeper.handler({"kind": "sweep"}, None, services=services)
+        return sweeper.handler({"kind": "sweep"}, None, services=sweeper.build_services(self.settings, self.overrides))
 
     def call(self, method: str, path: str, **kwargs: Any) -> tuple[int, Any, dict[str, str]]:
         response = api.handler(http_event(method, path, **kwargs), None, services=self.api_services)
@@ -194,17 +198,7 @@ class Pipeline:
         return self.call("POST", "/jobs", body={"type": job_type, "payload": payload}, **kwargs)
 
     def worker_services(self, queue_class: str) -> worker.WorkerServices:
-        return worker.WorkerServices(
-            ports=WorkerPorts(
-                registry=self.registry,
-                store=self.store,
-                queue=self.queue,
-                clock=self.clock,
-                metrics=self.metrics,
-                rng=self.rng,
-            ),
-            policy=WorkerPolicy(queue=queue_class, retention=self.settings.retention),
-        )
+        return worker.build_services(self.settings.model_copy(update={"queue_class": queue_class}), self.overrides)
 
     def event_source(self, queue_class: str) -> SqsEventSource:
         services = self.worker_services(queue_class)

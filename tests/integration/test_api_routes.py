@@ -13,7 +13,7 @@ from offpath.domain.registry import Registry
 from offpath.handlers import api
 from offpath.handlers.openapi import openapi_document
 from offpath_local.resources import Resources
-from tests.fakes import ManualClock
+from offpath_tools.clocks import ManualClock
 from tests.integration.conftest import Pipeline, RecordingMetrics, aws_calls
 
 

@@ -19,7 +19,7 @@ from offpath.jobs import billing
 from offpath.logic.submit import SubmitRequest, build_job
 from offpath.logic.sweep import SweepPolicy
 from offpath_local.resources import Resources
-from tests.fakes import ManualClock
+from offpath_tools.clocks import ManualClock
 from tests.integration.conftest import Pipeline, RecordingMetrics
 
 ADMIN = ["offpath/admin"]

@@ -26,7 +26,7 @@ from offpath.domain.errors import (
 )
 from offpath.domain.job import TRANSITIONS, Facts, Guard, Job, JobStatus, Progress, Transition
 from offpath.domain.ports import JobStore
-from tests.fakes import InMemoryJobStore
+from offpath_tools.fakes import InMemoryJobStore
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 LEASE = timedelta(seconds=60)

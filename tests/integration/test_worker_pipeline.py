@@ -29,7 +29,14 @@ from offpath.jobs import welcome_email
 from offpath.logic.process import WorkerPolicy
 from offpath.observability import EmfMetrics, JsonFormatter
 from offpath_local.resources import Resources
-from tests.fakes import SCRIPTED_TYPE, AnyPayload, CeilingJitter, ManualClock, ScriptedJob, registry_with
+from offpath_tools.clocks import ManualClock
+from offpath_tools.fakes import (
+    SCRIPTED_TYPE,
+    AnyPayload,
+    CeilingJitter,
+    ScriptedJob,
+    registry_with,
+)
 from tests.integration.conftest import Answer, Pipeline, RecordingMetrics, aws_calls, operation_of, sqs_event
 
 WAIT_S = 10

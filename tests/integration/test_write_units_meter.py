@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import boto3
 import pytest
 
-from offpath_local.write_units import CapacityMeter
+from offpath_tools.write_units import CapacityMeter
 from tests.integration.conftest import Pipeline, aws_calls
 
 

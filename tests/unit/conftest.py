@@ -12,12 +12,12 @@ from offpath.domain.ports import JobMessage, Ports
 from offpath.domain.registry import Registry
 from offpath.logic.process import Delivery, WorkerPolicy, WorkerPorts
 from offpath.logic.submit import SubmitPolicy, SubmitRequest, submit_job
-from tests.fakes import (
+from offpath_tools.clocks import ManualClock
+from offpath_tools.fakes import (
     SCRIPTED_TYPE,
     CeilingJitter,
     InMemoryJobQueue,
     InMemoryJobStore,
-    ManualClock,
     RecordingMetrics,
     ScriptedJob,
     registry_with,

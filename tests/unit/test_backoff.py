@@ -7,7 +7,7 @@ import random
 import pytest
 
 from offpath.domain.backoff import Backoff
-from tests.fakes import CeilingJitter
+from offpath_tools.fakes import CeilingJitter
 
 
 def test_the_ceiling_doubles_with_each_failed_attempt() -> None:

@@ -10,7 +10,8 @@ import pytest
 from offpath.domain.context import JobContext
 from offpath.domain.errors import JobConflictError
 from offpath.domain.job import Job, JobStatus, Progress
-from tests.fakes import InMemoryJobStore, ManualClock
+from offpath_tools.clocks import ManualClock
+from offpath_tools.fakes import InMemoryJobStore
 from tests.unit.conftest import a_job
 
 

@@ -19,7 +19,7 @@ from offpath.handlers.http import Request, Router, dump_json
 from offpath.handlers.openapi import openapi_document
 from offpath.jobs import load_job_types
 from offpath_local.gateway import route_table
-from tests.http_events import body_of, http_event
+from offpath_tools.http_events import body_of, http_event
 
 PROBE = Route("GET", "/probes/{name}", "getProbe", "tenant", "A probe", answers=(Answer(200, "HealthView", "alive"),))
 

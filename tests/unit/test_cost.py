@@ -9,8 +9,11 @@ from typing import Any
 
 import pytest
 
-from offpath_local import cost
-from offpath_local.cost import MILLION, Assumptions, Config
+from offpath.domain.registry import REGISTRY
+from offpath.naming import FUNCTION_MEMORY_MB
+from offpath.settings import Settings
+from offpath_tools import cost, cost_doc
+from offpath_tools.cost import MILLION, Assumptions, Config
 
 PLAIN_INDEX_UNITS = [{"by_tenant": 1, "sweep": 1}, {"by_tenant": 1, "sweep": 0}, {"by_tenant": 1, "sweep": 1}]
 
@@ -265,19 +268,36 @@ def test_temporal_cloud_needs_two_actions_a_job(measured: dict[str, Any]) -> Non
 
 
 @pytest.mark.parametrize(
-    "config",
+    "values",
     [
-        Config(retried_share=1.5),
-        Config(scheduled_share=0.6, batched_share=0.6),
-        Config(batch_size=0),
-        Config(capacity_mode="reserved"),
-        Config(log_level="DEBUG"),
-        Config(jobs_per_month=0),
+        {"retried_share": 1.5},
+        {"scheduled_share": 0.6, "batched_share": 0.6},
+        {"batch_size": 0},
+        {"capacity_mode": "reserved"},
+        {"log_level": "DEBUG"},
+        {"jobs_per_month": 0},
+        {"worker_memory_mb": 64},
+        {"payload_bytes": 1_000_000},
     ],
 )
-def test_inputs_that_cannot_be_priced_are_refused(measured: dict[str, Any], config: Config) -> None:
+def test_inputs_that_cannot_be_priced_are_refused(measured: dict[str, Any], values: dict[str, Any]) -> None:
     with pytest.raises(ValueError):
-        cost.estimate(measured, config)
+        cost.estimate(measured, Config(**values))
+
+
+def test_a_changed_configuration_is_checked_as_a_new_one() -> None:
+    with pytest.raises(ValueError, match="retried_share"):
+        Config().changed(retried_share=2.0)
+
+
+def test_the_defaults_are_what_the_stack_deploys() -> None:
+    config = Config()
+
+    assert config.memory("api") == FUNCTION_MEMORY_MB["api"]
+    assert config.memory("worker") == FUNCTION_MEMORY_MB["worker"]
+    assert config.memory("enqueue") == FUNCTION_MEMORY_MB["enqueue"]
+    assert config.retention_days == Settings.model_validate({"table_name": "t"}).retention_days
+    assert config.queue_classes == len(REGISTRY.queues)
 
 
 def test_a_document_without_every_scenario_is_refused(tmp_path: Any, measured: dict[str, Any]) -> None:
@@ -334,7 +354,7 @@ def test_tracing_costs_more_and_batched_submits_cost_less(measured: dict[str, An
 
 
 def test_the_document_states_the_prices_date_and_the_verdict(measured: dict[str, Any]) -> None:
-    text = cost.markdown(measured)
+    text = cost_doc.markdown(measured)
 
     assert cost.PRICES_TAKEN in text
     assert "does not meet the $3.00 target" in text

@@ -37,3 +37,33 @@ def test_cost_refuses_a_share_above_one(capsys: pytest.CaptureFixture[str]) -> N
 
     assert code == USAGE
     assert "retried_share" in capsys.readouterr().err
+
+
+def test_cost_prints_the_estimate_first_then_the_target_explained(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["cost", "--json"]) == OK
+    per_million = json.loads(capsys.readouterr().out)["total_per_million_jobs"]
+
+    assert main(["cost"]) == OK
+    lines = capsys.readouterr().out.splitlines()
+
+    assert lines[0] == f"${per_million:,.2f} per million jobs (default configuration)"
+    start = next(i for i, line in enumerate(lines) if line.startswith("target:"))
+    end = lines.index("", start)
+    target = " ".join(lines[start:end])
+    assert end < next(i for i, line in enumerate(lines) if line.startswith("SERVICE"))
+    assert "target: $3.00 per million jobs" in target
+    assert f"${per_million - 3:,.2f} over it" in target
+
+
+def test_cost_names_the_configuration_it_priced(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["cost", "--batch-size", "1"]) == OK
+
+    assert capsys.readouterr().out.splitlines()[0].endswith("per million jobs (your configuration)")
+
+
+def test_cost_help_lists_its_options(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["cost", "--help"]) == OK
+
+    out = capsys.readouterr().out
+    assert out.startswith("usage: offpath cost")
+    assert "--jobs-per-month" in out

@@ -242,6 +242,6 @@ def test_test_timings_shorten_leases_and_visibility_but_keep_a_batch_invisible_w
 def _ports(registry: Registry) -> Any:
     from offpath.domain.clock import SystemClock
     from offpath.logic.process import WorkerPorts
-    from tests.fakes import InMemoryJobQueue, InMemoryJobStore, RecordingMetrics
+    from offpath_tools.fakes import InMemoryJobQueue, InMemoryJobStore, RecordingMetrics
 
     return WorkerPorts(registry, InMemoryJobStore(), InMemoryJobQueue(), SystemClock(), RecordingMetrics())

@@ -24,11 +24,11 @@ from offpath.logic import queries
 from offpath.logic.process import Delivery, WorkerPolicy, WorkerPorts, process_record
 from offpath.logic.submit import SubmitPolicy, SubmitRequest, submit_job
 from offpath.logic.sweep import SweepPolicy, sweep
-from tests.fakes import (
+from offpath_tools.clocks import ManualClock
+from offpath_tools.fakes import (
     SCRIPTED_TYPE,
     InMemoryJobQueue,
     InMemoryJobStore,
-    ManualClock,
     RecordingMetrics,
     ScriptedJob,
     registry_with,

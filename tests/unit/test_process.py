@@ -26,7 +26,8 @@ from offpath.logic.process import (
 )
 from offpath.logic.sweep import SweepPolicy, sweep
 from offpath.observability import JsonFormatter
-from tests.fakes import (
+from offpath_tools.clocks import ManualClock
+from offpath_tools.fakes import (
     SCRIPTED_MAX_ATTEMPTS,
     SCRIPTED_TIMEOUT_S,
     STRICT_TYPE,
@@ -34,7 +35,6 @@ from tests.fakes import (
     DeadLetter,
     InMemoryJobQueue,
     InMemoryJobStore,
-    ManualClock,
     RecordingMetrics,
     ScriptedJob,
     VisibilityChange,

@@ -16,7 +16,7 @@ from offpath.domain.registry import (
     Registry,
 )
 from offpath.jobs import load_job_types
-from tests.fakes import AnyPayload, queue_classes_only
+from offpath_tools.fakes import AnyPayload, queue_classes_only
 
 
 def noop(payload: Any, ctx: Any) -> None:

@@ -19,7 +19,7 @@ from offpath.logic.submit import (
     submit_batch,
     submit_job,
 )
-from tests.fakes import SCRIPTED_TYPE, STRICT_TYPE, InMemoryJobQueue, InMemoryJobStore, RecordingMetrics
+from offpath_tools.fakes import SCRIPTED_TYPE, STRICT_TYPE, InMemoryJobQueue, InMemoryJobStore, RecordingMetrics
 from tests.unit.conftest import TENANT
 
 SNEAKY = "../$(rm -rf /)\"'\x00\x1b[31m"

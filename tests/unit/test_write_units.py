@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from offpath.naming import TableIndex
-from offpath_local.write_units import (
+from offpath_tools.write_units import (
     index_entry,
     item_size,
     number_size,

@@ -1,4 +1,4 @@
-"""Time comes from a clock that tests can replace."""
+"""Time comes from a clock that tests can replace (offpath_tools.clocks has the ones they move by hand)."""
 
 from __future__ import annotations
 

@@ -14,7 +14,6 @@ from typing import Any
 from pydantic import BaseModel
 
 from offpath import contract
-from offpath.adapters.sqs_queue import SqsJobQueue, SqsQueueMonitor, SqsRedriver
 from offpath.domain.errors import (
     IdempotencyConflictError,
     InvalidRequestError,
@@ -50,7 +49,7 @@ from offpath.handlers.api_models import (
     TriggerView,
     parse_body,
 )
-from offpath.handlers.composition import build_ports, submit_policy
+from offpath.handlers.composition import Overrides, build_monitor, build_ports, build_redriver, submit_policy
 from offpath.handlers.http import (
     ForbiddenError,
     MalformedBodyError,
@@ -86,13 +85,16 @@ class ApiServices:
 def default_services() -> ApiServices:
     settings = Settings.from_env()
     configure_logging("api", settings.log_level)
-    ports = build_ports(settings, "api")
-    sqs = ports.queue.client if isinstance(ports.queue, SqsJobQueue) else None
+    return build_services(settings)
+
+
+def build_services(settings: Settings, overrides: Overrides | None = None) -> ApiServices:
+    overrides = overrides or Overrides()  # one SQS client for the queue, the monitor and the redriver
     return ApiServices(
-        ports=ports,
+        ports=build_ports(settings, "api", overrides),
         policy=submit_policy(settings),
-        monitor=SqsQueueMonitor(settings.queue_urls, settings.dlq_urls, client=sqs),
-        redriver=SqsRedriver(settings.queue_urls, settings.dlq_urls, mode=settings.redrive_mode, client=sqs),
+        monitor=build_monitor(settings, overrides),
+        redriver=build_redriver(settings, overrides),
         settings=settings,
     )
 

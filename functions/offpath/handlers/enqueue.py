@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from offpath.domain.ports import Ports
-from offpath.handlers.composition import build_ports, submit_policy
+from offpath.handlers.composition import Overrides, build_ports, submit_policy
 from offpath.logic.schedules import enqueue_delayed, fire_schedule
 from offpath.logic.submit import SubmitPolicy
 from offpath.observability import configure_logging
@@ -28,7 +28,11 @@ class EnqueueServices:
 def default_services() -> EnqueueServices:
     settings = Settings.from_env()
     configure_logging("enqueue", settings.log_level)
-    return EnqueueServices(build_ports(settings, "enqueue"), submit_policy(settings))
+    return build_services(settings)
+
+
+def build_services(settings: Settings, overrides: Overrides | None = None) -> EnqueueServices:
+    return EnqueueServices(build_ports(settings, "enqueue", overrides), submit_policy(settings))
 
 
 def handler(event: dict[str, Any], context: Any, services: EnqueueServices | None = None) -> dict[str, Any]:

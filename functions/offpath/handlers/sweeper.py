@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from offpath.domain.ports import Ports
-from offpath.handlers.composition import build_ports
+from offpath.handlers.composition import Overrides, build_ports, sweep_policy
 from offpath.logic.sweep import SweepPolicy, sweep
 from offpath.observability import configure_logging
 from offpath.settings import Settings
@@ -23,9 +23,11 @@ class SweeperServices:
 def default_services() -> SweeperServices:
     settings = Settings.from_env()
     configure_logging("sweeper", settings.log_level)
-    return SweeperServices(
-        build_ports(settings, "sweeper"), SweepPolicy(grace=settings.sweep_grace, retention=settings.retention)
-    )
+    return build_services(settings)
+
+
+def build_services(settings: Settings, overrides: Overrides | None = None) -> SweeperServices:
+    return SweeperServices(build_ports(settings, "sweeper", overrides), sweep_policy(settings))
 
 
 def handler(event: dict[str, Any], context: Any, services: SweeperServices | None = None) -> dict[str, Any]:

@@ -6,12 +6,10 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
-from offpath.adapters.dynamodb_store import DynamoDbJobStore
-from offpath.adapters.sqs_queue import REASON_ATTRIBUTE, SqsJobQueue
-from offpath.domain.clock import SystemClock
-from offpath.jobs import load_job_types
+from offpath.adapters.sqs_queue import REASON_ATTRIBUTE
+from offpath.handlers.composition import Overrides, build_worker_ports, worker_policy
 from offpath.logic.process import Delivery, WorkerPolicy, WorkerPorts, process_batch
-from offpath.observability import EmfMetrics, configure_logging
+from offpath.observability import configure_logging
 from offpath.settings import Settings
 
 # Used when the invocation has no Lambda context (a direct call in tests); the worker never counts on more
@@ -32,20 +30,9 @@ def default_services() -> WorkerServices:
     return build_services(settings)
 
 
-def build_services(settings: Settings) -> WorkerServices:
-    """The worker's ports for `settings.queue_class` (the local runtime builds one per queue class)."""
-    if settings.queue_class is None:
-        raise RuntimeError("OFFPATH_QUEUE_CLASS is not set")
-    return WorkerServices(
-        ports=WorkerPorts(
-            registry=load_job_types(),
-            store=DynamoDbJobStore(settings.table_name),
-            queue=SqsJobQueue(settings.queue_urls, settings.dlq_urls),
-            clock=SystemClock(),
-            metrics=EmfMetrics(f"worker-{settings.queue_class}"),
-        ),
-        policy=WorkerPolicy(queue=settings.queue_class, retention=settings.retention, sweep_grace=settings.sweep_grace),
-    )
+def build_services(settings: Settings, overrides: Overrides | None = None) -> WorkerServices:
+    """The worker's services for `settings.queue_class` (the local runtime builds one set per environment)."""
+    return WorkerServices(ports=build_worker_ports(settings, overrides), policy=worker_policy(settings))
 
 
 def handler(event: dict[str, Any], context: Any, services: WorkerServices | None = None) -> dict[str, Any]:

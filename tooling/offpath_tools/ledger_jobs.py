@@ -1,4 +1,4 @@
-"""What the fault ledger's runtimes load (`offpath local --load tests.e2e.ledger_jobs`): side effects the
+"""What the fault ledger's runtimes load (`offpath local --load offpath_tools.ledger_jobs`): side effects the
 test can count, and queue classes of their own.
 
 - The welcome e-mail's transport stand-in is replaced by one that appends each e-mail it "sends" to the
@@ -21,10 +21,10 @@ from pydantic import BaseModel, Field
 from offpath.domain.context import JobContext
 from offpath.domain.registry import job, queue_class
 from offpath.jobs import load_job_types, welcome_email
+from offpath_tools.ledger import EFFECTS_ENV
 
 load_job_types()
 
-EFFECTS_ENV = "LEDGER_EFFECTS_FILE"
 BATCH_QUEUE = "e2e-batch"
 _lock = threading.Lock()
 

@@ -5,7 +5,7 @@ idempotency key (so a submit answered 503 is retried safely, and the job ids, he
 are the same in every run with the same seed), followed to their final states, and every outcome
 accounted for: submitted, accepted, succeeded and failed (against what each job type should end as),
 lost (accepted and never final), side effects done twice or never (the welcome e-mails, written to a file
-by the transport `tests/e2e/ledger_jobs.py` puts in place), the faults injected by kind (`faults.jsonl`),
+by the transport `offpath_tools/ledger_jobs.py` puts in place), the faults injected by kind (`faults.jsonl`),
 the jobs' retries, the sweeper's re-sends and the duplicate deliveries the workers acknowledged (from the
 functions' log).
 
@@ -21,10 +21,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
-import signal
-import subprocess
-import sys
 import threading
 import time
 import urllib.parse
@@ -35,13 +31,15 @@ from pathlib import Path
 from typing import Any
 
 from offpath.logic.submit import job_id_for
+from offpath_tools.launcher import OffpathLocal
 
-ROOT = Path(__file__).resolve().parents[2]
 TENANT, TOKEN = "ledger", "ledger-token-0123456789"
 FINAL = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
 EFFECTS_FILE = "effects.jsonl"
-START_TIMEOUT_S = 45
-STOP_TIMEOUT_S = 30
+# Where the runtime's job types (offpath_tools.ledger_jobs, loaded by the runtime and never imported here: it
+# declares a queue class in the registry) write the side effects the ledger counts.
+EFFECTS_ENV = "LEDGER_EFFECTS_FILE"
+LEDGER_JOBS = "offpath_tools.ledger_jobs"
 # Test timings: a worker's crash is recovered within a minute or two (the default queue's worker timeout becomes
 # 70 s, so a lease at most 73 s, and its visibility timeout 105 s); the sweeper runs every second (its schedule
 # at 60x) with a short grace.
@@ -55,17 +53,11 @@ LIST_EVERY_ROUND_UP_TO = 300
 # -- the runtime ------------------------------------------------------------------------------
 
 
-@dataclass
-class LocalProcess:
+class LedgerRuntime(OffpathLocal):
     """`offpath local` in a child process on free ports, with the ledger's tenant and job types."""
 
-    process: subprocess.Popen[bytes]
-    url: str
-    data_dir: Path
-    console: Path
-
     @classmethod
-    def start(
+    def launch(
         cls,
         data_dir: Path,
         *,
@@ -78,71 +70,23 @@ class LocalProcess:
         clock_speed: float = 60,
         alarm_interval_s: float = 1,
         quiet: bool = True,
-    ) -> LocalProcess:
-        data_dir.mkdir(parents=True, exist_ok=True)
-        console = data_dir / "console.txt"
-        command = [
-            sys.executable,
-            "-m",
-            "offpath_local",
-            "local",
-            "--port",
-            "0",
-            "--data",
-            str(data_dir),
-            "--token",
-            f"{TENANT}:{TOKEN}",
-            "--clock-speed",
-            str(clock_speed),
-            "--clock-tick",
-            "0.2",
-            "--alarm-interval",
-            str(alarm_interval_s),
-            "--load",
-            "tests.e2e.ledger_jobs",
-        ]
+    ) -> LedgerRuntime:
+        args = ["--clock-speed", str(clock_speed), "--clock-tick", "0.2", "--alarm-interval", str(alarm_interval_s)]
         if test_timing:
-            command += ["--timeout-scale", str(TIMEOUT_SCALE), "--visibility-scale", str(VISIBILITY_SCALE)]
+            args += ["--timeout-scale", str(TIMEOUT_SCALE), "--visibility-scale", str(VISIBILITY_SCALE)]
         if quiet:
-            command.append("--quiet")
+            args.append("--quiet")
         if seed is not None:
-            command += ["--faults", str(seed)]
+            args += ["--faults", str(seed)]
             if fault_rate is not None:
-                command += ["--fault-rate", str(fault_rate)]
+                args += ["--fault-rate", str(fault_rate)]
             for kind in fault_kinds:
-                command += ["--fault", kind]
+                args += ["--fault", kind]
         for target in fault_jobs:
-            command += ["--fault-job", target]
-        env = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-            "LEDGER_EFFECTS_FILE": str(data_dir / EFFECTS_FILE),
-            "OFFPATH_SWEEP_GRACE_S": str(sweep_grace_s),
-        }
-        with console.open("w") as out:
-            process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-        try:
-            url = _wait_until_serving(process, data_dir, console)
-        except BaseException:
-            process.kill()
-            process.wait(timeout=10)
-            raise
-        return cls(process, url, data_dir, console)
-
-    def stop(self) -> None:
-        """SIGTERM; it must stop cleanly (exit status 0)."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
-                raise AssertionError(f"offpath local did not stop on SIGTERM:\n{self.tail()}") from None
-        assert self.process.returncode == 0, f"offpath local exited with {self.process.returncode}:\n{self.tail()}"
-
-    def tail(self, chars: int = 4000) -> str:
-        return self.console.read_text(errors="replace")[-chars:] if self.console.exists() else ""
+            args += ["--fault-job", target]
+        env = {EFFECTS_ENV: str(data_dir / EFFECTS_FILE), "OFFPATH_SWEEP_GRACE_S": str(sweep_grace_s)}
+        started = OffpathLocal.start(data_dir, tokens={TENANT: TOKEN}, load=[LEDGER_JOBS], args=args, env=env)
+        return cls(started.process, started.url, started.data_dir, started.console)
 
     def api(self) -> Api:
         return Api(self.url, TOKEN)
@@ -155,25 +99,6 @@ class LocalProcess:
 
     def log(self) -> LogFacts:
         return LogFacts.read(self.data_dir / "offpath.log")
-
-
-def _wait_until_serving(process: subprocess.Popen[bytes], data_dir: Path, console: Path) -> str:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    state = data_dir / "local.json"
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"offpath local exited with {process.returncode}:\n{console.read_text()[-4000:]}")
-        if state.exists():
-            try:
-                url = str(json.loads(state.read_text())["url"])
-                connection = http.client.HTTPConnection(urllib.parse.urlsplit(url).netloc, timeout=5)
-                connection.request("GET", "/health")
-                if connection.getresponse().status == 200:
-                    return url
-            except (ValueError, KeyError, OSError):
-                pass
-        time.sleep(0.05)
-    raise RuntimeError(f"offpath local did not start within {START_TIMEOUT_S} s:\n{console.read_text()[-4000:]}")
 
 
 def _json_lines(path: Path) -> list[dict[str, Any]]:
@@ -469,7 +394,7 @@ class Ledger:
 
 
 def run_ledger(
-    local: LocalProcess,
+    local: LedgerRuntime,
     jobs: int,
     *,
     seed: int | None,
@@ -542,7 +467,7 @@ def run_ledger(
     return ledger
 
 
-def _settle(local: LocalProcess, quiet_s: float = 1.0, limit_s: float = 10.0) -> None:
+def _settle(local: LedgerRuntime, quiet_s: float = 1.0, limit_s: float = 10.0) -> None:
     """Wait until the side effects file stops growing (a job thread abandoned at its timeout may still be
     finishing), at most `limit_s`."""
     files = [local.data_dir / EFFECTS_FILE]
@@ -587,7 +512,13 @@ class Burst:
 
 
 def run_burst(
-    local: LocalProcess, jobs: int, *, clients: int = 2, timeout_s: float = 600, poll_s: float = 1.0, tag: str = "burst"
+    local: LedgerRuntime,
+    jobs: int,
+    *,
+    clients: int = 2,
+    timeout_s: float = 600,
+    poll_s: float = 1.0,
+    tag: str = "burst",
 ) -> Burst:
     """`poll_s`: between looks at the queues while they drain (each look costs the emulator time proportional to
     the messages queued)."""

@@ -14,7 +14,7 @@ import random
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -33,25 +33,6 @@ from offpath.domain.errors import (
 from offpath.domain.job import Job, JobStatus, Progress
 from offpath.domain.ports import CreateOutcome, Firing, JobMessage, JobPage, ScheduleState
 from offpath.domain.registry import REGISTRY, JobType, Registry
-
-# -- the clock ----------------------------------------------------------------------------------
-
-
-class ManualClock:
-    """A clock that only moves when told to."""
-
-    def __init__(self, start: datetime | None = None) -> None:
-        self._now = start or datetime(2026, 1, 1, tzinfo=UTC)
-
-    def now(self) -> datetime:
-        return self._now
-
-    def advance(self, seconds: float) -> None:
-        self._now += timedelta(seconds=seconds)
-
-    def set(self, when: datetime) -> None:
-        self._now = when
-
 
 # -- the job store ------------------------------------------------------------------------------
 

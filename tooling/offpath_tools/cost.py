@@ -7,21 +7,25 @@ CloudWatch Logs and the handlers' CPU time. This module prices them with us-east
 each with the page it was read from and the date) and the assumptions in `Assumptions`, for a configuration
 (`Config`: volumes, memory, batch size, payload size, capacity mode, log level, API type, tracing).
 
-`offpath cost` prints an estimate for a user's own volumes; `markdown` renders the model's section of
-docs/benchmarks.md (prices, breakdown, knob table, Step Functions and Temporal Cloud beside it).
+`offpath cost` (offpath_tools.cost_command) prints an estimate for a user's own volumes;
+offpath_tools.cost_doc renders the model's section of docs/benchmarks.md.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Literal
 
-from offpath_local.write_units import read_units_for, write_units_for
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from offpath.domain.registry import REGISTRY
+from offpath.logic.submit import BATCH_WRITERS
+from offpath.naming import FUNCTION_MEMORY_MB, LOG_RETENTION_DAYS
+from offpath.settings import Settings
+from offpath_tools.write_units import read_units_for, write_units_for
 
 MEASURED_PATH = Path(__file__).resolve().parents[2] / "docs" / "measured_calls.json"
 TARGET_PER_MILLION = 3.00
@@ -30,8 +34,6 @@ SECONDS_PER_MONTH = 365 / 12 * 86_400
 DAYS_PER_MONTH = 365 / 12
 # Lambda allocates CPU in proportion to memory: 1,769 MB is one full vCPU (AWS Lambda Developer Guide).
 FULL_VCPU_MB = 1769
-# The api writes a batch's items this many at a time (offpath.logic.submit.BATCH_WRITERS).
-BATCH_WRITERS = 8
 SCENARIOS = ("plain", "dedup", "retried", "scheduled", "delayed", "batch")
 PRICES_TAKEN = "2026-11-29"
 
@@ -211,7 +213,7 @@ class Assumptions:
     access_log_bytes: int = 300
     # The event source mapping's pollers long-poll an idle queue: about 5 pollers x 3 receives a minute.
     idle_receives_per_queue_month: float = 5 * 3 * 60 * 24 * DAYS_PER_MONTH
-    # The sweeper, every minute: 4 index queries (eventually consistent), ~30 ms at 512 MB.
+    # The sweeper, every minute: 4 index queries (eventually consistent), ~30 ms at its memory.
     sweeper_runs_per_month: float = 60 * 24 * DAYS_PER_MONTH
     sweeper_read_units: float = 4 * 0.5
     sweeper_ms: float = 30.0
@@ -233,73 +235,65 @@ ASSUMPTIONS = Assumptions()
 # -- configuration ----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Config:
-    """A deployment and its volumes. Memory defaults are the CDK stack's (infra/api.py, infra/workers.py,
-    infra/schedules.py); the shares are fractions of `jobs_per_month`."""
+_SHARE = Field(default=0.0, ge=0, le=1)
+_MEMORY_MB = {"ge": 128, "le": 10_240}
+_ITEM_BYTES = {"ge": 2, "le": 400_000}
 
-    jobs_per_month: float = 1_000_000
-    retried_share: float = 0.0  # jobs that fail once and succeed on their second attempt
-    scheduled_share: float = 0.0  # jobs started by a recurring schedule instead of POST /jobs
-    delayed_share: float = 0.0  # jobs submitted with run_at more than 15 minutes ahead
-    batched_share: float = 0.0  # jobs submitted through POST /jobs/batch, 100 at a time
-    deduplicated_share: float = 0.0  # replayed submits (same Idempotency-Key), as a fraction of jobs
-    api_memory_mb: int = 512
-    worker_memory_mb: int = 512
-    enqueue_memory_mb: int = 512
-    batch_size: int = 10  # messages per worker invocation
-    payload_bytes: int | None = None  # the payload's JSON; None: as measured
-    result_bytes: int | None = None  # the stored result's JSON; None: as measured
-    capacity_mode: str = "on-demand"  # or "provisioned"
-    utilisation: float = 0.7  # provisioned capacity's average use
-    log_level: str = "INFO"  # or "WARNING"
+
+class Config(BaseModel):
+    """A deployment and its volumes. Memory and retention default to what the CDK stack deploys
+    (`offpath.naming.FUNCTION_MEMORY_MB`, `offpath.settings.Settings`, `offpath.naming.LOG_RETENTION_DAYS`);
+    the shares are fractions of `jobs_per_month`. Values that cannot be priced raise `ValueError`
+    (pydantic's ValidationError) when the configuration is made."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    jobs_per_month: float = Field(default=1_000_000, gt=0)
+    retried_share: float = _SHARE  # jobs that fail once and succeed on their second attempt
+    scheduled_share: float = _SHARE  # jobs started by a recurring schedule instead of POST /jobs
+    delayed_share: float = _SHARE  # jobs submitted with run_at more than 15 minutes ahead
+    batched_share: float = _SHARE  # jobs submitted through POST /jobs/batch, 100 at a time
+    deduplicated_share: float = _SHARE  # replayed submits (same Idempotency-Key), as a fraction of jobs
+    api_memory_mb: int = Field(default=FUNCTION_MEMORY_MB["api"], **_MEMORY_MB)
+    worker_memory_mb: int = Field(default=FUNCTION_MEMORY_MB["worker"], **_MEMORY_MB)
+    enqueue_memory_mb: int = Field(default=FUNCTION_MEMORY_MB["enqueue"], **_MEMORY_MB)
+    batch_size: int = Field(default=10, ge=1, le=10_000)  # messages per worker invocation
+    payload_bytes: int | None = Field(default=None, **_ITEM_BYTES)  # the payload's JSON; None: as measured
+    result_bytes: int | None = Field(default=None, **_ITEM_BYTES)  # the stored result's JSON; None: as measured
+    capacity_mode: Literal["on-demand", "provisioned"] = "on-demand"
+    utilisation: float = Field(default=0.7, gt=0, le=1)  # provisioned capacity's average use
+    log_level: Literal["INFO", "WARNING"] = "INFO"
     runtime_log_copy: bool = False  # True: the Lambda runtime's own handler also writes each record
-    api_type: str = "http"  # or "rest"
+    api_type: Literal["http", "rest"] = "http"
     tracing: bool = False  # X-Ray active tracing on every function (the stack's `tracing` option, off)
-    retention_days: int = 7  # finished jobs kept (TTL)
-    log_retention_days: int = 30
-    job_types: int = 1  # job types in use (EMF metrics per job type)
-    queue_classes: int = 3  # queue classes deployed (alarms) ...
-    queue_classes_in_use: int = 1  # ... and those with traffic (metrics, idle polling)
+    retention_days: int = Field(default=Settings.model_fields["retention_days"].default, ge=1)  # finished jobs (TTL)
+    log_retention_days: int = Field(default=LOG_RETENTION_DAYS, ge=1)
+    job_types: int = Field(default=1, ge=1)  # job types in use (EMF metrics per job type)
+    queue_classes: int = Field(default=len(REGISTRY.queues), ge=1)  # queue classes deployed (alarms) ...
+    queue_classes_in_use: int = Field(default=1, ge=1)  # ... and those with traffic (metrics, idle polling)
 
-    def check(self) -> None:
-        shares = {
-            "retried_share": self.retried_share,
-            "scheduled_share": self.scheduled_share,
-            "delayed_share": self.delayed_share,
-            "batched_share": self.batched_share,
-            "deduplicated_share": self.deduplicated_share,
-        }
-        for name, value in shares.items():
-            if not 0 <= value <= 1:
-                raise ValueError(f"{name} must be between 0 and 1")
+    @model_validator(mode="after")
+    def _one_mix(self) -> Config:
         if self.scheduled_share + self.delayed_share + self.batched_share > 1:
             raise ValueError("scheduled, delayed and batched shares add up to more than 1")
-        if self.jobs_per_month <= 0:
-            raise ValueError("jobs_per_month must be positive")
-        if not 1 <= self.batch_size <= 10_000:
-            raise ValueError("batch_size must be 1..10000")
-        for name in ("api_memory_mb", "worker_memory_mb", "enqueue_memory_mb"):
-            if not 128 <= getattr(self, name) <= 10_240:
-                raise ValueError(f"{name} must be 128..10240")
-        if self.capacity_mode not in ("on-demand", "provisioned"):
-            raise ValueError("capacity_mode must be on-demand or provisioned")
-        if not 0 < self.utilisation <= 1:
-            raise ValueError("utilisation must be in (0, 1]")
-        if self.log_level not in ("INFO", "WARNING"):
-            raise ValueError("log_level must be INFO or WARNING")
-        if self.api_type not in ("http", "rest"):
-            raise ValueError("api_type must be http or rest")
-        for name in ("payload_bytes", "result_bytes"):
-            value = getattr(self, name)
-            if value is not None and not 2 <= value <= 400_000:
-                raise ValueError(f"{name} must be 2..400000")
+        return self
 
     def memory(self, function: str) -> int:
         return {"api": self.api_memory_mb, "worker": self.worker_memory_mb}.get(function, self.enqueue_memory_mb)
 
+    def changed(self, **changes: Any) -> Config:
+        """A copy with `changes`, validated as a new configuration is."""
+        return Config.model_validate({**self.model_dump(), **changes})
+
     def with_memory(self, mb: int) -> Config:
-        return replace(self, api_memory_mb=mb, worker_memory_mb=mb, enqueue_memory_mb=mb)
+        return self.changed(api_memory_mb=mb, worker_memory_mb=mb, enqueue_memory_mb=mb)
+
+
+def problems(error: ValidationError) -> str:
+    """A configuration's errors in one line, each with the field it is about."""
+    return "; ".join(
+        f"{'.'.join(str(part) for part in item['loc']) or 'configuration'}: {item['msg']}" for item in error.errors()
+    )
 
 
 # -- usage ------------------------------------------------------------------------------------
@@ -436,9 +430,8 @@ def scenario_usage(
 def job_usage(measured: Mapping[str, Any], config: Config, assumptions: Assumptions = ASSUMPTIONS) -> Usage:
     """What one job uses on average, for the configured mix of scenarios. Without a configured payload size,
     every scenario's job carries the payload size the measurement used for its demo.echo jobs."""
-    config.check()
     if config.payload_bytes is None and measured.get("payload_bytes"):
-        config = replace(config, payload_bytes=int(measured["payload_bytes"]))
+        config = config.changed(payload_bytes=int(measured["payload_bytes"]))
     scenarios = measured["scenarios"]
     envelope = _worker_emf_envelope(scenarios)
     per = {name: scenario_usage(scenarios[name], config, envelope, assumptions) for name in SCENARIOS}
@@ -540,7 +533,8 @@ def fixed_monthly(
     """What the deployment costs each month whatever its volume."""
     _, rru_price = dynamodb_unit_prices(config)
     runs = assumptions.sweeper_runs_per_month
-    sweeper_gb_s = runs * (assumptions.sweeper_ms + assumptions.invocation_overhead_ms) / 1000 * 512 / 1024
+    sweeper_mb = FUNCTION_MEMORY_MB["sweeper"]
+    sweeper_gb_s = runs * (assumptions.sweeper_ms + assumptions.invocation_overhead_ms) / 1000 * sweeper_mb / 1024
     sweeper = (
         runs * price("lambda_request")
         + sweeper_gb_s * price("lambda_gb_second_arm64")
@@ -603,7 +597,6 @@ def alternatives(
     activity retry, +1 for a schedule's firing, +1 for a durable timer for a delayed job. The workers that run
     the workflow and the activity are yours to host (not priced here), as is a plan's monthly minimum.
     """
-    config.check()
     r, s, d = config.retried_share, config.scheduled_share, config.delayed_share
     transitions = 2 + r + d
     actions = 2 + r + s + d
@@ -645,8 +638,7 @@ def alternatives(
 
 def knobs(base: Config) -> list[tuple[str, Config]]:
     """One change at a time from `base`, then the cheapest combination of the issue's knobs."""
-    cheapest = replace(
-        base,
+    cheapest = base.changed(
         batched_share=1.0,
         capacity_mode="provisioned",
         utilisation=0.7,
@@ -654,24 +646,24 @@ def knobs(base: Config) -> list[tuple[str, Config]]:
     )
     return [
         ("default", base),
-        ("batch size 1 (low volume, no batching window)", replace(base, batch_size=1)),
+        ("batch size 1 (low volume, no batching window)", base.changed(batch_size=1)),
         ("memory 256 MB (all functions)", base.with_memory(256)),
         ("memory 512 MB (all functions)", base.with_memory(512)),
         ("memory 1024 MB (all functions)", base.with_memory(1024)),
-        ("DynamoDB provisioned, 70% used", replace(base, capacity_mode="provisioned", utilisation=0.7)),
-        ("log level WARNING", replace(base, log_level="WARNING")),
-        ("payload 1 KB", replace(base, payload_bytes=1024)),
-        ("payload 64 KB", replace(base, payload_bytes=65_536)),
-        ("REST API instead of HTTP API", replace(base, api_type="rest")),
-        ("X-Ray tracing on (-c tracing=true)", replace(base, tracing=True)),
-        ("10M jobs a month (X-Ray samples 5% above 1/s)", replace(base, jobs_per_month=10_000_000)),
-        ("submitted in batches of 100", replace(base, batched_share=1.0)),
+        ("DynamoDB provisioned, 70% used", base.changed(capacity_mode="provisioned", utilisation=0.7)),
+        ("log level WARNING", base.changed(log_level="WARNING")),
+        ("payload 1 KB", base.changed(payload_bytes=1024)),
+        ("payload 64 KB", base.changed(payload_bytes=65_536)),
+        ("REST API instead of HTTP API", base.changed(api_type="rest")),
+        ("X-Ray tracing on (-c tracing=true)", base.changed(tracing=True)),
+        ("10M jobs a month (X-Ray samples 5% above 1/s)", base.changed(jobs_per_month=10_000_000)),
+        ("submitted in batches of 100", base.changed(batched_share=1.0)),
         (
             "mix: 5% retried, 5% scheduled, 5% replayed submits",
-            replace(base, retried_share=0.05, scheduled_share=0.05, deduplicated_share=0.05),
+            base.changed(retried_share=0.05, scheduled_share=0.05, deduplicated_share=0.05),
         ),
         ("batches of 100 + provisioned 70% + WARNING", cheapest),
-        ("the same, with on-demand DynamoDB", replace(cheapest, capacity_mode="on-demand")),
+        ("the same, with on-demand DynamoDB", cheapest.changed(capacity_mode="on-demand")),
     ]
 
 
@@ -702,290 +694,7 @@ def describe(config: Config, measured_payload: int | None = None) -> str:
     )
 
 
-def render_text(measured: Mapping[str, Any], config: Config, out: TextIO) -> None:
-    result = estimate(measured, config)
-    rate = config.jobs_per_month / SECONDS_PER_MONTH
-    out.write(
-        f"offpath cost: us-east-1 list prices taken {PRICES_TAKEN}; calls and units measured "
-        f"{measured.get('generated', '?')} (docs/measured_calls.json)\n\n"
-    )
-    out.write(
-        f"volume   {config.jobs_per_month:,.0f} jobs a month ({rate:.2f}/s); retried {config.retried_share:.0%}, "
-        f"scheduled {config.scheduled_share:.0%}, delayed {config.delayed_share:.0%}, batched "
-        f"{config.batched_share:.0%}, replayed submits {config.deduplicated_share:.0%}\n"
-    )
-    out.write(f"config   {describe(config, measured.get('payload_bytes'))}\n\n")
-    rows = [
-        [service, money(cost * MILLION), money(cost * config.jobs_per_month)]
-        for service, cost in result.per_job.items()
-    ]
-    rows.append(["total per million jobs", money(result.per_million), money(result.variable_monthly)])
-    _table(out, ["SERVICE", "PER MILLION JOBS", "PER MONTH"], rows)
-    out.write("\n")
-    fixed = [[item, money(cost)] for item, cost in result.fixed_monthly.items()]
-    fixed.append(["total fixed", money(sum(result.fixed_monthly.values()))])
-    _table(out, ["FIXED PER MONTH", "COST"], fixed)
-    out.write(f"\ntotal per month: {money(result.monthly)}\n")
-    verdict = "within" if result.per_million <= TARGET_PER_MILLION else "over"
-    out.write(f"target {money(TARGET_PER_MILLION)} per million jobs: {verdict} ({money(result.per_million)})\n\n")
-    others = [
-        [a.name, f"{a.units_per_job:g} {a.unit}", money(a.fees_per_million), money(a.total_per_million), a.note]
-        for a in alternatives(measured, config)
-    ]
-    _table(out, ["SAME WORK ON", "PER JOB", "FEES PER MILLION", "TOTAL PER MILLION", ""], others)
-
-
-def _table(out: TextIO, header: list[str], rows: list[list[str]]) -> None:
-    cells = [header, *rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-    for row in cells:
-        out.write("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() + "\n")
-
-
-def markdown(measured: Mapping[str, Any], base: Config | None = None) -> str:
-    """The cost model's part of docs/benchmarks.md."""
-    base = base or Config()
-    a = ASSUMPTIONS
-    default = estimate(measured, base)
-    lines = [
-        "## What a million jobs cost",
-        "",
-        f"`offpath cost` (local/offpath_local/cost.py) prices the counts above. Prices are us-east-1 list prices "
-        f"taken {PRICES_TAKEN}, without free tiers:",
-        "",
-        "| price | list price | page | note |",
-        "|---|---|---|---|",
-    ]
-    for p in PRICES.values():
-        lines.append(f"| `{p.item}` | {p.shown} | {p.source} | {p.note} |")
-    lines += [
-        "",
-        "Measured (docs/measured_calls.json): the calls, invocations, messages, write and read units with every "
-        "item's size, the log bytes of each function, the handlers' CPU time. Assumed (stated here, not measured):",
-        "",
-        f"- Lambda duration = the handlers' measured CPU time x {a.cpu_factor} (a Graviton2 vCPU against the "
-        f"measuring machine's core) x {FULL_VCPU_MB} MB / memory (the CPU share below one vCPU) + the waits for "
-        "AWS calls ("
-        + ", ".join(f"{k} {v:g} ms" for k, v in a.latency_ms.items())
-        + f"; a batch's writes {BATCH_WRITERS} at a time) + {a.invocation_overhead_ms:g} ms per invocation; "
-        f"{a.cold_start_share:.1%} of invocations start cold ({a.init_ms_full_cpu:g} ms of init on a full vCPU, "
-        "billed).",
-        f"- Memory as the CDK stack sets it: api {base.api_memory_mb} MB, worker {base.worker_memory_mb} MB "
-        f"(infra/workers.py), enqueue {base.enqueue_memory_mb} MB; arm64.",
-        f"- Batch size: {base.batch_size} messages per worker invocation, that is full batches. A queue without a "
-        "batching window (the `default` class) gets full batches only under load: at a million jobs a month spread "
-        "evenly (0.4 jobs/s) a poll finds about one message, which the batch size 1 row prices.",
-        "- Logs: the JSON lines at the level (on Lambda offpath's JSON handler replaces the runtime's own, so "
-        "each record is written once), EMF lines, "
-        f"{a.platform_log_bytes} bytes of START/END/REPORT per invocation and a {a.access_log_bytes}-byte API "
-        f"access log line per request; stored {base.log_retention_days} days (billed on compressed bytes: an upper "
-        "bound).",
-        "- X-Ray (only with the stack's `tracing` option on; off by default): one trace per sampled invocation "
-        "(an upper bound), "
-        f"sampled by the default rule ({a.xray_reservoir_per_s:g} a second, then {a.xray_rate:.0%}) at the month's "
-        "average rate, so below about 1 job a second every invocation is traced.",
-        f"- DynamoDB storage: the finished item plus {a.item_overhead_bytes} bytes of overhead and its "
-        f"`by_tenant` entry (~{a.index_entry_bytes} bytes), kept {base.retention_days} days.",
-        "- Fixed each month whatever the volume: the sweeper (every minute), the event source mapping's long "
-        "polls of an idle queue (~5 pollers x 3 receives a minute), EMF custom metrics (each name per queue and "
-        "job type, per queue and overall), the stack's alarms and dashboard.",
-        "- Not included: data transfer out of AWS, free tiers, KMS (the queues use SQS-managed keys, the table "
-        "an AWS-owned key).",
-        "",
-        f"### The default configuration: {describe(base, measured.get('payload_bytes'))}",
-        "",
-        f"{base.jobs_per_month:,.0f} plain jobs a month (submit, run, succeed):",
-        "",
-        "| service | per million jobs | usage per job |",
-        "|---|---|---|",
-    ]
-    u = default.usage
-    usage_text = {
-        "API Gateway": f"{u['api_requests']:.3g} request",
-        "Lambda": ", ".join(
-            f"{k.split(':')[1]} {u[k]:.3g}" for k in sorted(u) if k.startswith("lambda_requests:") and u[k]
-        )
-        + " invocations"
-        + f"; {sum(v for k, v in u.items() if k.startswith('lambda_gb_s:')):.3g} GB-s",
-        "SQS": f"{u['sqs_requests']:.3g} requests",
-        "DynamoDB": f"{u['wru']:.3g} WRU, {u['rru']:.3g} RRU",
-        "EventBridge Scheduler": f"{u['scheduler_invocations']:.3g} invocations",
-        "CloudWatch Logs": f"{u['log_bytes']:,.0f} bytes",
-        "X-Ray": f"{u['traces']:.3g} traces",
-    }
-    for service, cost in default.per_job.items():
-        lines.append(f"| {service} | {money(cost * MILLION)} | {usage_text[service]} |")
-    lines.append(f"| **total** | **{money(default.per_million)}** | |")
-    fixed_total = sum(default.fixed_monthly.values())
-    lines += [
-        "",
-        "Fixed per month: "
-        + ", ".join(f"{item} {money(cost)}" for item, cost in default.fixed_monthly.items())
-        + f": {money(fixed_total)}.",
-        "",
-    ]
-    verdict = (
-        f"**The default configuration does not meet the {money(TARGET_PER_MILLION)} target: "
-        f"{money(default.per_million)} per million jobs.**"
-        if default.per_million > TARGET_PER_MILLION
-        else f"The default configuration meets the {money(TARGET_PER_MILLION)} target: {money(default.per_million)}."
-    )
-    lines += [
-        verdict,
-        "",
-        "### How each knob moves it",
-        "",
-        "| change | per million jobs | against default |",
-        "|---|---|---|",
-    ]
-    reaching = []
-    for label, config in knobs(base):
-        e = estimate(measured, config)
-        delta = e.per_million - default.per_million
-        sign = "+" if delta >= 0 else "-"
-        lines.append(f"| {label} | {money(e.per_million)} | {sign}{money(abs(delta))} |")
-        if e.per_million <= TARGET_PER_MILLION and label != "default":
-            reaching.append(label)
-    plain = measured["scenarios"]["plain"]["dynamodb"]
-    index_units = plain["index_write_units"]
-    wru_price = price("dynamodb_wru") * MILLION
-    lines += [
-        "",
-        (
-            "Reaching the target: " + "; ".join(f"*{r}*" for r in reaching) + "."
-            if reaching
-            else "No single knob in this table reaches the target."
-        ),
-        "",
-        f"Beyond these knobs, the largest lines are design choices. Each write unit a job pays costs "
-        f"${wru_price:.3f} per million jobs on demand; a plain job pays {plain['write_units']}: "
-        f"{plain['table_write_units']} in the table (submit, claim, success) and "
-        + ", ".join(f"{n} in `{name}`" for name, n in index_units.items())
-        + " (`by_tenant` projects keys only, so it is written once, when the job is submitted; the sparse "
-        "`sweep` index once when the job is submitted and once when it finishes). A scheduled job also "
-        "rewrites its schedule's item of 20 firings (about 3 KB: 3 write units) and reads it twice. X-Ray active "
-        "tracing, off by default, would record about one trace per invocation below one job a second: at "
-        f"{money(price('xray_trace') * MILLION)} per million traces it would cost about as much as DynamoDB.",
-        "",
-        "### The same work on Step Functions Standard and Temporal Cloud",
-        "",
-        "| on | per job | fees per million jobs | with what it still needs, per million | |",
-        "|---|---|---|---|---|",
-    ]
-    for alt in alternatives(measured, base):
-        lines.append(
-            f"| {alt.name} | {alt.units_per_job:g} {alt.unit} | {money(alt.fees_per_million)} | "
-            f"{money(alt.total_per_million)} | {alt.note} |"
-        )
-    lines += [
-        f"| offpath (default) | see above | - | {money(default.per_million)} | + {money(fixed_total)} a month fixed |",
-        "",
-        "Step Functions: the minimal equivalent state machine is Start -> Task (invoke the job's function, with a "
-        "Retry policy) -> Succeed: 2 state transitions a job, +1 per retry, +1 for a Wait state of a delayed job. "
-        "The execution name serves as the idempotency key and the execution as the status, so it needs no table "
-        "and no queue. Temporal Cloud: a workflow with one activity: 2 actions (workflow started, activity "
-        "started), +1 per retry, +1 per schedule firing, +1 per durable timer; its workers run on your own "
-        "compute. `offpath cost` prints these for your volumes.",
-    ]
-    return "\n".join(lines) + "\n"
-
-
-# -- the command ------------------------------------------------------------------------------
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    volume = parser.add_argument_group("volume")
-    volume.add_argument("--jobs-per-month", type=float, default=Config.jobs_per_month, metavar="N")
-    volume.add_argument("--retried-share", type=float, default=0.0, metavar="X", help="jobs retried once (0..1)")
-    volume.add_argument("--scheduled-share", type=float, default=0.0, metavar="X", help="jobs fired by schedules")
-    volume.add_argument("--delayed-share", type=float, default=0.0, metavar="X", help="jobs with run_at > 15 min")
-    volume.add_argument("--batched-share", type=float, default=0.0, metavar="X", help="jobs sent 100 per batch")
-    volume.add_argument(
-        "--deduplicated-share", type=float, default=0.0, metavar="X", help="replayed submits per job (0..1)"
-    )
-    setup = parser.add_argument_group("configuration")
-    setup.add_argument("--api-memory", type=int, default=Config.api_memory_mb, metavar="MB")
-    setup.add_argument("--worker-memory", type=int, default=Config.worker_memory_mb, metavar="MB")
-    setup.add_argument("--batch-size", type=int, default=Config.batch_size, help="messages per worker invocation")
-    setup.add_argument("--payload-bytes", type=int, help="the payload's JSON size (default: as measured)")
-    setup.add_argument("--result-bytes", type=int, help="the stored result's size (default: as measured)")
-    setup.add_argument("--capacity", choices=["on-demand", "provisioned"], default="on-demand")
-    setup.add_argument("--utilisation", type=float, default=Config.utilisation, help="provisioned capacity used")
-    setup.add_argument("--log-level", choices=["INFO", "WARNING"], default="INFO")
-    setup.add_argument("--api-type", choices=["http", "rest"], default="http")
-    setup.add_argument("--tracing", action="store_true", help="X-Ray active tracing on (the stack's tracing option)")
-    setup.add_argument("--job-types", type=int, default=Config.job_types, help="job types in use (metrics)")
-    setup.add_argument("--measured", type=Path, metavar="FILE", help="measured counts (docs/measured_calls.json)")
-    setup.add_argument("--json", action="store_true", help="print the estimate as JSON")
-
-
-def config_from(args: argparse.Namespace) -> Config:
-    return Config(
-        jobs_per_month=args.jobs_per_month,
-        retried_share=args.retried_share,
-        scheduled_share=args.scheduled_share,
-        delayed_share=args.delayed_share,
-        batched_share=args.batched_share,
-        deduplicated_share=args.deduplicated_share,
-        api_memory_mb=args.api_memory,
-        worker_memory_mb=args.worker_memory,
-        batch_size=args.batch_size,
-        payload_bytes=args.payload_bytes,
-        result_bytes=args.result_bytes,
-        capacity_mode=args.capacity,
-        utilisation=args.utilisation,
-        log_level=args.log_level,
-        api_type=args.api_type,
-        tracing=args.tracing,
-        job_types=args.job_types,
-    )
-
-
-def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    """`offpath cost`: 0 printed, 2 the inputs cannot be priced."""
-    out = out or sys.stdout
-    try:
-        config = config_from(args)
-        config.check()
-        measured = load_measured(args.measured)
-    except (ValueError, FileNotFoundError) as error:
-        print(f"offpath cost: {error}", file=sys.stderr)
-        return 2
-    if args.json:
-        result = estimate(measured, config)
-        document = {
-            "prices_taken": PRICES_TAKEN,
-            "config": asdict(config),
-            "per_million_jobs": {k: v * MILLION for k, v in result.per_job.items()},
-            "total_per_million_jobs": result.per_million,
-            "fixed_monthly": result.fixed_monthly,
-            "total_monthly": result.monthly,
-            "usage_per_job": result.usage,
-            "alternatives": [asdict(a) for a in alternatives(measured, config)],
-        }
-        out.write(json.dumps(document, indent=2) + "\n")
-        return 0
-    render_text(measured, config, out)
-    return 0
-
-
 def knob_rows(measured: Mapping[str, Any], base: Config | None = None) -> Iterable[tuple[str, float]]:
     """(label, dollars per million jobs) for each row of the knob table."""
     for label, config in knobs(base or Config()):
         yield label, estimate(measured, config).per_million
-
-
-__all__ = [
-    "ASSUMPTIONS",
-    "PRICES",
-    "Assumptions",
-    "Config",
-    "Estimate",
-    "add_arguments",
-    "alternatives",
-    "estimate",
-    "knob_rows",
-    "load_measured",
-    "markdown",
-    "run",
-]

@@ -1,0 +1,193 @@
+"""`offpath cost`: what offpath costs on AWS for a user's own volumes (the model is offpath_tools.cost).
+
+The estimate comes first, then the target it is measured against and what separates them, then the
+breakdown by service, the fixed monthly costs, and the same work on Step Functions and Temporal Cloud.
+Exit status: 0 printed, 2 the inputs cannot be priced.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import textwrap
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, TextIO
+
+from pydantic import ValidationError
+
+from offpath_tools.cost import (
+    MILLION,
+    PRICES_TAKEN,
+    SECONDS_PER_MONTH,
+    TARGET_PER_MILLION,
+    Config,
+    alternatives,
+    describe,
+    estimate,
+    load_measured,
+    money,
+    problems,
+)
+
+USAGE = 2
+DEFAULTS = Config()
+
+
+def parser() -> argparse.ArgumentParser:
+    cost = argparse.ArgumentParser(
+        prog="offpath cost", description="what offpath costs on AWS for your volumes (us-east-1 list prices)"
+    )
+    add_arguments(cost)
+    return cost
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    volume = parser.add_argument_group("volume")
+    volume.add_argument("--jobs-per-month", type=float, default=DEFAULTS.jobs_per_month, metavar="N")
+    volume.add_argument("--retried-share", type=float, default=0.0, metavar="X", help="jobs retried once (0..1)")
+    volume.add_argument("--scheduled-share", type=float, default=0.0, metavar="X", help="jobs fired by schedules")
+    volume.add_argument("--delayed-share", type=float, default=0.0, metavar="X", help="jobs with run_at > 15 min")
+    volume.add_argument("--batched-share", type=float, default=0.0, metavar="X", help="jobs sent 100 per batch")
+    volume.add_argument(
+        "--deduplicated-share", type=float, default=0.0, metavar="X", help="replayed submits per job (0..1)"
+    )
+    setup = parser.add_argument_group("configuration")
+    setup.add_argument("--api-memory", type=int, default=DEFAULTS.api_memory_mb, metavar="MB")
+    setup.add_argument("--worker-memory", type=int, default=DEFAULTS.worker_memory_mb, metavar="MB")
+    setup.add_argument("--batch-size", type=int, default=DEFAULTS.batch_size, help="messages per worker invocation")
+    setup.add_argument("--payload-bytes", type=int, help="the payload's JSON size (default: as measured)")
+    setup.add_argument("--result-bytes", type=int, help="the stored result's size (default: as measured)")
+    setup.add_argument("--capacity", choices=["on-demand", "provisioned"], default=DEFAULTS.capacity_mode)
+    setup.add_argument("--utilisation", type=float, default=DEFAULTS.utilisation, help="provisioned capacity used")
+    setup.add_argument("--log-level", choices=["INFO", "WARNING"], default=DEFAULTS.log_level)
+    setup.add_argument("--api-type", choices=["http", "rest"], default=DEFAULTS.api_type)
+    setup.add_argument("--tracing", action="store_true", help="X-Ray active tracing on (the stack's tracing option)")
+    setup.add_argument("--job-types", type=int, default=DEFAULTS.job_types, help="job types in use (metrics)")
+    setup.add_argument("--measured", type=Path, metavar="FILE", help="measured counts (docs/measured_calls.json)")
+    setup.add_argument("--json", action="store_true", help="print the estimate as JSON")
+
+
+def config_from(args: argparse.Namespace) -> Config:
+    return Config(
+        jobs_per_month=args.jobs_per_month,
+        retried_share=args.retried_share,
+        scheduled_share=args.scheduled_share,
+        delayed_share=args.delayed_share,
+        batched_share=args.batched_share,
+        deduplicated_share=args.deduplicated_share,
+        api_memory_mb=args.api_memory,
+        worker_memory_mb=args.worker_memory,
+        batch_size=args.batch_size,
+        payload_bytes=args.payload_bytes,
+        result_bytes=args.result_bytes,
+        capacity_mode=args.capacity,
+        utilisation=args.utilisation,
+        log_level=args.log_level,
+        api_type=args.api_type,
+        tracing=args.tracing,
+        job_types=args.job_types,
+    )
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    try:
+        args = parser().parse_args(argv)
+    except SystemExit as exit_:
+        return exit_.code if isinstance(exit_.code, int) else USAGE
+    return run(args, out)
+
+
+def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    """`offpath cost`: 0 printed, 2 the inputs cannot be priced."""
+    out = out or sys.stdout
+    try:
+        config = config_from(args)
+        measured = load_measured(args.measured)
+    except ValidationError as error:
+        print(f"offpath cost: {problems(error)}", file=sys.stderr)
+        return USAGE
+    except (ValueError, FileNotFoundError) as error:
+        print(f"offpath cost: {error}", file=sys.stderr)
+        return USAGE
+    if args.json:
+        result = estimate(measured, config)
+        document = {
+            "prices_taken": PRICES_TAKEN,
+            "config": config.model_dump(),
+            "per_million_jobs": {k: v * MILLION for k, v in result.per_job.items()},
+            "total_per_million_jobs": result.per_million,
+            "target_per_million_jobs": TARGET_PER_MILLION,
+            "fixed_monthly": result.fixed_monthly,
+            "total_monthly": result.monthly,
+            "usage_per_job": result.usage,
+            "alternatives": [asdict(a) for a in alternatives(measured, config)],
+        }
+        out.write(json.dumps(document, indent=2) + "\n")
+        return 0
+    render_text(measured, config, out)
+    return 0
+
+
+def headline(per_million: float, config: Config) -> list[str]:
+    """The estimate, then the target and how far the estimate is from it."""
+    which = "default configuration" if config == DEFAULTS else "your configuration"
+    gap = per_million - TARGET_PER_MILLION
+    if gap > 0:
+        verdict = (
+            f"{money(gap)} over it. The largest lines below say where the money goes; docs/benchmarks.md "
+            "(What a million jobs cost) shows what each knob changes."
+        )
+    else:
+        verdict = f"{money(-gap)} under it."
+    target = (
+        f"target: {money(TARGET_PER_MILLION)} per million jobs, set for the default configuration (HTTP API, arm64, "
+        "batch size 10, items up to 1 KB) and counting what each job pays, not the fixed monthly costs or free "
+        f"tiers; this estimate is {verdict}"
+    )
+    return [f"{money(per_million)} per million jobs ({which})", "", *textwrap.wrap(target, width=100)]
+
+
+def render_text(measured: Mapping[str, Any], config: Config, out: TextIO) -> None:
+    result = estimate(measured, config)
+    rate = config.jobs_per_month / SECONDS_PER_MONTH
+    out.write("\n".join(headline(result.per_million, config)) + "\n\n")
+    out.write(
+        f"prices   us-east-1 list prices taken {PRICES_TAKEN}; calls and units measured "
+        f"{measured.get('generated', '?')} (docs/measured_calls.json)\n"
+    )
+    out.write(
+        f"volume   {config.jobs_per_month:,.0f} jobs a month ({rate:.2f}/s); retried {config.retried_share:.0%}, "
+        f"scheduled {config.scheduled_share:.0%}, delayed {config.delayed_share:.0%}, batched "
+        f"{config.batched_share:.0%}, replayed submits {config.deduplicated_share:.0%}\n"
+    )
+    out.write(f"config   {describe(config, measured.get('payload_bytes'))}\n\n")
+    rows = [
+        [service, money(cost * MILLION), money(cost * config.jobs_per_month)]
+        for service, cost in result.per_job.items()
+    ]
+    rows.append(["total per million jobs", money(result.per_million), money(result.variable_monthly)])
+    _table(out, ["SERVICE", "PER MILLION JOBS", "PER MONTH"], rows)
+    out.write("\n")
+    fixed = [[item, money(cost)] for item, cost in result.fixed_monthly.items()]
+    fixed.append(["total fixed", money(sum(result.fixed_monthly.values()))])
+    _table(out, ["FIXED PER MONTH", "COST"], fixed)
+    out.write(f"\ntotal per month: {money(result.monthly)}\n\n")
+    others = [
+        [a.name, f"{a.units_per_job:g} {a.unit}", money(a.fees_per_million), money(a.total_per_million), a.note]
+        for a in alternatives(measured, config)
+    ]
+    _table(out, ["SAME WORK ON", "PER JOB", "FEES PER MILLION", "TOTAL PER MILLION", ""], others)
+
+
+def _table(out: TextIO, header: list[str], rows: list[list[str]]) -> None:
+    cells = [header, *rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    for row in cells:
+        out.write("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() + "\n")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
