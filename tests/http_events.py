@@ -17,7 +17,11 @@ def http_event(
     headers: dict[str, str] | None = None,
     tenant: str | None = "tenant-a",
     scopes: list[str] | None = None,
+    claims: dict[str, Any] | None = None,
+    iam_arn: str | None = None,
 ) -> dict[str, Any]:
+    """A JWT caller whose `tenant` and `sub` claims are `tenant` (`claims`: exactly these claims instead),
+    or, with `iam_arn`, an IAM (SigV4) caller with that principal."""
     split = urlsplit(path)
     query = dict(parse_qsl(split.query, keep_blank_values=True))
     text = raw_body if raw_body is not None else (json.dumps(body) if body is not None else None)
@@ -38,7 +42,11 @@ def http_event(
         "time": "01/Jan/2026:00:00:00 +0000",
         "timeEpoch": 0,
     }
-    if tenant is not None:
+    if iam_arn is not None:
+        request_context["authorizer"] = {"iam": {"userArn": iam_arn, "accountId": iam_arn.split(":")[4]}}
+    elif claims is not None:
+        request_context["authorizer"] = {"jwt": {"claims": claims, "scopes": scopes or []}}
+    elif tenant is not None:
         request_context["authorizer"] = {"jwt": {"claims": {"sub": tenant, "tenant": tenant}, "scopes": scopes or []}}
     return {
         "version": "2.0",

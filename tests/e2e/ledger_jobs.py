@@ -22,7 +22,7 @@ from offpath.domain.context import JobContext
 from offpath.domain.registry import job, queue_class
 from offpath.jobs import load_job_types, welcome_email
 
-load_job_types()
+load_job_types(demo=True)
 
 EFFECTS_ENV = "LEDGER_EFFECTS_FILE"
 BATCH_QUEUE = "e2e-batch"

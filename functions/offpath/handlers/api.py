@@ -16,14 +16,17 @@ from offpath.domain.errors import (
     InvalidRequestError,
     JobConflictError,
     JobNotFoundError,
+    JobTypeForbiddenError,
     PayloadTooLargeError,
     QueueUnavailableError,
     RedriveInProgressError,
     StoreUnavailableError,
+    TenantRefusedError,
     UnknownScheduleError,
 )
 from offpath.domain.job import JobStatus
 from offpath.domain.ports import QueueMonitor, Redriver
+from offpath.domain.registry import Submitter
 from offpath.handlers.api_models import (
     BatchBody,
     SubmitBody,
@@ -105,10 +108,18 @@ def _error(status: int, code: str, message: str, field: str | None = None, **hea
 
 
 def _tenant() -> str:
-    tenant = tenant_of(app.current_event.raw_event)
+    tenant = tenant_of(app.current_event.raw_event, _services().settings.tenant_claims)
     if tenant is None:
         raise _Unauthorized()
     return tenant
+
+
+def _is_admin() -> bool:
+    return is_admin(app.current_event.raw_event, _services().settings.admin_principals)
+
+
+def _submitter() -> Submitter:
+    return "admin" if _is_admin() else "tenant"
 
 
 def _decoded_json(limit_bytes: int, payload_limit_bytes: int | None = None) -> Any:
@@ -136,7 +147,7 @@ class _Forbidden(Exception):
 
 def _require_admin() -> None:
     _tenant()
-    if not is_admin(app.current_event.raw_event):
+    if not _is_admin():
         raise _Forbidden()
 
 
@@ -176,6 +187,7 @@ def submit() -> Response[str]:
         idempotency_key=app.current_event.headers.get("idempotency-key"),
         queue=body.queue,
         run_at=body.run_at,
+        submitter=_submitter(),
     )
     submitted = submit_job(request, services.ports, services.policy)
     if submitted.replayed:
@@ -189,6 +201,7 @@ def submit_many() -> Response[str]:
     tenant = _tenant()
     limit = 100 * (services.policy.payload_limit_bytes + ENVELOPE_ALLOWANCE_BYTES)
     body: BatchBody = parse_body(BatchBody, _decoded_json(limit))
+    submitter = _submitter()
     requests = [
         SubmitRequest(
             tenant=tenant,
@@ -197,6 +210,7 @@ def submit_many() -> Response[str]:
             idempotency_key=item.idempotency_key,
             queue=item.queue,
             run_at=item.run_at,
+            submitter=submitter,
         )
         for item in body.jobs
     ]
@@ -219,7 +233,7 @@ def get_job(job_id: str) -> Response[str]:
     try:
         job = queries.get_job(checked, tenant=tenant, store=services.ports.store)
     except JobNotFoundError:
-        if not is_admin(app.current_event.raw_event):
+        if not _is_admin():
             raise
         # Admins also read the jobs that schedules made.
         job = queries.get_job(checked, tenant=SYSTEM_TENANT, store=services.ports.store)
@@ -260,6 +274,7 @@ def cancel_job(job_id: str) -> Response[str]:
         store=services.ports.store,
         clock=services.ports.clock,
         retention=services.settings.retention,
+        scheduler=services.ports.scheduler,
     )
     return _json(200, job_view(job))
 
@@ -267,7 +282,7 @@ def cancel_job(job_id: str) -> Response[str]:
 @app.get("/queues")
 def list_queues() -> Response[str]:
     services = _services()
-    _tenant()
+    _require_admin()
     views = []
     for stats in services.monitor.stats():
         task = services.redriver.latest(stats.name)
@@ -294,7 +309,7 @@ def redrive_queue(name: str) -> Response[str]:
 @app.get("/schedules")
 def list_schedules() -> Response[str]:
     services = _services()
-    _tenant()
+    _require_admin()
     return _json(200, {"schedules": describe_schedules(services.ports, services.ports.clock.now())})
 
 
@@ -334,6 +349,8 @@ def _error_body(error: Exception | None) -> tuple[int, dict[str, Any]]:
             "message": "Idempotency-Key was already used with a different payload",
             "field": "Idempotency-Key",
         }
+    if isinstance(error, JobTypeForbiddenError):
+        return 403, {"code": "job_type_forbidden", "message": str(error), "field": "type"}
     if isinstance(error, InvalidRequestError):
         return 422, {"code": error.code, "message": str(error), "field": error.field}
     if isinstance(error, StoreUnavailableError):
@@ -341,7 +358,7 @@ def _error_body(error: Exception | None) -> tuple[int, dict[str, Any]]:
     return 500, {"code": "internal_error", "message": "internal error"}
 
 
-@app.exception_handler([InvalidRequestError, PayloadTooLargeError, IdempotencyConflictError])
+@app.exception_handler([InvalidRequestError, PayloadTooLargeError, IdempotencyConflictError, JobTypeForbiddenError])
 def on_rejected(error: Exception) -> Response[str]:
     status, body = _error_body(error)
     return _json(status, {"error": body})
@@ -359,7 +376,12 @@ def on_unauthorized(error: Exception) -> Response[str]:
 
 @app.exception_handler(_Forbidden)
 def on_forbidden(error: Exception) -> Response[str]:
-    return _error(403, "forbidden", "this route needs the admin scope")
+    return _error(403, "forbidden", "this route is for admins (the admin scope, or a listed IAM principal)")
+
+
+@app.exception_handler(TenantRefusedError)
+def on_tenant_refused(error: Exception) -> Response[str]:
+    return _error(403, "tenant_refused", str(error))
 
 
 @app.exception_handler(UnknownScheduleError)

@@ -16,7 +16,7 @@ from offpath.settings import Settings
 def build_ports(settings: Settings, service: str) -> Ports:
     queue = SqsJobQueue(settings.queue_urls, settings.dlq_urls)
     return Ports(
-        registry=load_job_types(),
+        registry=load_job_types(demo=settings.demo_jobs),
         store=DynamoDbJobStore(settings.table_name),
         queue=queue,
         clock=SystemClock(),

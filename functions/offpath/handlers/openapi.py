@@ -182,7 +182,11 @@ def openapi_document(server_url: str | None = None) -> dict[str, Any]:
     throttled = refused("API Gateway's throttling of the stage (GatewayErrorView)")
     errors = {
         "401": refused("no or invalid credentials (a JWT authorizer, or the embedded runtime's bearer tokens)"),
-        "403": refused("IAM authorisation: no or a refused SigV4 signature; admin routes: no admin scope"),
+        "403": refused(
+            "IAM authorisation: no or a refused SigV4 signature; tenant_refused: the authorizer names a tenant "
+            "outside the documented charset or length, or a reserved one; forbidden: an admin route and the caller "
+            "is not an admin; job_type_forbidden (submits): the job type is for admins or for schedules only"
+        ),
         "429": throttled,
         "503": refused(
             "a backing service is unavailable (retry after Retry-After seconds), or API Gateway's 30 s timeout",
@@ -289,6 +293,7 @@ def openapi_document(server_url: str | None = None) -> dict[str, Any]:
             "/queues": {
                 "get": {
                     "operationId": "listQueues",
+                    "description": "Admin: depths, ages and the latest redrive of every queue.",
                     "responses": {"200": answer("queue depths", "QueuesView"), **errors},
                 }
             },
@@ -316,6 +321,7 @@ def openapi_document(server_url: str | None = None) -> dict[str, Any]:
             "/schedules": {
                 "get": {
                     "operationId": "listSchedules",
+                    "description": "Admin: the schedules with their next firing and their last firings (job ids).",
                     "responses": {
                         "200": answer("schedules with next firing and last firings", "SchedulesView"),
                         **errors,
@@ -362,15 +368,17 @@ def openapi_document(server_url: str | None = None) -> dict[str, Any]:
                     "type": "http",
                     "scheme": "bearer",
                     "bearerFormat": "JWT",
-                    "description": "With a JWT authorizer: the tenant is the token's tenant (or sub) claim; admin "
-                    "routes need the offpath/admin scope. The embedded runtime checks its own bearer tokens.",
+                    "description": "With a JWT authorizer: the tenant is the token's tenant claim (the stack's "
+                    "tenant_claims); admin routes need the offpath/admin scope. The embedded runtime checks its own "
+                    "bearer tokens.",
                 },
                 "iam": {
                     "type": "apiKey",
                     "in": "header",
                     "name": "Authorization",
                     "description": "The default on AWS: a SigV4 signature (service execute-api); the tenant is the "
-                    "caller's IAM principal; admin routes are granted by IAM policy.",
+                    "caller's IAM principal; admins are the principals the stack lists (admin_principals), and "
+                    "admin routes are also granted by IAM policy.",
                     "x-amazon-apigateway-authtype": "awsSigv4",
                 },
             },

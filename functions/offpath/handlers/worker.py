@@ -37,7 +37,7 @@ def build_services(settings: Settings) -> WorkerServices:
         raise RuntimeError("OFFPATH_QUEUE_CLASS is not set")
     return WorkerServices(
         ports=WorkerPorts(
-            registry=load_job_types(),
+            registry=load_job_types(demo=settings.demo_jobs),
             store=DynamoDbJobStore(settings.table_name),
             queue=SqsJobQueue(settings.queue_urls, settings.dlq_urls),
             clock=SystemClock(),
