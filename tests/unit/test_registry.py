@@ -163,7 +163,8 @@ def test_the_demo_job_types_are_left_out_unless_asked_for() -> None:
     assert {"demo.echo", "demo.sleep", "demo.flaky", "demo.poison"} <= set(with_demo.job_types)
     demo = {name for name in with_demo.job_types if name.startswith("demo.")}
     assert set(with_demo.job_types) - set(without.job_types) == demo
-    assert without.schedules == with_demo.schedules
+    assert without.schedules == {n: s for n, s in with_demo.schedules.items() if s.job not in demo}
+    assert {"monthly-billing", "nightly-cleanup"} <= set(without.schedules)
     assert without.queues == with_demo.queues
 
 
