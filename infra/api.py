@@ -85,6 +85,10 @@ class JobApi(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         options = kit.options
+        # Who the tenant is (JWT) and who the admins are (IAM): read by the api function alone.
+        tenancy = {"OFFPATH_TENANT_CLAIMS": ",".join(options.tenant_claims)}
+        if options.admin_principals:
+            tenancy["OFFPATH_ADMIN_PRINCIPALS"] = ",".join(options.admin_principals)
         self.handler = ServiceFunction(
             self,
             "Handler",
@@ -96,6 +100,7 @@ class JobApi(Construct):
             memory_mb=FUNCTION_MEMORY_MB["api"],
             environment={
                 "OFFPATH_PAYLOAD_LIMIT_BYTES": str(options.payload_limit_bytes),
+                **tenancy,
                 **schedules.environment,
             },
         )
@@ -185,5 +190,5 @@ class JobApi(Construct):
         )
         # The oldest message's age per queue (GET /queues); GetMetricData has no resource-level permissions.
         api.grant(["cloudwatch:GetMetricData"], ["*"])
-        # Delayed jobs: one-time schedules, which delete themselves after they fire.
-        schedules.grant_one_time_schedules(api, ["scheduler:CreateSchedule"])
+        # Delayed jobs: one-time schedules, which delete themselves after they fire; a cancel deletes its job's.
+        schedules.grant_one_time_schedules(api, ["scheduler:CreateSchedule", "scheduler:DeleteSchedule"])

@@ -14,6 +14,12 @@
 - `log_level` (default `INFO`): the functions' log level.
 - `payload_limit_bytes` (default 65536): the largest accepted job payload.
 - `api_rate_limit`, `api_burst_limit` (default 50, 100): the API stage's default throttling.
+- `tenant_claims` (comma-separated, default `tenant`): the JWT claims that name the tenant, the first the token
+  carries wins. Add `sub` only if every subject of the issuer may be a tenant of its own; a Cognito
+  `custom:` attribute only if the app client cannot write it.
+- `admin_principals` (comma-separated IAM principal ARNs: users, roles, assumed roles): with IAM authorisation,
+  the callers that are admins. Everyone else is a tenant, whatever routes their policy grants.
+- `demo_jobs` (default `false`): deploy the demo job types (`demo.*`).
 - `tracing` (default `false`): active X-Ray tracing on every function. Off by default: at low volume it
   records about one trace per invocation, ~$5 per million jobs, as much as the rest of the pipeline.
 """
@@ -28,6 +34,7 @@ from typing import Any
 from aws_cdk import aws_logs as logs
 
 from offpath.naming import LOG_RETENTION_DAYS
+from offpath.tenancy import CLAIM_NAME_PATTERN, DEFAULT_TENANT_CLAIMS, IAM_PRINCIPAL_PATTERN
 
 TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 FALSE_WORDS = frozenset({"0", "false", "no", "off"})
@@ -67,6 +74,9 @@ class StackOptions:
     api_rate_limit: int = 50
     api_burst_limit: int = 100
     tracing: bool = False
+    tenant_claims: tuple[str, ...] = DEFAULT_TENANT_CLAIMS
+    admin_principals: tuple[str, ...] = ()
+    demo_jobs: bool = False
 
     def __post_init__(self) -> None:
         if not PREFIX_PATTERN.match(self.prefix):
@@ -83,6 +93,17 @@ class StackOptions:
             raise OptionsError("payload_limit_bytes must be 1..262144")
         if self.api_rate_limit < 1 or self.api_burst_limit < 1:
             raise OptionsError("api_rate_limit and api_burst_limit must be positive")
+        if not self.tenant_claims:
+            raise OptionsError("tenant_claims must name at least one claim")
+        for claim in self.tenant_claims:
+            if not CLAIM_NAME_PATTERN.fullmatch(claim):
+                raise OptionsError(f"tenant_claims: {claim[:70]!r} must be 1 to 64 of A-Z a-z 0-9 _ : . -")
+        for principal in self.admin_principals:
+            if not IAM_PRINCIPAL_PATTERN.fullmatch(principal):
+                raise OptionsError(
+                    f"admin_principals: {principal[:100]!r} is not an IAM principal ARN "
+                    "(arn:aws:iam::ACCOUNT:user/NAME or arn:aws:iam::ACCOUNT:role/NAME)"
+                )
 
     @property
     def jwt(self) -> bool:

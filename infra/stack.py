@@ -46,7 +46,7 @@ class OffpathStack(cdk.Stack):
         if registry is None:
             from offpath.jobs import load_job_types
 
-            registry = load_job_types()
+            registry = load_job_types(demo=options.demo_jobs)
         self.registry = registry
         self.options = options
 
@@ -62,6 +62,7 @@ class OffpathStack(cdk.Stack):
                 "OFFPATH_DLQ_URLS": self.queues.dlq_urls(),
                 "OFFPATH_RETENTION_DAYS": str(options.retention_days),
                 "OFFPATH_LOG_LEVEL": options.log_level,
+                **({"OFFPATH_DEMO_JOBS": "1"} if options.demo_jobs else {}),
             },
         )
         self.schedules = Schedules(self, "Schedules", registry=registry, kit=kit, table=self.table, queues=self.queues)
@@ -131,7 +132,8 @@ def build_app(
 ) -> tuple[cdk.App, OffpathStack]:
     """The app `app.py` synthesizes: options from context, the stack, and cdk-nag on every synth.
 
-    `registry` defaults to the project's (`offpath.jobs.load_job_types()`); tests pass their own.
+    `registry` defaults to the project's (`offpath.jobs.load_job_types()`, the demo job types only with the
+    `demo_jobs` option); tests pass their own.
     """
     app = cdk.App(context=context, **app_kwargs)
     options = StackOptions.from_context(app.node.try_get_context)

@@ -531,7 +531,7 @@ def run(timing_runs: int) -> dict[str, Any]:
         ("runtime_warning", logging.WARNING),
     ):
         root.addHandler(LogBytes(recorder, kind, level))
-    registry = load_job_types()
+    registry = load_job_types(demo=True)
     if BENCH_SCHEDULE not in registry.schedules:
         schedule(BENCH_SCHEDULE, rate="1 hour", job="demo.echo", payload=PAYLOAD, overlap="skip")
     with mock_aws():

@@ -114,6 +114,13 @@ ROUTES: tuple[Route, ...] = (
         ),
         refusals=(
             _MALFORMED,
+            Refusal(
+                403,
+                "the job type is not open to the caller (admin or schedule-only)",
+                "job_type_forbidden",
+                "job type billing.monthly_invoices is submitted by schedules only",
+                "type",
+            ),
             _TOO_LARGE,
             Refusal(
                 422,
@@ -193,8 +200,8 @@ ROUTES: tuple[Route, ...] = (
         "GET",
         "/queues",
         "listQueues",
-        "tenant",
-        "Queue depths",
+        "admin",
+        "Admin: queue depths (every tenant's traffic)",
         answers=(Answer(200, "QueuesView", "queue depths"),),
     ),
     Route(
@@ -223,8 +230,8 @@ ROUTES: tuple[Route, ...] = (
         "GET",
         "/schedules",
         "listSchedules",
-        "tenant",
-        "Schedules with their next firing and last firings",
+        "admin",
+        "Admin: schedules with their next firing and last firings",
         answers=(Answer(200, "SchedulesView", "schedules with next firing and last firings"),),
     ),
     Route(

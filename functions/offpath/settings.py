@@ -15,6 +15,9 @@
 | `OFFPATH_SCHEDULE_DLQ_ARN` | api, sweeper | the one-time schedules' dead-letter queue |
 | `OFFPATH_SWEEP_GRACE_S` | api, enqueue, sweeper | how long after a job is due the sweeper checks on it (default 120) |
 | `OFFPATH_REDRIVE_MODE` | api | `move_task` (StartMessageMoveTask, default) or `copy` (for emulators) |
+| `OFFPATH_TENANT_CLAIMS` | api | comma-separated JWT claims naming the tenant, first present wins (default `tenant`) |
+| `OFFPATH_ADMIN_PRINCIPALS` | api | comma-separated IAM principal ARNs (users, roles) that are admins (default none) |
+| `OFFPATH_DEMO_JOBS` | all | `1`: the demo job types (`demo.*`) are loaded (default off; `offpath local` sets it) |
 | `AWS_ENDPOINT_URL` | all | boto3's own: points every client at an emulator |
 """
 
@@ -27,6 +30,8 @@ from datetime import timedelta
 from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
+
+from offpath.tenancy import CLAIM_NAME_PATTERN, DEFAULT_TENANT_CLAIMS
 
 
 class Settings(BaseModel):
@@ -43,11 +48,29 @@ class Settings(BaseModel):
     schedule_dlq_arn: str | None = None
     sweep_grace_s: int = Field(default=120, ge=1, le=3600)
     redrive_mode: Literal["move_task", "copy"] = "move_task"
+    tenant_claims: tuple[str, ...] = Field(default=DEFAULT_TENANT_CLAIMS, min_length=1)
+    admin_principals: tuple[str, ...] = ()
+    demo_jobs: bool = False
 
     @field_validator("queue_urls", "dlq_urls", mode="before")
     @classmethod
     def _json_object(cls, value: object) -> object:
         return json.loads(value) if isinstance(value, str) else value
+
+    @field_validator("tenant_claims", "admin_principals", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    @field_validator("tenant_claims")
+    @classmethod
+    def _claim_names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for name in value:
+            if not CLAIM_NAME_PATTERN.fullmatch(name):
+                raise ValueError(f"tenant claim {name[:70]!r} must be 1 to 64 of A-Z a-z 0-9 _ : . -")
+        return value
 
     @property
     def retention(self) -> timedelta:

@@ -201,6 +201,8 @@ def run_cost(argv: list[str]) -> int:
 
 
 def run_local(args: argparse.Namespace) -> int:
+    from offpath.domain.errors import TenantRefusedError
+    from offpath.tenancy import checked_tenant
     from offpath_local.runtime import LocalConfig, LocalRuntime
 
     tokens: dict[str, str] = {}
@@ -208,7 +210,11 @@ def run_local(args: argparse.Namespace) -> int:
         tenant, sep, secret = item.partition(":")
         if not sep or not tenant.strip() or not secret.strip():
             raise UsageError(f"--token takes TENANT:SECRET, got {item[:40]!r}")
-        tokens[tenant.strip()] = secret.strip()
+        try:
+            checked = checked_tenant(tenant.strip(), "tenant")
+        except TenantRefusedError as error:
+            raise UsageError(f"--token {tenant.strip()[:40]!r}: {error}") from None
+        tokens[checked] = secret.strip()
     unknown = [a for a in args.admin if tokens and a not in tokens]
     if unknown:
         raise UsageError(f"--admin {unknown[0]!r} is not a tenant given with --token")

@@ -86,6 +86,7 @@ _RESOURCE_SETTINGS = frozenset(
         "OFFPATH_ENQUEUE_FUNCTION_ARN",
         "OFFPATH_SCHEDULE_DLQ_ARN",
         "OFFPATH_LOG_LEVEL",
+        "OFFPATH_DEMO_JOBS",
     }
 )
 
@@ -171,13 +172,13 @@ class LocalRuntime:
 
         from offpath.jobs import load_job_types
 
-        registry = load_job_types()
+        registry = load_job_types(demo=True)
         for module in config.load_modules:
             importlib.import_module(module)
 
         clients = {name: self.emulator.client(name) for name in ("dynamodb", "sqs", "scheduler", "cloudwatch")}
         self.resources = resources = create_local_resources(clients, registry, config.prefix)
-        self._set_env({**resources.environment(), "OFFPATH_LOG_LEVEL": config.log_level})
+        self._set_env({**resources.environment(), "OFFPATH_LOG_LEVEL": config.log_level, "OFFPATH_DEMO_JOBS": "1"})
         timing = TestTiming(config.timeout_scale, config.visibility_scale)
         timing.apply_visibility(clients["sqs"], registry, resources.queue_urls)
         sources = self._state_sources(clients, resources, registry)
@@ -447,7 +448,9 @@ class LocalRuntime:
     # -- internals ----------------------------------------------------------------------------
 
     def _tenants(self, config: LocalConfig) -> tuple[dict[str, str], tuple[str, ...]]:
-        tokens = dict(config.tokens)
+        from offpath.tenancy import checked_tenant
+
+        tokens = {checked_tenant(tenant, "tenant"): secret for tenant, secret in config.tokens.items()}
         if not tokens:
             tokens = {"dev": self._dev_token()}
         admins = tuple(a for a in config.admins if a in tokens) or (next(iter(tokens)),)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from offpath.domain.registry import schedule
 from offpath.jobs import load_job_types
 
-load_job_types()
+load_job_types(demo=True)
 
 E2E_SCHEDULE = "e2e-every-minute"
 

@@ -94,7 +94,7 @@ def _iso(when: datetime) -> str:
 
 
 def _config() -> schemathesis.Config:
-    registry = load_job_types()
+    registry = load_job_types(demo=True)
     now = datetime.now(UTC)
     run_at_values = [
         "2020-01-01T00:00:00Z",  # in the past: runs now

@@ -1,8 +1,9 @@
 """The two apps the infra tests synthesize, and how to read them.
 
 - the default: the stack `app.py` deploys (the project's registry, cdk.json's context);
-- the extended: a test-local registry with one more queue class, job type and schedules, built with the
-  other context options (JWT, alarm e-mail, a pinned layer, no deletion protection, another prefix).
+- the extended: a test-local registry (the demo job types included) with one more queue class, job type and
+  schedules, built with the other context options (JWT, alarm e-mail, a pinned layer, no deletion protection,
+  another prefix, the demo job types, tenant claims, admin principals).
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ EXTENDED_CONTEXT = {
     "deletion_protection": "false",
     "powertools_layer_arn": PINNED_LAYER,
     "tracing": "true",
+    "demo_jobs": "true",
+    "tenant_claims": "tenant,custom:tenant",
+    "admin_principals": "arn:aws:iam::123456789012:role/ops,arn:aws:iam::123456789012:user/alice",
 }
 
 
@@ -73,7 +77,7 @@ def build_report(payload: ReportPayload, ctx: JobContext) -> dict[str, str]:
 def extended_registry() -> Registry:
     """The project's registry plus a queue class, a job type on it and two schedules; the global registry is
     left untouched."""
-    base = load_job_types()
+    base = load_job_types(demo=True)
     registry = Registry(queues=dict(base.queues), job_types=dict(base.job_types), schedules=dict(base.schedules))
     registry.add_queue(QueueClass(NEW_QUEUE, batch_size=5, max_concurrency=3, oldest_age_alarm_s=900))
     registry.add_job_type(

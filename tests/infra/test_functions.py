@@ -40,6 +40,7 @@ EXPECTED_ACTIONS = {
         "sqs:DeleteMessage",
         "cloudwatch:GetMetricData",
         "scheduler:CreateSchedule",
+        "scheduler:DeleteSchedule",
         "iam:PassRole",
     },
     "worker": {
@@ -225,6 +226,7 @@ def test_grants_stay_on_the_resources_each_function_uses(default_stack: Synthesi
     group_schedules = "arn:<AWS::Partition>:scheduler:<AWS::Region>:<AWS::AccountId>:schedule/offpath-schedules/*"
     for kind in ("api",):
         assert grants(kind)["scheduler:CreateSchedule"] == {group_schedules}
+        assert grants(kind)["scheduler:DeleteSchedule"] == {group_schedules}
         (pass_role,) = [
             s
             for s in statements_of_role(template, role_of(functions[f"offpath-{kind}"][1]))

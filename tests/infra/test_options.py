@@ -37,8 +37,33 @@ def test_command_line_text_is_typed() -> None:
         ({"retention_days": "a week"}, "retention_days must be a whole number"),
         ({"prefix": "Offpath_Prod"}, "prefix"),
         ({"log_retention_days": "4"}, "log_retention_days must be one of"),
+        ({"tenant_claims": "tenant,sub claim"}, "tenant_claims"),
+        ({"tenant_claims": " , "}, "tenant_claims must name at least one claim"),
+        ({"admin_principals": "alice"}, "admin_principals: 'alice' is not an IAM principal ARN"),
+        ({"admin_principals": "arn:aws:s3:::bucket"}, "admin_principals"),
+        ({"demo_jobs": "sometimes"}, "demo_jobs must be true or false"),
     ],
 )
 def test_unusable_context_is_rejected_with_its_key(context: dict[str, str], message: str) -> None:
     with pytest.raises(OptionsError, match=message):
         options(**context)
+
+
+def test_by_default_the_tenant_claim_alone_names_the_tenant_no_iam_admins_and_no_demo_jobs() -> None:
+    defaults = options()
+
+    assert defaults.tenant_claims == ("tenant",)
+    assert defaults.admin_principals == ()
+    assert defaults.demo_jobs is False
+
+
+def test_tenant_claims_admin_principals_and_demo_jobs_come_from_context() -> None:
+    parsed = options(
+        tenant_claims="tenant, sub",
+        admin_principals="arn:aws:iam::123456789012:role/ops, arn:aws:iam::123456789012:user/alice",
+        demo_jobs="true",
+    )
+
+    assert parsed.tenant_claims == ("tenant", "sub")
+    assert parsed.admin_principals == ("arn:aws:iam::123456789012:role/ops", "arn:aws:iam::123456789012:user/alice")
+    assert parsed.demo_jobs is True

@@ -94,7 +94,7 @@ def aws_calls(*clients: Any) -> Counter[str]:
 
 @pytest.fixture
 def registry() -> Registry:
-    return load_job_types()
+    return load_job_types(demo=True)
 
 
 @pytest.fixture

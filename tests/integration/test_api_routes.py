@@ -181,7 +181,7 @@ def test_queues_shows_depth_in_flight_and_dlq_depth_of_every_queue_class(pipelin
     pipeline.submit("demo.echo", {"n": 1})
     pipeline.submit("demo.echo", {"n": 2})
 
-    status, body, _ = pipeline.call("GET", "/queues")
+    status, body, _ = pipeline.call("GET", "/queues", scopes=["offpath/admin"])
 
     assert status == 200
     queues = {q["name"]: q for q in body["queues"]}

@@ -353,7 +353,7 @@ def test_the_same_schedule_slot_fired_twice_makes_one_job(timed: Pipeline) -> No
     second = timed.enqueue(recurring("nightly-cleanup", "2026-12-01T02:00:00Z"))
 
     assert first["job_id"] == second["job_id"]
-    _, schedules, _ = timed.call("GET", "/schedules")
+    _, schedules, _ = timed.call("GET", "/schedules", scopes=ADMIN)
     [cleanup] = [s for s in schedules["schedules"] if s["name"] == "nightly-cleanup"]
     assert [f["job_id"] for f in cleanup["last_firings"]] == [first["job_id"]]
     assert timed.metrics.counts["JobsDeduplicated"] == 1
@@ -366,7 +366,7 @@ def test_overlapping_firing_is_skipped_and_recorded(timed: Pipeline) -> None:
 
     assert second["job_id"] is None
     assert first["job_id"] in second["skipped"]
-    _, schedules, _ = timed.call("GET", "/schedules")
+    _, schedules, _ = timed.call("GET", "/schedules", scopes=ADMIN)
     [cleanup] = [s for s in schedules["schedules"] if s["name"] == "nightly-cleanup"]
     assert cleanup["last_firings"][0]["skipped_reason"].endswith("is QUEUED")
     assert timed.metrics.counts["ScheduleFiringsSkipped"] == 1
@@ -384,7 +384,7 @@ def test_firing_after_the_previous_job_finished_makes_a_new_job(timed: Pipeline)
 def test_schedules_list_next_firing_in_their_own_time_zone(timed: Pipeline, clock: ManualClock) -> None:
     clock.set(datetime(2026, 3, 28, 12, 0, tzinfo=UTC))  # the night before clocks go forward in Prague
 
-    code, body, _ = timed.call("GET", "/schedules")
+    code, body, _ = timed.call("GET", "/schedules", scopes=ADMIN)
 
     assert code == 200
     by_name = {s["name"]: s for s in body["schedules"]}
@@ -456,7 +456,7 @@ def test_redrive_after_the_cause_is_fixed_completes_the_job_once(timed: Pipeline
     assert view["redrives"] == 1
     assert view["attempts"] == 1
     assert timed.dlq_bodies() == []
-    _, queues, _ = timed.call("GET", "/queues")
+    _, queues, _ = timed.call("GET", "/queues", scopes=ADMIN)
     [default] = [q for q in queues["queues"] if q["name"] == "default"]
     assert default["dlq_depth"] == 0
     assert default["redrive"]["status"] == "COMPLETED"

@@ -18,6 +18,7 @@ from offpath.handlers import api, api_models
 from offpath.handlers.http import Request, Router, dump_json
 from offpath.handlers.openapi import openapi_document
 from offpath.jobs import load_job_types
+from offpath.settings import Settings
 from offpath_local.gateway import route_table
 from offpath_tools.http_events import body_of, http_event
 
@@ -172,7 +173,7 @@ def test_a_job_type_added_to_the_registry_is_listed_by_get_job_types() -> None:
         policy=None,  # type: ignore[arg-type]
         monitor=None,  # type: ignore[arg-type]
         redriver=None,  # type: ignore[arg-type]
-        settings=None,  # type: ignore[arg-type]
+        settings=Settings(table_name="jobs"),
     )
 
     answer = api.router.resolve(http_event("GET", "/job-types"), services)

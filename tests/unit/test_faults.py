@@ -211,7 +211,7 @@ def test_no_fault_options_mean_no_faults_and_a_seed_alone_means_every_kind() -> 
 
 @pytest.fixture(scope="module")
 def registry() -> Registry:
-    return load_job_types()
+    return load_job_types(demo=True)
 
 
 def test_test_timings_at_one_change_nothing(registry: Registry) -> None:

@@ -5,17 +5,24 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
+from offpath.domain import registry as registry_module
 from offpath.domain.backoff import Backoff
 from offpath.domain.errors import RegistryError
 from offpath.domain.registry import (
     MAX_WORKER_TIMEOUT_S,
+    SUBMITTERS,
     WORKER_TIMEOUT_MARGIN_S,
     JobType,
     QueueClass,
     Registry,
+    Schedule,
+    Submitter,
+    job,
 )
 from offpath.jobs import load_job_types
+from offpath.jobs.billing import MAX_AMOUNT_CENTS, MonthlyBillingPayload
 from offpath_tools.fakes import AnyPayload, queue_classes_only
 
 
@@ -94,9 +101,84 @@ def test_registering_the_same_function_again_is_harmless(registry: Registry) -> 
 
 
 def test_loading_the_job_types_twice_registers_each_once() -> None:
-    first = dict(load_job_types().job_types)
+    first = dict(load_job_types(demo=True).job_types)
 
-    assert load_job_types().job_types == first
+    assert load_job_types(demo=True).job_types == first
+
+
+# -- who may submit a job type, and the demo job types ---------------------------------------------
+
+
+def test_a_job_type_is_submitted_by_tenants_unless_it_says_otherwise(registry: Registry) -> None:
+    assert registry.add_job_type(job_type()).submitted_by == "tenant"
+
+
+def test_an_unknown_submitter_is_refused(registry: Registry) -> None:
+    with pytest.raises(RegistryError, match="submitted_by must be one of tenant, admin, system"):
+        registry.add_job_type(job_type(submitted_by="everyone"))
+
+
+@pytest.mark.parametrize(
+    ("submitted_by", "allowed"),
+    [
+        ("tenant", {"tenant", "admin", "system"}),
+        ("admin", {"admin", "system"}),
+        ("system", {"system"}),
+    ],
+)
+def test_each_submitter_may_submit_the_job_types_of_its_authority_or_less(
+    submitted_by: Submitter, allowed: set[str]
+) -> None:
+    declared = job_type(submitted_by=submitted_by)
+
+    assert {who for who in SUBMITTERS if declared.may_be_submitted_by(who)} == allowed
+
+
+def test_the_job_decorator_records_who_may_submit(registry: Registry, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(registry_module, "REGISTRY", registry)
+
+    @job("reports.rebuild", payload=AnyPayload, submitted_by="admin")
+    def rebuild(payload: Any, ctx: Any) -> None:
+        return None
+
+    assert registry.job_types["reports.rebuild"].submitted_by == "admin"
+
+
+@pytest.mark.parametrize("name", ["billing.monthly_invoices", "maintenance.nightly_cleanup"])
+def test_the_shipped_scheduled_job_types_are_submitted_by_the_system_only(name: str) -> None:
+    assert load_job_types().job_types[name].submitted_by == "system"
+
+
+@pytest.mark.parametrize("amount", [0, -1, MAX_AMOUNT_CENTS + 1, 99_999_999])
+def test_the_monthly_charge_is_bounded(amount: int) -> None:
+    with pytest.raises(ValidationError, match="amount_cents"):
+        MonthlyBillingPayload(amount_cents=amount)
+
+
+def test_the_demo_job_types_are_left_out_unless_asked_for() -> None:
+    without = load_job_types()
+    with_demo = load_job_types(demo=True)
+
+    assert not [name for name in without.job_types if name.startswith("demo.")]
+    assert {"demo.echo", "demo.sleep", "demo.flaky", "demo.poison"} <= set(with_demo.job_types)
+    demo = {name for name in with_demo.job_types if name.startswith("demo.")}
+    assert set(with_demo.job_types) - set(without.job_types) == demo
+    assert without.schedules == {n: s for n, s in with_demo.schedules.items() if s.job not in demo}
+    assert {"monthly-billing", "nightly-cleanup"} <= set(without.schedules)
+    assert without.queues == with_demo.queues
+
+
+def test_leaving_job_types_out_leaves_out_their_schedules(registry: Registry) -> None:
+    registry.add_job_type(job_type("reports.build"))
+    registry.add_job_type(job_type("reports.keep"))
+    registry.add_schedule(Schedule("build-nightly", "cron(0 3 * * ? *)", "UTC", "reports.build", {}))
+    registry.add_schedule(Schedule("keep-nightly", "cron(0 4 * * ? *)", "UTC", "reports.keep", {}))
+
+    kept = registry.without(lambda jt: jt.name == "reports.build")
+
+    assert list(kept.job_types) == ["reports.keep"]
+    assert list(kept.schedules) == ["keep-nightly"]
+    assert list(registry.job_types) == ["reports.build", "reports.keep"]
 
 
 def test_a_new_queue_class_takes_job_types_and_gets_its_own_settings(registry: Registry) -> None:
@@ -136,7 +218,7 @@ def test_a_queue_class_with_impossible_settings_is_refused(settings: dict[str, A
 
 
 def test_max_receive_count_stays_above_every_job_types_max_attempts() -> None:
-    registry = load_job_types()
+    registry = load_job_types(demo=True)
 
     for name in registry.queues:
         most = max((jt.max_attempts for jt in registry.job_types_on(name)), default=0)
@@ -144,7 +226,7 @@ def test_max_receive_count_stays_above_every_job_types_max_attempts() -> None:
 
 
 def test_visibility_timeout_is_at_least_six_worker_timeouts() -> None:
-    registry = load_job_types()
+    registry = load_job_types(demo=True)
 
     for name in registry.queues:
         assert registry.visibility_timeout_s(name) >= 6 * registry.worker_timeout_s(name), name

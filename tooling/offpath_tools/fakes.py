@@ -475,7 +475,7 @@ def registry_with(scripted: ScriptedJob, base: Registry | None = None) -> Regist
     if base is None:
         from offpath.jobs import load_job_types
 
-        base = load_job_types()
+        base = load_job_types(demo=True)
     registry = Registry(queues=dict(base.queues), job_types=dict(base.job_types), schedules=dict(base.schedules))
     registry.add_job_type(
         JobType(

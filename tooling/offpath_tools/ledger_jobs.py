@@ -23,7 +23,7 @@ from offpath.domain.registry import job, queue_class
 from offpath.jobs import load_job_types, welcome_email
 from offpath_tools.ledger import EFFECTS_ENV
 
-load_job_types()
+load_job_types(demo=True)
 
 BATCH_QUEUE = "e2e-batch"
 _lock = threading.Lock()

@@ -81,6 +81,16 @@ class EventBridgeJobScheduler:
         except botocore.exceptions.BotoCoreError as error:
             raise StoreUnavailableError(f"Scheduler unreachable: {type(error).__name__}") from error
 
+    def delete_one_time(self, job_id: str) -> None:
+        try:
+            self.client.delete_schedule(Name=one_time_schedule_name(job_id), GroupName=self.group)
+        except botocore.exceptions.ClientError as error:
+            if error.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
+                return  # fired and deleted itself, or never created
+            raise StoreUnavailableError(f"Scheduler {error.response.get('Error', {}).get('Code', 'error')}") from error
+        except botocore.exceptions.BotoCoreError as error:
+            raise StoreUnavailableError(f"Scheduler unreachable: {type(error).__name__}") from error
+
     def exists(self, job_id: str) -> bool:
         try:
             self.client.get_schedule(Name=one_time_schedule_name(job_id), GroupName=self.group)

@@ -10,6 +10,7 @@ from typing import Any
 from offpath.domain.clock import Clock
 from offpath.domain.job import Job, Progress
 from offpath.domain.ports import JobStore
+from offpath.tenancy import SYSTEM_TENANT
 
 ONCE_RETENTION = timedelta(days=30)
 ACROSS_JOBS_RETENTION = timedelta(days=400)
@@ -24,6 +25,7 @@ class JobContext:
         clock: Clock,
         remaining_ms: Callable[[], int],
         logger: logging.LoggerAdapter[Any] | Any,
+        shared_across_tenants: bool = False,
     ) -> None:
         self.job_id = job.job_id
         self.attempt = job.attempt
@@ -34,6 +36,9 @@ class JobContext:
         self._store = store
         self._clock = clock
         self._remaining_ms = remaining_ms
+        # Admin and system job types act for the deployment: their across-jobs marks are the system
+        # tenant's whoever submitted the job (the scope scheduled jobs' marks always had).
+        self._marks_tenant = SYSTEM_TENANT if shared_across_tenants else job.tenant
 
     @property
     def remaining_time_s(self) -> float:
@@ -49,12 +54,13 @@ class JobContext:
     def once(self, name: str, *, across_jobs: bool = False) -> bool:
         """True exactly once per job and name, however often the job runs: guard a side effect with it.
         With `across_jobs=True` the mark belongs to the tenant instead, so no other job of the tenant
-        passes the same name again either (e.g. "charge:customer-42:2026-12").
+        passes the same name again either (e.g. "charge:customer-42:2026-12"). For a job type submitted
+        by admins or the system only, the mark is global: no other job of the deployment passes it.
 
         The mark is written before the side effect (at most once): a crash between the mark and
         the effect loses the effect rather than repeating it.
         """
         now = self._clock.now()
-        scope = f"tenant:{self.tenant}" if across_jobs else self.job_id
+        scope = f"tenant:{self._marks_tenant}" if across_jobs else self.job_id
         retention = ACROSS_JOBS_RETENTION if across_jobs else ONCE_RETENTION
         return self._store.mark_once(scope, name, now=now, expires_at=now + retention)

@@ -78,3 +78,17 @@ class RedriveInProgressError(OffpathError):
 
 class UnknownScheduleError(OffpathError):
     pass
+
+
+class JobTypeForbiddenError(OffpathError):
+    """The caller may not submit this job type (it is for admins, or for schedules only)."""
+
+    def __init__(self, job_type: str, submitted_by: str) -> None:
+        self.job_type = job_type
+        self.submitted_by = submitted_by
+        who = "schedules only" if submitted_by == "system" else "admins only"
+        super().__init__(f"job type {job_type!r} is submitted by {who}")
+
+
+class TenantRefusedError(OffpathError):
+    """The authorizer named a tenant that can never be one: outside the charset or length, or reserved."""

@@ -159,6 +159,10 @@ class JobScheduler(Protocol):
 
     def exists(self, job_id: str) -> bool: ...
 
+    def delete_one_time(self, job_id: str) -> None:
+        """Delete a job's one-time schedule; one already gone (fired, or never made) is no error."""
+        ...
+
 
 @dataclass(frozen=True)
 class RedriveTask:

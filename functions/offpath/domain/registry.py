@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args
 
 from pydantic import BaseModel
 
@@ -40,6 +40,10 @@ START_MARGIN_S = 5
 LEASE_MARGIN_S = 30
 # maxReceiveCount is a safety net for crashes, kept above every job type's max_attempts.
 RECEIVE_COUNT_HEADROOM = 3
+
+# Who may submit a job type, least authority first: any tenant, admins, or the system (schedules) only.
+Submitter = Literal["tenant", "admin", "system"]
+SUBMITTERS: tuple[Submitter, ...] = get_args(Submitter)
 
 JobFunction = Callable[[Any, "JobContext"], Any]
 F = TypeVar("F", bound=Callable[..., Any])
@@ -83,6 +87,16 @@ class JobType:
     max_attempts: int
     timeout_s: int
     backoff: Backoff
+    submitted_by: Submitter = "tenant"
+
+    def may_be_submitted_by(self, submitter: Submitter) -> bool:
+        """A submitter may submit the job types that ask for its authority or less."""
+        return SUBMITTERS.index(submitter) >= SUBMITTERS.index(self.submitted_by)
+
+    @property
+    def shared_across_tenants(self) -> bool:
+        """Admin and system job types act for the deployment, not for the tenant that ran them."""
+        return self.submitted_by != "tenant"
 
     def parse_payload(self, payload: dict[str, Any]) -> BaseModel:
         return self.payload_model.model_validate(payload)
@@ -162,6 +176,8 @@ class Registry:
                 f"job type {job_type.name!r}: queue class {job_type.queue!r} is not declared "
                 f"(declared: {', '.join(sorted(self.queues))})"
             )
+        if job_type.submitted_by not in SUBMITTERS:
+            raise RegistryError(f"job type {job_type.name!r}: submitted_by must be one of {', '.join(SUBMITTERS)}")
         if not 1 <= job_type.max_attempts <= 100:
             raise RegistryError(f"job type {job_type.name!r}: max_attempts must be 1..100")
         if not 1 <= job_type.timeout_s <= MAX_WORKER_TIMEOUT_S - WORKER_TIMEOUT_MARGIN_S:
@@ -173,6 +189,15 @@ class Registry:
 
     def job_type(self, name: str) -> JobType | None:
         return self.job_types.get(name)
+
+    def without(self, excluded: Callable[[JobType], bool]) -> Registry:
+        """A copy without the job types `excluded` picks and the schedules that fire them."""
+        kept = {name: jt for name, jt in self.job_types.items() if not excluded(jt)}
+        return Registry(
+            queues=dict(self.queues),
+            job_types=kept,
+            schedules={name: s for name, s in self.schedules.items() if s.job in kept},
+        )
 
     def job_types_on(self, queue: str) -> Iterable[JobType]:
         return (jt for jt in self.job_types.values() if jt.queue == queue)
@@ -225,8 +250,14 @@ def job(
     timeout_s: int = 60,
     backoff_base_s: float = 2.0,
     backoff_cap_s: float = 900.0,
+    submitted_by: Submitter = "tenant",
 ) -> Callable[[F], F]:
-    """Register a job function with its payload model and policy."""
+    """Register a job function with its payload model and policy.
+
+    `submitted_by`: who may submit it through the API: `"tenant"` (any caller, the default), `"admin"`
+    (admins only) or `"system"` (its schedules only; an admin fires them with the trigger route). Others
+    are refused with 403 `job_type_forbidden`.
+    """
 
     def register(function: F) -> F:
         REGISTRY.add_job_type(
@@ -238,6 +269,7 @@ def job(
                 max_attempts=max_attempts,
                 timeout_s=timeout_s,
                 backoff=Backoff(base_s=backoff_base_s, cap_s=backoff_cap_s),
+                submitted_by=submitted_by,
             )
         )
         return function

@@ -19,14 +19,17 @@ from offpath.domain.errors import (
     InvalidRequestError,
     JobConflictError,
     JobNotFoundError,
+    JobTypeForbiddenError,
     PayloadTooLargeError,
     QueueUnavailableError,
     RedriveInProgressError,
     StoreUnavailableError,
+    TenantRefusedError,
     UnknownScheduleError,
 )
 from offpath.domain.job import JobStatus
 from offpath.domain.ports import Ports, QueueMonitor, Redriver
+from offpath.domain.registry import Submitter
 from offpath.handlers.api_models import (
     BatchAccepted,
     BatchBody,
@@ -51,6 +54,7 @@ from offpath.handlers.api_models import (
 )
 from offpath.handlers.composition import Overrides, build_monitor, build_ports, build_redriver, submit_policy
 from offpath.handlers.http import (
+    Caller,
     ForbiddenError,
     MalformedBodyError,
     Request,
@@ -63,6 +67,7 @@ from offpath.logic.schedules import SYSTEM_TENANT, describe_schedules, fire_sche
 from offpath.logic.submit import SubmitPolicy, SubmitRequest, submit_batch, submit_job
 from offpath.observability import bind_request_id, configure_logging
 from offpath.settings import Settings
+from offpath.tenancy import is_admin, tenant_of
 
 logger = logging.getLogger("offpath.api")
 
@@ -122,6 +127,10 @@ def handles(operation: str) -> Callable[[Handler], Handler]:
     return register
 
 
+def _submitter(request: Request) -> Submitter:
+    return "admin" if request.is_admin else "tenant"
+
+
 def _decoded_json(request: Request, limit_bytes: int, payload_limit_bytes: int | None = None) -> Any:
     """`payload_limit_bytes`: the limit the caller knows, named in the 413 instead of the body's."""
     raw = request.text()
@@ -157,6 +166,7 @@ def submit(request: Request, services: ApiServices) -> Response:
         idempotency_key=request.header("idempotency-key"),
         queue=body.queue,
         run_at=body.run_at,
+        submitter=_submitter(request),
     )
     submitted = submit_job(submit_request, services.ports, services.policy)
     if submitted.replayed:
@@ -168,6 +178,7 @@ def submit(request: Request, services: ApiServices) -> Response:
 def submit_many(request: Request, services: ApiServices) -> BatchView:
     limit = 100 * (services.policy.payload_limit_bytes + ENVELOPE_ALLOWANCE_BYTES)
     body: BatchBody = parse_body(BatchBody, _decoded_json(request, limit))
+    submitter = _submitter(request)
     requests = [
         SubmitRequest(
             tenant=request.caller,
@@ -176,6 +187,7 @@ def submit_many(request: Request, services: ApiServices) -> BatchView:
             idempotency_key=item.idempotency_key,
             queue=item.queue,
             run_at=item.run_at,
+            submitter=submitter,
         )
         for item in body.jobs
     ]
@@ -234,6 +246,7 @@ def cancel_job(request: Request, services: ApiServices) -> JobView:
         store=services.ports.store,
         clock=services.ports.clock,
         retention=services.settings.retention,
+        scheduler=services.ports.scheduler,
     )
     return JobView.of(job)
 
@@ -317,6 +330,8 @@ def _error_body(error: Exception | None) -> tuple[int, ErrorBody]:
             message="Idempotency-Key was already used with a different payload",
             field="Idempotency-Key",
         )
+    if isinstance(error, JobTypeForbiddenError):
+        return 403, ErrorBody(code="job_type_forbidden", message=str(error), field="type")
     if isinstance(error, InvalidRequestError):
         return 422, ErrorBody(code=error.code, message=str(error), field=error.field)
     if isinstance(error, StoreUnavailableError):
@@ -330,7 +345,7 @@ def _error(status: int, code: str, message: str, field: str | None = None, **hea
 
 def refusal(error: Exception) -> Response:
     """The answer to an error a route raised."""
-    if isinstance(error, InvalidRequestError | PayloadTooLargeError | IdempotencyConflictError):
+    if isinstance(error, InvalidRequestError | PayloadTooLargeError | IdempotencyConflictError | JobTypeForbiddenError):
         status, body = _error_body(error)
         return Response(status, ErrorView(error=body))
     if isinstance(error, MalformedBodyError):
@@ -338,7 +353,9 @@ def refusal(error: Exception) -> Response:
     if isinstance(error, UnauthorizedError):
         return _error(401, "unauthorized", "no authenticated caller in the request")
     if isinstance(error, ForbiddenError):
-        return _error(403, "forbidden", "this route needs the admin scope")
+        return _error(403, "forbidden", "this route is for admins (the admin scope, or a listed IAM principal)")
+    if isinstance(error, TenantRefusedError):
+        return _error(403, "tenant_refused", str(error))
     if isinstance(error, UnknownScheduleError):
         return _error(404, "not_found", "no such schedule")
     if isinstance(error, RedriveInProgressError):
@@ -356,4 +373,10 @@ def refusal(error: Exception) -> Response:
     return _error(500, "internal_error", "internal error")
 
 
-router: Router[ApiServices] = Router(contract.ROUTES, HANDLERS, refusal)
+def identify(event: dict[str, Any], services: ApiServices) -> Caller:
+    """The caller by the stack's tenancy settings: which claims name the tenant, which IAM principals are admins."""
+    settings = services.settings
+    return Caller(tenant_of(event, settings.tenant_claims), is_admin(event, settings.admin_principals))
+
+
+router: Router[ApiServices] = Router(contract.ROUTES, HANDLERS, refusal, identify)

@@ -61,7 +61,7 @@ class Overrides:
 def build_ports(settings: Settings, service: str, overrides: Overrides | None = None) -> Ports:
     o = overrides or Overrides()
     return Ports(
-        registry=o.registry or load_job_types(),
+        registry=o.registry or load_job_types(demo=settings.demo_jobs),
         store=o.store(settings),
         queue=SqsJobQueue(settings.queue_urls, settings.dlq_urls, client=o.sqs_client()),
         clock=o.clock or SystemClock(),
@@ -77,7 +77,7 @@ def build_worker_ports(settings: Settings, overrides: Overrides | None = None) -
     o = overrides or Overrides()
     service = f"worker-{settings.queue_class}"
     return WorkerPorts(
-        registry=o.registry or load_job_types(),
+        registry=o.registry or load_job_types(demo=settings.demo_jobs),
         store=o.store(settings),
         queue=SqsJobQueue(settings.queue_urls, settings.dlq_urls, client=o.sqs_client()),
         clock=o.clock or SystemClock(),

@@ -48,11 +48,18 @@ class MalformedBodyError(Exception):
 
 
 @dataclass(frozen=True)
+class Caller:
+    tenant: str | None
+    admin: bool
+
+
+@dataclass(frozen=True)
 class Request:
     event: dict[str, Any]
     route: Route
     path_parameters: dict[str, str]
     tenant: str | None  # set on every route but the public ones
+    admin: bool = False
 
     @property
     def caller(self) -> str:
@@ -73,7 +80,7 @@ class Request:
 
     @property
     def is_admin(self) -> bool:
-        return is_admin(self.event)
+        return self.admin
 
     def text(self) -> str:
         """The body as text; a base64 body is decoded (its bytes must be UTF-8)."""
@@ -147,7 +154,10 @@ class Router(Generic[S]):
         routes: Iterable[Route],
         handlers: Mapping[str, Handler[S]],
         on_error: Callable[[Exception], Response],
+        identify: Callable[[dict[str, Any], S], Caller] | None = None,
     ) -> None:
+        """`identify`: the caller of an event (its tenant, or None, and whether it is an admin), given the
+        services (where the stack's tenancy settings are); by default the tenancy module's defaults."""
         routes = list(routes)
         declared = {route.operation for route in routes}
         if declared != set(handlers) or len(declared) != len(routes):
@@ -158,6 +168,7 @@ class Router(Generic[S]):
         self.routes = routes
         self._compiled = [_Compiled(r, path_pattern(r.path), handlers[r.operation]) for r in match_order(routes)]
         self._on_error = on_error
+        self._identify = identify or (lambda event, services: Caller(tenant_of(event), is_admin(event)))
 
     def match(self, method: str, path: str) -> tuple[_Compiled[S], dict[str, str]] | None:
         for compiled in self._compiled:
@@ -176,7 +187,8 @@ class Router(Generic[S]):
             return not_found()
         compiled, parameters = matched
         try:
-            request = Request(event, compiled.route, parameters, self._authorised(compiled.route, event))
+            caller = self._authorised(compiled.route, lambda: self._identify(event, services))
+            request = Request(event, compiled.route, parameters, caller.tenant, caller.admin)
             answer = compiled.handler(request, services)
             response = answer if isinstance(answer, Response) else Response(compiled.route.answers[0].status, answer)
             return response.integration_response()
@@ -184,15 +196,15 @@ class Router(Generic[S]):
             return self._on_error(error).integration_response()
 
     @staticmethod
-    def _authorised(route: Route, event: dict[str, Any]) -> str | None:
+    def _authorised(route: Route, identify: Callable[[], Caller]) -> Caller:
         if route.access == "public":
-            return None
-        tenant = tenant_of(event)
-        if tenant is None:
+            return Caller(None, False)
+        caller = identify()
+        if caller.tenant is None:
             raise UnauthorizedError()
-        if route.access == "admin" and not is_admin(event):
+        if route.access == "admin" and not caller.admin:
             raise ForbiddenError()
-        return tenant
+        return caller
 
 
 def _path(event: dict[str, Any]) -> str:

@@ -33,9 +33,11 @@ GATEWAY_REFUSALS = (
     ),
     Refusal(
         403,
-        "IAM authorisation: no or a refused SigV4 signature; admin routes: no admin scope",
+        "IAM authorisation: no or a refused SigV4 signature; tenant_refused: the authorizer names a tenant outside "
+        "the documented charset or length, or a reserved one; forbidden: an admin route and the caller is not an "
+        "admin (the admin scope, or a listed IAM principal)",
         "forbidden",
-        "this route needs the admin scope",
+        "this route is for admins (the admin scope, or a listed IAM principal)",
     ),
     Refusal(
         503,
@@ -195,15 +197,17 @@ SECURITY_SCHEMES = {
         "type": "http",
         "scheme": "bearer",
         "bearerFormat": "JWT",
-        "description": "With a JWT authorizer: the tenant is the token's tenant (or sub) claim; admin "
-        "routes need the offpath/admin scope. The embedded runtime checks its own bearer tokens.",
+        "description": "With a JWT authorizer: the tenant is the token's tenant claim (the stack's "
+        "tenant_claims); admin routes need the offpath/admin scope. The embedded runtime checks its own bearer "
+        "tokens.",
     },
     "iam": {
         "type": "apiKey",
         "in": "header",
         "name": "Authorization",
         "description": "The default on AWS: a SigV4 signature (service execute-api); the tenant is the "
-        "caller's IAM principal; admin routes are granted by IAM policy.",
+        "caller's IAM principal; admins are the principals the stack lists (admin_principals), and admin "
+        "routes are also granted by IAM policy.",
         "x-amazon-apigateway-authtype": "awsSigv4",
     },
 }

@@ -1,5 +1,7 @@
 """Monthly billing on the 1st at 06:00 Prague time. Each customer is charged at most once per month,
-however often the job runs or the schedule fires: the charge is guarded by a tenant-wide `ctx.once`."""
+however often the job runs or the schedule fires: the charge is guarded by an across-jobs `ctx.once`.
+Only its schedule submits it (`submitted_by="system"`; an admin can fire the schedule now), so its
+marks are the deployment's, not some tenant's."""
 
 from __future__ import annotations
 
@@ -15,8 +17,13 @@ from offpath.domain.registry import job, schedule
 BILLING_ZONE = "Europe/Prague"
 
 
+# A monthly charge per customer: at least one cent (a zero charge would use up the month's mark), at most
+# 1,000.00. Raise the cap here if your prices need it.
+MAX_AMOUNT_CENTS = 100_000
+
+
 class MonthlyBillingPayload(BaseModel):
-    amount_cents: int = Field(default=1900, ge=0)
+    amount_cents: int = Field(default=1900, ge=1, le=MAX_AMOUNT_CENTS)
 
 
 class CustomerDirectory(Protocol):
@@ -50,7 +57,14 @@ customers: CustomerDirectory = DemoCustomerDirectoryStub()
 payments: PaymentGateway = LoggingPaymentGatewayStub()
 
 
-@job("billing.monthly_invoices", payload=MonthlyBillingPayload, queue="critical", max_attempts=5, timeout_s=120)
+@job(
+    "billing.monthly_invoices",
+    payload=MonthlyBillingPayload,
+    queue="critical",
+    max_attempts=5,
+    timeout_s=120,
+    submitted_by="system",
+)
 def monthly_invoices(payload: MonthlyBillingPayload, ctx: JobContext) -> dict[str, object]:
     month = ctx.created_at.astimezone(load_zone(BILLING_ZONE)).strftime("%Y-%m")
     charged, already = [], []

@@ -1,4 +1,5 @@
-"""Nightly cleanup at 03:00 Prague time, fired by EventBridge Scheduler (no crontab anywhere)."""
+"""Nightly cleanup at 03:00 Prague time, fired by EventBridge Scheduler (no crontab anywhere). Only its
+schedule submits it (`submitted_by="system"`); an admin can fire the schedule now."""
 
 from __future__ import annotations
 
@@ -33,7 +34,14 @@ class LoggingScratchStorageStub:
 storage: ScratchStorage = LoggingScratchStorageStub()
 
 
-@job("maintenance.nightly_cleanup", payload=CleanupPayload, queue="bulk", max_attempts=3, timeout_s=300)
+@job(
+    "maintenance.nightly_cleanup",
+    payload=CleanupPayload,
+    queue="bulk",
+    max_attempts=3,
+    timeout_s=300,
+    submitted_by="system",
+)
 def nightly_cleanup(payload: CleanupPayload, ctx: JobContext) -> dict[str, int | str]:
     cutoff = ctx.created_at - timedelta(days=payload.older_than_days)
     deleted = storage.delete_older_than(cutoff)

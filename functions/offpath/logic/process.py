@@ -254,6 +254,7 @@ def _run(job: Job, job_type: JobType, ports: WorkerPorts, remaining_ms: Callable
         clock=ports.clock,
         remaining_ms=remaining_ms,
         logger=logging.getLogger(f"offpath.jobs.{job.type}"),
+        shared_across_tenants=job_type.shared_across_tenants,
     )
     started = ports.clock.now()
     result = run_with_timeout(lambda: job_type.function(payload, context), job_type.timeout_s)

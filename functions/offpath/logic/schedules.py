@@ -17,11 +17,10 @@ from offpath.domain.job import Job
 from offpath.domain.ports import Firing, JobMessage, Ports
 from offpath.domain.registry import Schedule
 from offpath.logic.submit import SubmitPolicy, SubmitRequest, delay_seconds, job_id_for, submit_job
+from offpath.tenancy import SYSTEM_TENANT as SYSTEM_TENANT  # jobs made by schedules belong to it
 
 logger = logging.getLogger("offpath.schedules")
 
-# Jobs made by schedules belong to this tenant; admins can read them.
-SYSTEM_TENANT = "system"
 FIRINGS_KEPT = 20
 
 
@@ -52,7 +51,12 @@ def fire_schedule(name: str, slot: str, ports: Ports, policy: SubmitPolicy) -> F
             return FireOutcome(firing, None)
     submitted = submit_job(
         SubmitRequest(
-            tenant=SYSTEM_TENANT, type=schedule.job, payload=schedule.payload, idempotency_key=key, schedule_name=name
+            tenant=SYSTEM_TENANT,
+            type=schedule.job,
+            payload=schedule.payload,
+            idempotency_key=key,
+            schedule_name=name,
+            submitter="system",
         ),
         ports,
         policy,

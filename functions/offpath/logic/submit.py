@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from offpath.domain.errors import (
     IdempotencyConflictError,
     InvalidRequestError,
+    JobTypeForbiddenError,
     OffpathError,
     PayloadTooLargeError,
     QueueUnavailableError,
@@ -26,6 +27,7 @@ from offpath.domain.errors import (
 )
 from offpath.domain.job import Job, JobStatus
 from offpath.domain.ports import JobMessage, Ports
+from offpath.domain.registry import Submitter
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +59,8 @@ class SubmitRequest:
     queue: str | None = None
     run_at: str | None = None
     schedule_name: str | None = None
+    # Who submits: a tenant, an admin, or the system (a schedule firing). The job type decides who may.
+    submitter: Submitter = "tenant"
 
 
 @dataclass(frozen=True)
@@ -96,6 +100,8 @@ def build_job(request: SubmitRequest, ports: Ports, policy: SubmitPolicy, now: d
     job_type = ports.registry.job_type(request.type)
     if job_type is None:
         raise InvalidRequestError("type", "unknown job type", code="unknown_job_type")
+    if not job_type.may_be_submitted_by(request.submitter):
+        raise JobTypeForbiddenError(job_type.name, job_type.submitted_by)
     if request.queue is not None and request.queue != job_type.queue:
         raise InvalidRequestError("queue", f"this job type runs on queue {job_type.queue!r}")
     key = validate_idempotency_key(request.idempotency_key)
@@ -111,7 +117,7 @@ def build_job(request: SubmitRequest, ports: Ports, policy: SubmitPolicy, now: d
         raise PayloadTooLargeError(size, policy.payload_limit_bytes)
     run_at = parse_run_at(request.run_at, now, policy) if request.run_at is not None else None
     due = max(now, run_at) if run_at is not None else now
-    scheduled = due - now > timedelta(seconds=SQS_MAX_DELAY_S)
+    scheduled = has_one_time_schedule(run_at, now)
     return Job(
         job_id=job_id_for(request.tenant, key),
         tenant=request.tenant,
@@ -150,6 +156,11 @@ def parse_run_at(text: str, now: datetime, policy: SubmitPolicy) -> datetime:
     if when - now > policy.max_schedule_ahead:
         raise InvalidRequestError("run_at", f"run_at may be at most {policy.max_schedule_ahead.days} days ahead")
     return when
+
+
+def has_one_time_schedule(run_at: datetime | None, created_at: datetime) -> bool:
+    """Due later than an SQS delay reaches: a one-time schedule enqueues the job (SCHEDULED until then)."""
+    return run_at is not None and run_at - created_at > timedelta(seconds=SQS_MAX_DELAY_S)
 
 
 def delay_seconds(job: Job, now: datetime) -> int:
@@ -207,7 +218,13 @@ def submit_batch(requests: Sequence[SubmitRequest], ports: Ports, policy: Submit
             job = build_job(requests[index], ports, policy, now)
             outcome = ports.store.create(job)
             return BatchItemResult(index, Submitted(outcome.job, outcome.replayed))
-        except (InvalidRequestError, PayloadTooLargeError, IdempotencyConflictError, StoreUnavailableError) as error:
+        except (
+            InvalidRequestError,
+            JobTypeForbiddenError,
+            PayloadTooLargeError,
+            IdempotencyConflictError,
+            StoreUnavailableError,
+        ) as error:
             # One item's failure stays that item's: the others were written and are reported as such.
             return BatchItemResult(index, error=error)
 
