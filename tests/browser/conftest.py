@@ -8,10 +8,7 @@ a script error. Every page is saved as a screenshot, 1280 and 390 px wide, under
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +16,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-from tests.e2e.conftest import ROOT, TENANT_A, TENANT_B, TOKEN_A, TOKEN_B, Local, _stop, _wait_until_serving
+from offpath_tools.launcher import OffpathLocal
+from tests.e2e.conftest import ROOT, TENANT_A, TENANT_B, TOKEN_A, TOKEN_B, Local, tests_importable
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -43,18 +41,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="package")
 def local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Local]:
     """`offpath local` in a child process on a free port; the e2e schedule fires once a minute."""
-    data_dir = tmp_path_factory.mktemp("offpath-console")
-    console_log = data_dir / "console.txt"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    command = [sys.executable, "-m", "offpath_local", "local", "--port", "0", "--data", str(data_dir)]
-    command += ["--token", f"{TENANT_A}:{TOKEN_A}", "--token", f"{TENANT_B}:{TOKEN_B}", "--admin", TENANT_A]
-    command += ["--alarm-interval", "0.5", "--load", "tests.e2e.local_schedules"]
-    with console_log.open("w") as out:
-        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    runtime = OffpathLocal.start(
+        tmp_path_factory.mktemp("offpath-console"),
+        tokens={TENANT_A: TOKEN_A, TENANT_B: TOKEN_B},
+        admins=[TENANT_A],
+        load=["tests.e2e.local_schedules"],
+        args=["--alarm-interval", "0.5"],
+        env=tests_importable(),
+        cwd=ROOT,
+    )
     try:
-        yield Local(url=_wait_until_serving(process, data_dir, console_log), data_dir=data_dir, log=console_log)
+        yield Local(url=runtime.url, data_dir=runtime.data_dir, log=runtime.console)
     finally:
-        _stop(process, console_log)
+        runtime.stop()
 
 
 @pytest.fixture(scope="package")

@@ -22,7 +22,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import ROOT, Local, _wait_until_serving, wait_for
+from offpath_tools.launcher import wait_until_serving
+from tests.e2e.conftest import ROOT, Local, wait_for
 
 TENANT, TOKEN = "state", "state-token-0123456789"
 FINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
@@ -80,7 +81,7 @@ def start(data_dir: Path, console: Path, *extra: str, env: dict[str, str] | None
             command(data_dir, *extra), cwd=ROOT, env=env or environment(), stdout=out, stderr=subprocess.STDOUT
         )
     try:
-        url = _wait_until_serving(process, data_dir, console)
+        url = wait_until_serving(process, data_dir, console)
     except BaseException:
         process.kill()
         process.wait(timeout=10)

@@ -55,7 +55,7 @@ class OffpathLocal:
                 command, cwd=cwd, env={**os.environ, **(env or {})}, stdout=out, stderr=subprocess.STDOUT
             )
         try:
-            url = _wait_until_serving(process, data_dir, console)
+            url = wait_until_serving(process, data_dir, console)
         except BaseException:
             process.kill()
             process.wait(timeout=10)
@@ -78,7 +78,7 @@ class OffpathLocal:
         return self.console.read_text(errors="replace")[-chars:] if self.console.exists() else ""
 
 
-def _wait_until_serving(process: subprocess.Popen[bytes], data_dir: Path, console: Path) -> str:
+def wait_until_serving(process: subprocess.Popen[bytes], data_dir: Path, console: Path) -> str:
     deadline = time.monotonic() + START_TIMEOUT_S
     state = data_dir / "local.json"
     while time.monotonic() < deadline:
