@@ -2,7 +2,7 @@
 
 One runtime for the module, started with faults forced onto given jobs only (`--fault-job
 worker-crash:JOB_ID`: that job's worker dies after the job function ran, before its success write) and
-the test timings, so a dead worker's batch reappears within two minutes. The jobs of 14 and 16 are submitted
+the test timings, so a dead worker's batch reappears within two minutes (see WAIT_S). The jobs of 14 and 16 are submitted
 when it starts and recover while the burst (21) runs.
 """
 
@@ -25,7 +25,9 @@ BURST = 300
 WELCOME_KEY = "crash-after-the-e-mail"
 BATCH_KEYS = [f"mid-batch-{n}" for n in range(5)]
 CRASHED_IN_BATCH = 2  # the middle one: two records finished before it, two not started
-WAIT_S = 60
+# A dead worker's batch comes back when its visibility timeout ends: 105 s on `default` at the test timings
+# (its worker's 700 s timeout, a full batch of its slowest job type, scaled by 0.1; 4,200 s by 0.025).
+WAIT_S = 180
 # The queue class offpath_tools/ledger_jobs.py declares in the runtime (not imported here: it would register its
 # job types in this process's registry, which the infra tests synthesize the stack from).
 BATCH_QUEUE = "e2e-batch"
