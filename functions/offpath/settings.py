@@ -14,6 +14,7 @@
 | `OFFPATH_ENQUEUE_FUNCTION_ARN` | api, sweeper | the one-time schedules' target |
 | `OFFPATH_SCHEDULE_DLQ_ARN` | api, sweeper | the one-time schedules' dead-letter queue |
 | `OFFPATH_SWEEP_GRACE_S` | api, enqueue, sweeper | how long after a job is due the sweeper checks on it (default 120) |
+| `OFFPATH_STACK_PREFIX` | api | the stack's name prefix, which its alarms' names start with (default offpath) |
 | `OFFPATH_REDRIVE_MODE` | api | `move_task` (StartMessageMoveTask, default) or `copy` (for emulators) |
 | `AWS_ENDPOINT_URL` | all | boto3's own: points every client at an emulator |
 """
@@ -43,6 +44,7 @@ class Settings(BaseModel):
     schedule_dlq_arn: str | None = None
     sweep_grace_s: int = Field(default=120, ge=1, le=3600)
     redrive_mode: Literal["move_task", "copy"] = "move_task"
+    stack_prefix: str = "offpath"
 
     @field_validator("queue_urls", "dlq_urls", mode="before")
     @classmethod

@@ -78,3 +78,7 @@ class RedriveInProgressError(OffpathError):
 
 class UnknownScheduleError(OffpathError):
     pass
+
+
+class MetricsUnavailableError(OffpathError):
+    """CloudWatch (metrics or alarms) kept failing after bounded retries."""
