@@ -161,6 +161,17 @@ def test_an_admin_lists_the_jobs_that_schedules_made(pipeline: Pipeline) -> None
     assert fired["job_id"] not in [j["job_id"] for j in own["jobs"]]
 
 
+def test_an_admin_retries_a_job_that_a_schedule_made_and_a_tenant_cannot(pipeline: Pipeline) -> None:
+    _, fired, _ = pipeline.call("POST", "/schedules/nightly-cleanup/trigger", scopes=ADMIN)
+    job_id = fired["job_id"]
+    pipeline.call("POST", f"/jobs/{job_id}/cancel", tenant="system")
+
+    refused, _, _ = pipeline.call("POST", f"/jobs/{job_id}/retry")
+    code, retried, _ = pipeline.call("POST", f"/jobs/{job_id}/retry", scopes=ADMIN)
+
+    assert (refused, code, retried["status"], retried["retries"]) == (404, 202, "QUEUED", 1)
+
+
 def test_a_tenant_cannot_list_the_jobs_that_schedules_made(pipeline: Pipeline) -> None:
     code, body, _ = pipeline.call("GET", "/jobs?tenant=system")
 
