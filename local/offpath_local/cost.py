@@ -144,6 +144,13 @@ PRICES: dict[str, Price] = {
             "first 10,000 metrics",
         ),
         Price(
+            "metric_requested",
+            0.01 / 1000,
+            "$0.01 per 1,000 metrics requested",
+            "Amazon CloudWatch pricing",
+            "GetMetricData (GET /stats); ListMetrics is $0.01 per 1,000 requests",
+        ),
+        Price(
             "alarm_month",
             0.10,
             "$0.10 per alarm-month",
@@ -702,6 +709,18 @@ def describe(config: Config, measured_payload: int | None = None) -> str:
     )
 
 
+# GET /stats asks, per (queue, job type) with metrics, 5 sums and 4 percentiles (adapters/cloudwatch.py),
+# after 5 ListMetrics requests; the console asks it once a minute while its overview is open.
+STATS_METRICS_PER_PAIR = 9
+STATS_LIST_REQUESTS = 5
+CONSOLE_HOURS_PER_MONTH = 8 * 22
+
+
+def stats_call_cost(pairs: int) -> float:
+    """One GET /stats on AWS: GetMetricData by the metric requested, ListMetrics by the request."""
+    return pairs * STATS_METRICS_PER_PAIR * price("metric_requested") + STATS_LIST_REQUESTS * price("metric_requested")
+
+
 def render_text(measured: Mapping[str, Any], config: Config, out: TextIO) -> None:
     result = estimate(measured, config)
     rate = config.jobs_per_month / SECONDS_PER_MONTH
@@ -726,6 +745,14 @@ def render_text(measured: Mapping[str, Any], config: Config, out: TextIO) -> Non
     fixed.append(["total fixed", money(sum(result.fixed_monthly.values()))])
     _table(out, ["FIXED PER MONTH", "COST"], fixed)
     out.write(f"\ntotal per month: {money(result.monthly)}\n")
+    call = stats_call_cost(config.job_types)
+    hour = 60 * call
+    out.write(
+        f"GET /stats (the console's charts): {config.job_types * STATS_METRICS_PER_PAIR} metrics per call "
+        f"(GetMetricData, {config.job_types} queue and job type pair(s)) = {money(call)} a call; the console asks "
+        f"once a minute while its overview is open: {money(hour)} an hour, {money(hour * CONSOLE_HOURS_PER_MONTH)} "
+        f"a month open {CONSOLE_HOURS_PER_MONTH} h\n"
+    )
     verdict = "within" if result.per_million <= TARGET_PER_MILLION else "over"
     out.write(f"target {money(TARGET_PER_MILLION)} per million jobs: {verdict} ({money(result.per_million)})\n\n")
     others = [
