@@ -89,6 +89,7 @@ class JobApi(Construct):
         tenancy = {"OFFPATH_TENANT_CLAIMS": ",".join(options.tenant_claims)}
         if options.admin_principals:
             tenancy["OFFPATH_ADMIN_PRINCIPALS"] = ",".join(options.admin_principals)
+        self.prefix = options.prefix
         self.handler = ServiceFunction(
             self,
             "Handler",
@@ -101,6 +102,8 @@ class JobApi(Construct):
             environment={
                 "OFFPATH_PAYLOAD_LIMIT_BYTES": str(options.payload_limit_bytes),
                 **tenancy,
+                # GET /alarms: the stack's alarms are the ones named <prefix>-...
+                "OFFPATH_STACK_PREFIX": options.prefix,
                 **schedules.environment,
             },
         )
@@ -152,6 +155,17 @@ class JobApi(Construct):
     def url(self) -> str:
         return self.stage.url
 
+    @property
+    def alarm_arns(self) -> str:
+        """The stack's alarms (infra/monitoring.py names each `<prefix>-...`)."""
+        stack = cdk.Stack.of(self)
+        return stack.format_arn(
+            service="cloudwatch",
+            resource="alarm",
+            resource_name=f"{self.prefix}-*",
+            arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+        )
+
     def _route(
         self,
         method: str,
@@ -188,7 +202,10 @@ class JobApi(Construct):
             ],
             [dlq.queue_arn for dlq in queues.dlqs.values()],
         )
-        # The oldest message's age per queue (GET /queues); GetMetricData has no resource-level permissions.
-        api.grant(["cloudwatch:GetMetricData"], ["*"])
+        # The oldest message's age per queue (GET /queues) and the per-minute statistics (GET /stats, which
+        # lists the Offpath metrics first); neither action has resource-level permissions.
+        api.grant(["cloudwatch:GetMetricData", "cloudwatch:ListMetrics"], ["*"])
+        # GET /alarms: the stack's alarms and their history, by name.
+        api.grant(["cloudwatch:DescribeAlarms", "cloudwatch:DescribeAlarmHistory"], [self.alarm_arns])
         # Delayed jobs: one-time schedules, which delete themselves after they fire; a cancel deletes its job's.
         schedules.grant_one_time_schedules(api, ["scheduler:CreateSchedule", "scheduler:DeleteSchedule"])

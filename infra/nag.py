@@ -7,7 +7,9 @@ from cdk_nag import AwsSolutionsChecks, NagPack, ServerlessChecks
 from constructs import IConstruct
 
 # AWS services whose actions take no resource-level permissions; a `*` resource is allowed for these only.
-RESOURCELESS_ACTIONS = frozenset({"xray:PutTraceSegments", "xray:PutTelemetryRecords", "cloudwatch:GetMetricData"})
+RESOURCELESS_ACTIONS = frozenset(
+    {"xray:PutTraceSegments", "xray:PutTelemetryRecords", "cloudwatch:GetMetricData", "cloudwatch:ListMetrics"}
+)
 XRAY_REASON = "X-Ray's PutTraceSegments and PutTelemetryRecords take no resource-level permissions (active tracing)"
 NO_TRACING_REASON = (
     "Tracing is off by default for cost: at low volume X-Ray records about one trace per invocation (~$5 per "

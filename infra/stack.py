@@ -98,7 +98,17 @@ class OffpathStack(cdk.Stack):
             "One-time schedules are named per job (job-<id>) when the job is submitted, so the grant covers the "
             "schedules of this stack's group and no other group."
         )
-        metric_data_reason = "cloudwatch:GetMetricData (queue ages for GET /queues) takes no resource-level permissions"
+        metric_data_reason = (
+            "cloudwatch:GetMetricData and ListMetrics (queue ages for GET /queues, statistics for GET /stats) "
+            "take no resource-level permissions"
+        )
+        alarms = wildcard_resource(
+            f"arn:<AWS::Partition>:cloudwatch:<AWS::Region>:<AWS::AccountId>:alarm:{self.options.prefix}-*"
+        )
+        alarms_reason = (
+            "GET /alarms reads the stack's alarms (DescribeAlarms, DescribeAlarmHistory); they are all named "
+            f"{self.options.prefix}-..., and the grant covers those names only."
+        )
         for function in self.functions:
             if self.options.tracing and function is not self.api.handler:
                 acknowledge(function.role, wildcard_resource("*"), XRAY_REASON)
@@ -111,6 +121,7 @@ class OffpathStack(cdk.Stack):
         )
         for function in (self.api.handler, self.schedules.enqueue, self.schedules.sweeper):
             acknowledge(function.role, schedules, schedules_reason)
+        acknowledge(self.api.handler.role, alarms, alarms_reason)
         for function in (self.api.handler, *self.workers.workers.values()):
             acknowledge(function, "Serverless-LambdaDLQ", SYNC_DLQ_REASON)
         for function in (self.schedules.enqueue, self.schedules.sweeper):

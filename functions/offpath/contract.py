@@ -166,6 +166,12 @@ ROUTES: tuple[Route, ...] = (
             Parameter("type", "query", {"$ref": "#/components/schemas/JobTypeName"}),
             Parameter("limit", "query", {"type": "integer", "minimum": 1, "maximum": 100}),
             Parameter("cursor", "query"),
+            Parameter(
+                "tenant",
+                "query",
+                {"type": "string", "enum": ["system"]},
+                description="admin: `system` lists the jobs that schedules made (403 for a tenant)",
+            ),
         ),
     ),
     Route(
@@ -186,6 +192,16 @@ ROUTES: tuple[Route, ...] = (
         "Cancel a job that has not started",
         answers=(Answer(200, "JobView", "cancelled"),),
         refusals=(_NO_JOB, Refusal(409, "running or finished", "conflict", "cannot move a RUNNING job to CANCELLED")),
+        parameters=(_JOB_ID,),
+    ),
+    Route(
+        "POST",
+        "/jobs/{job_id}/retry",
+        "retryJob",
+        "tenant",
+        "Run a FAILED or CANCELLED job again, with a fresh attempt budget",
+        answers=(Answer(202, "JobView", "back to QUEUED; its message is sent"),),
+        refusals=(_NO_JOB, Refusal(409, "not failed or cancelled", "conflict", "job is RUNNING")),
         parameters=(_JOB_ID,),
     ),
     Route(
@@ -245,6 +261,40 @@ ROUTES: tuple[Route, ...] = (
             Answer(200, "TriggerView", "skipped by the overlap policy"),
         ),
         refusals=(Refusal(404, "no such schedule", "not_found", "no such schedule"),),
+    ),
+    Route(
+        "GET",
+        "/stats",
+        "getStats",
+        "admin",
+        "Admin: per queue class and job type, per minute: jobs submitted, succeeded, failed, retried and "
+        "dead-lettered, run time and queue wait percentiles",
+        answers=(Answer(200, "StatsView", "one row per minute, queue class and job type that counted anything"),),
+        refusals=(
+            Refusal(
+                422,
+                "minutes is not a whole number from 1 to 1440",
+                "invalid_request",
+                "minutes must be a whole number from 1 to 1440",
+                "minutes",
+            ),
+        ),
+        parameters=(
+            Parameter(
+                "minutes",
+                "query",
+                {"type": "integer", "minimum": 1, "maximum": 1440, "default": 60},
+                description="how many minutes back from now",
+            ),
+        ),
+    ),
+    Route(
+        "GET",
+        "/alarms",
+        "listAlarms",
+        "admin",
+        "Admin: the stack's alarms with their states, and their recent state changes",
+        answers=(Answer(200, "AlarmsView", "alarms and recent changes"),),
     ),
     Route(
         "GET",

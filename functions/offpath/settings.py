@@ -14,6 +14,7 @@
 | `OFFPATH_ENQUEUE_FUNCTION_ARN` | api, sweeper | the one-time schedules' target |
 | `OFFPATH_SCHEDULE_DLQ_ARN` | api, sweeper | the one-time schedules' dead-letter queue |
 | `OFFPATH_SWEEP_GRACE_S` | api, enqueue, sweeper | how long after a job is due the sweeper checks on it (default 120) |
+| `OFFPATH_STACK_PREFIX` | api | the stack's name prefix, which its alarms' names start with (default offpath) |
 | `OFFPATH_REDRIVE_MODE` | api | `move_task` (StartMessageMoveTask, default) or `copy` (for emulators) |
 | `OFFPATH_TENANT_CLAIMS` | api | comma-separated JWT claims naming the tenant, first present wins (default `tenant`) |
 | `OFFPATH_ADMIN_PRINCIPALS` | api | comma-separated IAM principal ARNs (users, roles) that are admins (default none) |
@@ -51,6 +52,7 @@ class Settings(BaseModel):
     tenant_claims: tuple[str, ...] = Field(default=DEFAULT_TENANT_CLAIMS, min_length=1)
     admin_principals: tuple[str, ...] = ()
     demo_jobs: bool = False
+    stack_prefix: str = "offpath"
 
     @field_validator("queue_urls", "dlq_urls", mode="before")
     @classmethod

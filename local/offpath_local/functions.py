@@ -89,10 +89,22 @@ class ApiFunction:
     at a time), so requests are handled one at a time here, whatever `environments` says: two at once
     could route one caller's request with another caller's event."""
 
-    def __init__(self, name: str, events: JobEvents, environments: int = 4, tap: MetricTap | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        events: JobEvents,
+        environments: int = 4,
+        tap: MetricTap | None = None,
+        *,
+        stats: Any = None,
+        alarms: Any = None,
+    ) -> None:
+        """`stats`, `alarms`: the runtime's stand-ins for what moto's CloudWatch cannot answer (operations.py)."""
         self.name = name
         self._module = importlib.import_module(API_MODULE)
         base = self._module.default_services()
+        overrides = {"stats": stats, "alarms": alarms}
+        base = dataclasses.replace(base, **{k: v for k, v in overrides.items() if v is not None})
         # Clients that adapters create on first use are created now, on one thread.
         base.monitor.stats()
         self._services = observed(base, events, "api", tap)

@@ -121,6 +121,11 @@ class ObservedJobStore:
         self._events.emit(job, "QUEUED", f"redriven from the DLQ (redrive {job.redrives})")
         return job
 
+    def retry_by_hand(self, *args: Any, **kwargs: Any) -> Job:
+        job = self._inner.retry_by_hand(*args, **kwargs)
+        self._events.emit(job, "QUEUED", f"retried by hand (retry {job.retries})")
+        return job
+
     def requeue_expired_lease(self, job: Job, *args: Any, **kwargs: Any) -> Job:
         requeued = self._inner.requeue_expired_lease(job, *args, **kwargs)
         self._events.emit(requeued, "QUEUED", "lease expired; requeued by the sweeper")

@@ -72,6 +72,7 @@ class Resources:
             "OFFPATH_TABLE_NAME": self.table_name,
             "OFFPATH_QUEUE_URLS": json.dumps(self.queue_urls),
             "OFFPATH_DLQ_URLS": json.dumps(self.dlq_urls),
+            "OFFPATH_STACK_PREFIX": self.prefix,
         }
         if self.schedule_group:
             env.update(

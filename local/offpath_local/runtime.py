@@ -48,6 +48,7 @@ from offpath_local.functions import (
 )
 from offpath_local.gateway import Authorizer, Gateway
 from offpath_local.job_events import ConsoleSummary, JobEvents
+from offpath_local.operations import AlarmChanges, LocalAlarms, LocalStats
 from offpath_local.output import Output
 from offpath_local.pollers import QueuePoller
 from offpath_local.prometheus import LocalMetrics
@@ -85,6 +86,7 @@ _RESOURCE_SETTINGS = frozenset(
         "OFFPATH_SCHEDULER_ROLE_ARN",
         "OFFPATH_ENQUEUE_FUNCTION_ARN",
         "OFFPATH_SCHEDULE_DLQ_ARN",
+        "OFFPATH_STACK_PREFIX",
         "OFFPATH_LOG_LEVEL",
         "OFFPATH_DEMO_JOBS",
     }
@@ -124,6 +126,7 @@ class LocalRuntime:
         self.output.on_metrics(self.metrics.record)
         self.events = JobEvents()
         self.counts = EventCounts()
+        self.alarm_changes = AlarmChanges()
         self.emulator = Emulator(config.host)
         self.resources: Resources | None = None
         self.tokens: dict[str, str] = {}
@@ -195,7 +198,16 @@ class LocalRuntime:
             self.events.subscribe(ConsoleSummary(self.output.say, tenants=len(self.tokens)))
 
         # Functions (their services are built here, on one thread).
-        api = ApiFunction(api_function_name(config.prefix), self.events, config.api_environments, self.counts.add)
+        from offpath.adapters.cloudwatch import CloudWatchAlarms
+
+        api = ApiFunction(
+            api_function_name(config.prefix),
+            self.events,
+            config.api_environments,
+            self.counts.add,
+            stats=LocalStats(self.metrics),
+            alarms=LocalAlarms(CloudWatchAlarms(config.prefix, client=clients["cloudwatch"]), self.alarm_changes),
+        )
         self._parts.append(api)
         send_failure = destination_sender(clients["sqs"], resources.async_failures_url or "")
         speed = config.clock_speed
@@ -564,6 +576,7 @@ class LocalRuntime:
             self.counts.add("api-5xx")
 
     def _on_alarm(self, change: dict[str, Any]) -> None:
+        self.alarm_changes.record(change)
         if "ALARM" not in (change["old_state"], change["new_state"]):
             return
         stamp = time.strftime("%H:%M:%S")

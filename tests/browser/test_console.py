@@ -87,7 +87,7 @@ def test_submitted_jobs_reach_succeeded_on_the_page_without_a_reload(console: Op
     admin.page.evaluate("window.stillTheSamePage = true")
     expect(admin.page.locator("main .badge").first).to_have_text("RUNNING", timeout=RUN_S)
     expect(admin.page.locator("main .badge").first).to_have_text("SUCCEEDED", timeout=RUN_S)
-    expect(admin.page.locator("main pre.data")).to_contain_text('"slept_ms": 4000')
+    expect(admin.page.locator("main pre.data").first).to_contain_text('"slept_ms": 4000')
     assert admin.page.evaluate("window.stillTheSamePage") is True
 
 
@@ -170,7 +170,8 @@ def test_html_in_a_payload_key_and_error_is_shown_as_text(console: OpenConsole, 
     admin = console(TOKEN_A)
 
     admin.open(f"/console/jobs/{echoed}")
-    expect(admin.page.locator("main pre.data")).to_contain_text(json.dumps(HOSTILE))
+    expect(admin.page.locator("main pre.data").first).to_contain_text(json.dumps(HOSTILE))
+    expect(admin.page.locator("main pre.data").last).to_contain_text("<script>window.pwned=2</script>")
     expect(admin.page.locator("main")).to_contain_text("<b>key</b><img src=x onerror=window.pwned=3>")
     admin.screenshot("job-with-html")
     admin.open(f"/console/jobs/{failed}")
@@ -184,21 +185,77 @@ def test_html_in_a_payload_key_and_error_is_shown_as_text(console: OpenConsole, 
     assert admin.page.evaluate("window.pwned") is None
 
 
-def test_retry_is_offered_exactly_when_the_api_declares_it(console: OpenConsole, local: Local) -> None:
-    paths = local.call("GET", "/openapi.json").body["paths"]
-    declared = any(re.fullmatch(r"/jobs/\{[^}]+\}/retry", path) and "post" in ops for path, ops in paths.items())
-    job_id = submit(local, "demo.poison", {"reason": "retry me"})
+def test_a_failed_job_is_retried_from_its_page_and_succeeds(console: OpenConsole, local: Local) -> None:
+    job_id = submit(local, "demo.poison", {"reason": "retry me", "first_run_only": True})
     local.wait_for_job(job_id, {"FAILED"}, timeout_s=30)
-
     admin = console(TOKEN_A).open(f"/console/jobs/{job_id}")
     expect(admin.page.locator("main .badge").first).to_have_text("FAILED")
-    retry = admin.page.get_by_role("button", name="Retry")
+    expect(admin.page.locator("main pre.data").last).to_contain_text('"first_run_only": true')
 
-    if not declared:
-        expect(retry).to_have_count(0)
-        return
-    retry.click()
-    expect(admin.page.locator("main .badge").first).not_to_have_text("FAILED", timeout=RUN_S)
+    admin.page.get_by_role("button", name="Retry").click()
+
+    expect(admin.page.locator("main .badge").first).to_have_text("SUCCEEDED", timeout=RUN_S)
+    expect(admin.page.get_by_role("button", name="Retry")).to_have_count(0)
+    fields = admin.page.locator("main dl.fields")
+    expect(fields).to_contain_text("Retried by hand")
+    timeline = admin.page.locator("main ol.timeline")
+    expect(timeline).to_contain_text("Attempt 1 failed: permanent error: retry me")
+    expect(timeline).to_contain_text("Attempt 1 succeeded")
+    admin.screenshot("job-retried")
+    assert local.job(job_id)["retries"] == 1
+
+
+def test_a_dead_letter_is_retried_from_its_queue_page(console: OpenConsole, local: Local) -> None:
+    job_id = submit(local, "demo.poison", {"reason": "dead letter", "first_run_only": True})
+    local.wait_for_job(job_id, {"FAILED"}, timeout_s=30)
+    admin = console(TOKEN_A).open("/console/queues/default")
+
+    row(admin, job_id).get_by_role("button", name="Retry").click()
+
+    expect(admin.page.locator("main .notice")).to_contain_text(f"Retried {job_id}: QUEUED")
+    local.wait_for_job(job_id, {"SUCCEEDED"}, timeout_s=30)
+    expect(row(admin, job_id)).to_have_count(0, timeout=RUN_S)
+
+
+def test_the_overview_charts_the_last_hour_and_shows_the_alarms(console: OpenConsole, local: Local) -> None:
+    done = submit(local, "demo.echo", {"chart": True})
+    local.wait_for_job(done, {"SUCCEEDED"})
+    dead_letter(local, reason="for the alarm")
+    wait_for(lambda: local.alarm_state("offpath-default-dlq-depth") == "ALARM" or None, timeout_s=30)
+    admin = console(TOKEN_A).open("/console")
+
+    stats = admin.page.locator("main .stats")
+    expect(stats.locator("svg.chart")).to_have_count(2, timeout=RUN_S)
+    expect(stats.locator("svg.chart rect").first).to_be_visible()
+    expect(stats.locator("tr", has_text="demo.echo").first).to_be_visible()
+    alarm = admin.page.locator("main tr", has_text="offpath-default-dlq-depth")
+    expect(alarm.locator(".badge")).to_have_text("ALARM", timeout=RUN_S)
+    admin.screenshot("overview-charts")
+
+    admin.open("/console/alarms")
+    listed = admin.page.locator("main tr", has_text="offpath-default-dlq-depth").first
+    expect(listed.locator(".badge").first).to_have_text("ALARM")
+    expect(admin.page.locator("main h2", has_text="Recent changes")).to_be_visible()
+    expect(admin.page.locator("main table").nth(1)).to_contain_text("offpath-default-dlq-depth")
+    admin.screenshot("alarms-with-changes")
+
+
+def test_an_admin_lists_the_jobs_that_schedules_made(console: OpenConsole, local: Local) -> None:
+    fired = local.call("POST", f"/schedules/{E2E_SCHEDULE}/trigger")
+    assert fired.status == 202, fired.body
+    admin = console(TOKEN_A).open("/console/schedules")
+    nightly = admin.page.locator("article.schedule", has=admin.page.locator("h2", has_text="nightly-cleanup"))
+    expect(nightly.locator("dd ul li")).to_have_count(5)
+    expect(nightly.locator("dd ul li").first).to_contain_text("T03:00:00")
+
+    admin.page.get_by_role("link", name="The jobs the schedules made").click()
+
+    expect(admin.page.locator("main h1")).to_have_text("Jobs of schedules")
+    assert admin.page.url.endswith("/console/jobs?tenant=system")
+    expect(row(admin, fired.body["job_id"])).to_have_count(1)
+    admin.screenshot("schedule-jobs")
+    tenant = console(TOKEN_B).open("/console/jobs?tenant=system")
+    expect(row(tenant, fired.body["job_id"])).to_have_count(0)
 
 
 def test_every_page_is_reached_from_the_keyboard(console: OpenConsole) -> None:
@@ -222,7 +279,7 @@ def test_offpath_console_serves_the_same_console_for_a_deployed_api(console: Ope
     proxy.start()
     try:
         remote = console(proxy.session_token, base=proxy.url)
-        expect(remote.page.locator("#nav a")).to_have_text(["Overview", "Jobs", "Queues", "Schedules"])
+        expect(remote.page.locator("#nav a")).to_have_text(["Overview", "Jobs", "Queues", "Schedules", "Alarms"])
         remote.open("/console/jobs")
         expect(row(remote, job_id)).to_have_count(1)
         remote.open(f"/console/jobs/{job_id}")

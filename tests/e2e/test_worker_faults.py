@@ -2,8 +2,8 @@
 
 One runtime for the module, started with faults forced onto given jobs only (`--fault-job
 worker-crash:JOB_ID`: that job's worker dies after the job function ran, before its success write) and
-the test timings, so a dead worker's batch reappears within two minutes (see WAIT_S). The jobs of 14 and 16 are submitted
-when it starts and recover while the burst (21) runs.
+the test timings, so a dead worker's batch reappears within two minutes (see WAIT_S). The jobs of 14 and 16
+are submitted when it starts and recover while the burst (21) runs.
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ EXPECTED_ROUTES = {
     "GET /jobs",
     "GET /jobs/{job_id}",
     "POST /jobs/{job_id}/cancel",
+    "POST /jobs/{job_id}/retry",
     "GET /job-types",
     "GET /queues",
     "GET /schedules",
@@ -25,6 +26,8 @@ EXPECTED_ROUTES = {
     "GET /health",
     "POST /queues/{name}/redrive",
     "POST /schedules/{name}/trigger",
+    "GET /stats",
+    "GET /alarms",
 }
 
 

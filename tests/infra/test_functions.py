@@ -12,6 +12,7 @@ from offpath.naming import TABLE_INDEXES
 from offpath.settings import Settings
 from tests.infra.stacks import PINNED_LAYER, Synthesized
 from tests.infra.template_view import (
+    alarms_by_name,
     as_list,
     functions_by_name,
     grants_of_role,
@@ -39,6 +40,9 @@ EXPECTED_ACTIONS = {
         "sqs:ReceiveMessage",
         "sqs:DeleteMessage",
         "cloudwatch:GetMetricData",
+        "cloudwatch:ListMetrics",
+        "cloudwatch:DescribeAlarms",
+        "cloudwatch:DescribeAlarmHistory",
         "scheduler:CreateSchedule",
         "scheduler:DeleteSchedule",
         "iam:PassRole",
@@ -234,6 +238,20 @@ def test_grants_stay_on_the_resources_each_function_uses(default_stack: Synthesi
         ]
         assert render(pass_role["Resource"]).startswith("<SchedulesSchedulerRole")
         assert pass_role["Condition"] == {"StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}}
+
+
+def test_the_api_reads_its_own_stacks_alarms_and_the_metrics_for_get_stats(any_stack: Synthesized) -> None:
+    template = any_stack.json
+    prefix = any_stack.stack.options.prefix
+    api = grants_of_role(template, role_of(functions_by_name(template)[f"{prefix}-api"][1]))
+    variables = functions_by_name(template)[f"{prefix}-api"][1]["Environment"]["Variables"]
+
+    alarms = {f"arn:<AWS::Partition>:cloudwatch:<AWS::Region>:<AWS::AccountId>:alarm:{prefix}-*"}
+    assert api["cloudwatch:DescribeAlarms"] == alarms
+    assert api["cloudwatch:DescribeAlarmHistory"] == alarms
+    assert api["cloudwatch:GetMetricData"] == api["cloudwatch:ListMetrics"] == {"*"}
+    assert variables["OFFPATH_STACK_PREFIX"] == prefix
+    assert all(name.startswith(f"{prefix}-") for name in alarms_by_name(template))
 
 
 def test_wildcard_resources_only_for_actions_that_take_no_resource(default_stack: Synthesized) -> None:

@@ -386,6 +386,75 @@ def test_a_redrive_gives_a_failed_job_a_fresh_budget_once(job_store: JobStore) -
     assert (again.status, again.attempt, again.redrives, again.error) == (JobStatus.QUEUED, 0, 1, None)
 
 
+@pytest.mark.parametrize("end", ["failed", "cancelled"])
+def test_a_hand_retry_gives_a_failed_or_cancelled_job_a_fresh_budget_and_counts_it(
+    job_store: JobStore, end: str
+) -> None:
+    job_store.create(new_job())
+    if end == "failed":
+        claimed = claim(job_store, new_job())
+        job_store.record_failure(claimed, error="bad", now=T0, expires_at=T0 + RETENTION)
+    else:
+        job_store.cancel(new_job().job_id, tenant=TENANT, now=T0, expires_at=T0 + RETENTION)
+
+    again = job_store.retry_by_hand(new_job().job_id, tenant=TENANT, now=T0 + LEASE, sweep_at=T0 + 2 * LEASE)
+
+    stored = current(job_store, again)
+    assert (stored.status, stored.attempt, stored.retries, stored.error) == (JobStatus.QUEUED, 0, 1, None)
+    assert (stored.finished_at, stored.expires_at, stored.sweep_at) == (None, None, T0 + 2 * LEASE)
+    assert [j.job_id for j in job_store.due_for_sweep(now=T0 + 2 * LEASE, limit=10)] == [stored.job_id]
+    assert claim(job_store, new_job(), now=T0 + 2 * LEASE).attempt == 1
+
+
+def test_a_hand_retry_of_a_queued_job_is_refused_and_changes_nothing(job_store: JobStore) -> None:
+    job_store.create(new_job())
+
+    with pytest.raises(JobConflictError) as raised:
+        job_store.retry_by_hand(new_job().job_id, tenant=TENANT, now=T0, sweep_at=T0 + LEASE)
+
+    assert raised.value.job is not None and raised.value.job.status is JobStatus.QUEUED
+    assert current(job_store, new_job()).retries == 0
+
+
+def test_a_hand_retry_of_another_tenants_job_is_not_found(job_store: JobStore) -> None:
+    job_store.create(new_job())
+    job_store.cancel(new_job().job_id, tenant=TENANT, now=T0, expires_at=T0 + RETENTION)
+
+    with pytest.raises(JobNotFoundError):
+        job_store.retry_by_hand(new_job().job_id, tenant="tenant-b", now=T0, sweep_at=T0 + LEASE)
+
+    assert current(job_store, new_job()).status is JobStatus.CANCELLED
+
+
+def test_each_attempts_end_is_kept_on_the_job_by_its_outcome_write(job_store: JobStore) -> None:
+    job_store.create(new_job())
+    first = claim(job_store, new_job())
+    job_store.record_retry(first, error="boom", now=T0 + timedelta(seconds=2), next_attempt_at=T0 + LEASE)
+    second = claim(job_store, new_job(), now=T0 + LEASE)
+    job_store.record_success(second, result="ok", now=T0 + LEASE + timedelta(seconds=3), expires_at=T0 + RETENTION)
+
+    history = current(job_store, second).attempt_history
+
+    assert [(r.attempt, r.started_at, r.finished_at, r.outcome, r.error) for r in history] == [
+        (1, T0, T0 + timedelta(seconds=2), "RETRYING", "boom"),
+        (2, T0 + LEASE, T0 + LEASE + timedelta(seconds=3), "SUCCEEDED", None),
+    ]
+
+
+def test_the_attempt_history_keeps_the_last_ten_and_a_short_error(job_store: JobStore) -> None:
+    job_store.create(new_job(max_attempts=100))
+    now = T0
+    for _ in range(12):
+        claimed = claim(job_store, new_job(), now=now)
+        job_store.record_retry(claimed, error="x" * 1000, now=now, next_attempt_at=now)
+        now += timedelta(seconds=1)
+
+    history = current(job_store, new_job()).attempt_history
+
+    assert [r.attempt for r in history] == list(range(3, 13))
+    assert {len(r.error or "") for r in history} == {200}
+
+
 def test_an_expired_lease_with_attempts_left_is_requeued_once(job_store: JobStore) -> None:
     job_store.create(new_job())
     claimed = claim(job_store, new_job())
@@ -448,6 +517,9 @@ OPERATIONS: dict[str, Callable[[JobStore, Job, Facts], object]] = {
         job.job_id, tenant=str(f.tenant), now=NOW, sweep_at=NOW + LEASE
     ),
     "redrive": lambda store, job, f: store.reset_for_redrive(
+        job.job_id, tenant=str(f.tenant), now=NOW, sweep_at=NOW + LEASE
+    ),
+    "retry_by_hand": lambda store, job, f: store.retry_by_hand(
         job.job_id, tenant=str(f.tenant), now=NOW, sweep_at=NOW + LEASE
     ),
     "reschedule_sweep": lambda store, job, f: store.reschedule_sweep(

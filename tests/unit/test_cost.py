@@ -12,7 +12,7 @@ import pytest
 from offpath.domain.registry import REGISTRY
 from offpath.naming import FUNCTION_MEMORY_MB
 from offpath.settings import Settings
-from offpath_tools import cost, cost_doc
+from offpath_tools import cost, cost_command, cost_doc
 from offpath_tools.cost import MILLION, Assumptions, Config
 
 PLAIN_INDEX_UNITS = [{"by_tenant": 1, "sweep": 1}, {"by_tenant": 1, "sweep": 0}, {"by_tenant": 1, "sweep": 1}]
@@ -377,3 +377,22 @@ def test_without_a_configured_payload_every_scenario_carries_the_measured_payloa
 
     assert cost.job_usage(measured, Config(), BARE)["wru"] > as_measured
     assert cost.job_usage(measured, Config(payload_bytes=100), BARE)["wru"] == as_measured
+
+
+def test_a_get_stats_call_costs_nine_metrics_per_queue_and_job_type_and_five_listings() -> None:
+    assert cost.stats_call_cost(10) == pytest.approx((10 * 9 + 5) * 0.01 / 1000)
+
+
+def test_the_cost_report_states_what_the_consoles_statistics_cost(measured: dict[str, Any]) -> None:
+    import io
+
+    out = io.StringIO()
+    config = Config(job_types=10)
+    cost_command.render_text(measured, config, out)
+
+    hour = 60 * cost.stats_call_cost(10)
+    assert (
+        f"90 metrics per call (GetMetricData, 10 queue and job type pair(s)) = {cost.money(cost.stats_call_cost(10))}"
+        in out.getvalue()
+    )
+    assert f"{cost.money(hour)} an hour" in out.getvalue()

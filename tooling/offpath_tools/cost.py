@@ -146,6 +146,13 @@ PRICES: dict[str, Price] = {
             "first 10,000 metrics",
         ),
         Price(
+            "metric_requested",
+            0.01 / 1000,
+            "$0.01 per 1,000 metrics requested",
+            "Amazon CloudWatch pricing",
+            "GetMetricData (GET /stats); ListMetrics is $0.01 per 1,000 requests",
+        ),
+        Price(
             "alarm_month",
             0.10,
             "$0.10 per alarm-month",
@@ -692,6 +699,18 @@ def describe(config: Config, measured_payload: int | None = None) -> str:
         f"{config.batch_size}; payload {payload}; DynamoDB {capacity}; logs at {config.log_level}; X-Ray "
         f"{'on' if config.tracing else 'off'}"
     )
+
+
+# GET /stats asks, per (queue, job type) with metrics, 5 sums and 4 percentiles (adapters/cloudwatch.py),
+# after 5 ListMetrics requests; the console asks it once a minute while its overview is open.
+STATS_METRICS_PER_PAIR = 9
+STATS_LIST_REQUESTS = 5
+CONSOLE_HOURS_PER_MONTH = 8 * 22
+
+
+def stats_call_cost(pairs: int) -> float:
+    """One GET /stats on AWS: GetMetricData by the metric requested, ListMetrics by the request."""
+    return pairs * STATS_METRICS_PER_PAIR * price("metric_requested") + STATS_LIST_REQUESTS * price("metric_requested")
 
 
 def knob_rows(measured: Mapping[str, Any], base: Config | None = None) -> Iterable[tuple[str, float]]:

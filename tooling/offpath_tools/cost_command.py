@@ -19,9 +19,11 @@ from typing import Any, TextIO
 from pydantic import ValidationError
 
 from offpath_tools.cost import (
+    CONSOLE_HOURS_PER_MONTH,
     MILLION,
     PRICES_TAKEN,
     SECONDS_PER_MONTH,
+    STATS_METRICS_PER_PAIR,
     TARGET_PER_MILLION,
     Config,
     alternatives,
@@ -30,6 +32,7 @@ from offpath_tools.cost import (
     load_measured,
     money,
     problems,
+    stats_call_cost,
 )
 
 USAGE = 2
@@ -174,7 +177,15 @@ def render_text(measured: Mapping[str, Any], config: Config, out: TextIO) -> Non
     fixed = [[item, money(cost)] for item, cost in result.fixed_monthly.items()]
     fixed.append(["total fixed", money(sum(result.fixed_monthly.values()))])
     _table(out, ["FIXED PER MONTH", "COST"], fixed)
-    out.write(f"\ntotal per month: {money(result.monthly)}\n\n")
+    out.write(f"\ntotal per month: {money(result.monthly)}\n")
+    call = stats_call_cost(config.job_types)
+    hour = 60 * call
+    out.write(
+        f"GET /stats (the console's charts): {config.job_types * STATS_METRICS_PER_PAIR} metrics per call "
+        f"(GetMetricData, {config.job_types} queue and job type pair(s)) = {money(call)} a call; the console asks "
+        f"once a minute while its overview is open: {money(hour)} an hour, {money(hour * CONSOLE_HOURS_PER_MONTH)} "
+        f"a month open {CONSOLE_HOURS_PER_MONTH} h\n\n"
+    )
     others = [
         [a.name, f"{a.units_per_job:g} {a.unit}", money(a.fees_per_million), money(a.total_per_million), a.note]
         for a in alternatives(measured, config)

@@ -217,6 +217,14 @@ class InMemoryJobStore:
             lambda current: transitions.redrive(current, tenant=tenant, now=now, sweep_at=sweep_at),
         )
 
+    def retry_by_hand(self, job_id: str, *, tenant: str, now: datetime, sweep_at: datetime) -> Job:
+        return self._owned(
+            "retry_by_hand",
+            job_id,
+            tenant,
+            lambda current: transitions.retry_by_hand(current, tenant=tenant, now=now, sweep_at=sweep_at),
+        )
+
     def requeue_expired_lease(self, job: Job, *, now: datetime, sweep_at: datetime) -> Job:
         return self._fenced(
             "requeue_expired_lease",

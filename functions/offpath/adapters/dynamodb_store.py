@@ -38,12 +38,15 @@ from offpath.domain.job import (
     ENQUEUE_SCHEDULED,
     FAIL,
     FAIL_EXPIRED_LEASE,
+    LEASE_EXPIRED_OUTCOME,
     RECORD_PROGRESS,
     REDRIVE,
     REQUEUE_EXPIRED_LEASE,
     RESCHEDULE_SWEEP,
     RETRY,
+    RETRY_BY_HAND,
     SUCCEED,
+    AttemptRecord,
     Facts,
     Guard,
     Job,
@@ -173,7 +176,8 @@ class DynamoDbJobStore:
                 job_id,
                 Facts(now=now, tenant=tenant),
                 "SET #s = :status, attempt = attempt + :one, lease_until = :lease, "
-                "started_at = if_not_exists(started_at, :now), updated_at = :now REMOVE next_attempt_at",
+                "started_at = if_not_exists(started_at, :now), attempt_started_at = :now, updated_at = :now "
+                "REMOVE next_attempt_at",
                 {":one": 1, ":now": iso(now), ":lease": iso(lease_until)},
             )
         except _ConditionFailed as failed:
@@ -210,21 +214,37 @@ class DynamoDbJobStore:
 
     def fail_expired_lease(self, job: Job, *, now: datetime, expires_at: datetime) -> None:
         self._record_outcome(
-            FAIL_EXPIRED_LEASE, job, now, FAILED_UPDATE, {":error": "lease expired", ":ttl": epoch(expires_at)}
+            FAIL_EXPIRED_LEASE,
+            job,
+            now,
+            FAILED_UPDATE,
+            {":error": "lease expired", ":ttl": epoch(expires_at)},
+            outcome=LEASE_EXPIRED_OUTCOME,
         )
 
     def _record_outcome(
-        self, transition: Transition, job: Job, now: datetime, update: str, values: dict[str, Any]
+        self,
+        transition: Transition,
+        job: Job,
+        now: datetime,
+        update: str,
+        values: dict[str, Any],
+        *,
+        outcome: str | None = None,
     ) -> None:
         """Write how an attempt ended (SUCCEEDED, RETRYING or FAILED), fenced: only while that
-        attempt still holds the job."""
+        attempt still holds the job. The same write adds the attempt to the job's history: the fence
+        makes `job`'s history the stored one."""
+        error = values.get(":error")
+        ended = outcome or (transition.to or job.status).value
+        history = job.history_with(ended, now, error if isinstance(error, str) else None)
         try:
             self._write(
                 transition,
                 job.job_id,
                 Facts(now=now, attempt=job.attempt),
-                f"SET #s = :status, updated_at = :now, {update}",
-                {":now": iso(now), **values},
+                f"SET #s = :status, updated_at = :now, attempts_json = :attempts, {update}",
+                {":now": iso(now), ":attempts": attempts_json(history), **values},
                 names={"#e": "error"},
                 returns=False,
             )
@@ -293,6 +313,32 @@ class DynamoDbJobStore:
             names={"#e": "error"},
         )
 
+    def retry_by_hand(self, job_id: str, *, tenant: str, now: datetime, sweep_at: datetime) -> Job:
+        try:
+            return self._move_to_queued(
+                RETRY_BY_HAND,
+                job_id,
+                tenant=tenant,
+                now=now,
+                sweep_at=sweep_at,
+                # ADD: a job written before hand retries were counted has no `retries` yet.
+                also=", attempt = :zero, resends = :zero "
+                "REMOVE #e, finished_at, expires_at, lease_until, next_attempt_at ADD retries :one",
+                values={":zero": 0, ":one": 1},
+                names={"#e": "error"},
+            )
+        except JobConflictError as conflict:
+            current = conflict.job
+            if (
+                current is not None
+                and current.status is JobStatus.QUEUED
+                and current.updated_at == now
+                and current.sweep_at == sweep_at
+            ):
+                # This retry's own write, met by an SDK retry after its response was lost.
+                return current
+            raise
+
     def _move_to_queued(
         self,
         transition: Transition,
@@ -324,8 +370,14 @@ class DynamoDbJobStore:
                 REQUEUE_EXPIRED_LEASE,
                 job.job_id,
                 Facts(now=now, attempt=job.attempt),
-                "SET #s = :status, updated_at = :now, sweep_at = :sweep, resends = resends + :one REMOVE lease_until",
-                {":now": iso(now), ":sweep": iso(sweep_at), ":one": 1},
+                "SET #s = :status, updated_at = :now, sweep_at = :sweep, resends = resends + :one, "
+                "attempts_json = :attempts REMOVE lease_until",
+                {
+                    ":now": iso(now),
+                    ":sweep": iso(sweep_at),
+                    ":one": 1,
+                    ":attempts": attempts_json(job.history_with(LEASE_EXPIRED_OUTCOME, now, "lease expired")),
+                },
             )
         except _ConditionFailed as failed:
             current = from_item(failed.item) if failed.item else None
@@ -678,6 +730,7 @@ def to_item(job: Job) -> Item:
             "updated_at": iso(job.updated_at),
             "redrives": job.redrives,
             "resends": job.resends,
+            "retries": job.retries,
             # The by_tenant index's keys (offpath.naming.TABLE_INDEXES).
             "gsi1pk": job.tenant,
             "gsi_sk": f"{created}#{job.job_id}",
@@ -697,6 +750,8 @@ def to_item(job: Job) -> Item:
             "result_json": json.dumps(job.result, default=str) if job.result is not None else None,
             "progress_fraction": fraction_number(job.progress.fraction) if job.progress is not None else None,
             "progress_message": job.progress.message if job.progress is not None else None,
+            "attempt_started_at": when(job.attempt_started_at),
+            "attempts_json": attempts_json(job.attempt_history) if job.attempt_history else None,
         }
     )
 
@@ -740,6 +795,40 @@ def from_item(item: Mapping[str, Any]) -> Job:
         redrives=int(plain.get("redrives", 0)),
         sweep_at=when("sweep_at"),
         resends=int(plain.get("resends", 0)),
+        retries=int(plain.get("retries", 0)),
+        attempt_started_at=when("attempt_started_at"),
+        attempt_history=attempts_from_json(plain.get("attempts_json")),
+    )
+
+
+def attempts_json(history: tuple[AttemptRecord, ...]) -> str:
+    return json.dumps(
+        [
+            {
+                "attempt": record.attempt,
+                "started_at": iso(record.started_at) if record.started_at is not None else None,
+                "finished_at": iso(record.finished_at),
+                "outcome": record.outcome,
+                "error": record.error,
+            }
+            for record in history
+        ],
+        separators=(",", ":"),
+    )
+
+
+def attempts_from_json(text: str | None) -> tuple[AttemptRecord, ...]:
+    if not text:
+        return ()
+    return tuple(
+        AttemptRecord(
+            attempt=int(entry["attempt"]),
+            started_at=parse_iso(entry["started_at"]) if entry.get("started_at") else None,
+            finished_at=parse_iso(entry["finished_at"]),
+            outcome=str(entry["outcome"]),
+            error=entry.get("error"),
+        )
+        for entry in json.loads(text)
     )
 
 

@@ -92,3 +92,7 @@ class JobTypeForbiddenError(OffpathError):
 
 class TenantRefusedError(OffpathError):
     """The authorizer named a tenant that can never be one: outside the charset or length, or reserved."""
+
+
+class MetricsUnavailableError(OffpathError):
+    """CloudWatch (metrics or alarms) kept failing after bounded retries."""

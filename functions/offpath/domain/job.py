@@ -39,6 +39,9 @@ class JobStatus(enum.StrEnum):
         return self in FINAL_STATES
 
 
+# The outcome an attempt's record carries when its worker vanished and its lease ran out.
+LEASE_EXPIRED_OUTCOME = "LEASE_EXPIRED"
+
 FINAL_STATES = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED})
 UNFINISHED_STATES = frozenset(JobStatus) - FINAL_STATES
 
@@ -47,6 +50,23 @@ UNFINISHED_STATES = frozenset(JobStatus) - FINAL_STATES
 class Progress:
     fraction: float
     message: str = ""
+
+
+@dataclass(frozen=True)
+class AttemptRecord:
+    """How one attempt ended, kept on the job (the last ATTEMPTS_KEPT of them) by the write that
+    records the outcome: no write of its own."""
+
+    attempt: int
+    started_at: datetime | None
+    finished_at: datetime
+    outcome: str  # SUCCEEDED, RETRYING, FAILED or LEASE_EXPIRED
+    error: str | None = None
+
+
+# The attempt history is bounded so the job item (and every write unit it costs) stays small.
+ATTEMPTS_KEPT = 10
+ATTEMPT_ERROR_CHARS = 200
 
 
 @dataclass(frozen=True)
@@ -78,12 +98,28 @@ class Job:
     # When the sweeper should next look at this job (None once it is final); see logic/sweep.py.
     sweep_at: datetime | None = None
     resends: int = 0
+    # How often the tenant retried the job by hand (POST /jobs/{id}/retry).
+    retries: int = 0
+    # When the attempt now holding the job (or the last one) started.
+    attempt_started_at: datetime | None = None
+    attempt_history: tuple[AttemptRecord, ...] = ()
 
     def replace(self, **changes: Any) -> Job:
         return dataclasses.replace(self, **changes)
 
     def lease_expired(self, now: datetime) -> bool:
         return self.status is JobStatus.RUNNING and Guard.LEASE_EXPIRED.holds(self, Facts(now=now))
+
+    def history_with(self, outcome: str, now: datetime, error: str | None = None) -> tuple[AttemptRecord, ...]:
+        """The attempt history with this attempt's end added (the newest ATTEMPTS_KEPT)."""
+        record = AttemptRecord(
+            attempt=self.attempt,
+            started_at=self.attempt_started_at,
+            finished_at=now,
+            outcome=outcome,
+            error=error[:ATTEMPT_ERROR_CHARS] if error is not None else None,
+        )
+        return (*self.attempt_history, record)[-ATTEMPTS_KEPT:]
 
 
 # -- the declaration ------------------------------------------------------------------------------
@@ -220,6 +256,13 @@ ENQUEUE_SCHEDULED = Transition(
     "enqueue_scheduled", to=JobStatus.QUEUED, sources=_from(JobStatus.SCHEDULED), guards=(Guard.SAME_TENANT,)
 )
 REDRIVE = Transition("redrive", to=JobStatus.QUEUED, sources=_from(JobStatus.FAILED), guards=(Guard.SAME_TENANT,))
+# By the job's tenant, by id (POST /jobs/{id}/retry): a failed or cancelled job runs again.
+RETRY_BY_HAND = Transition(
+    "retry_by_hand",
+    to=JobStatus.QUEUED,
+    sources=_from(JobStatus.FAILED, JobStatus.CANCELLED),
+    guards=(Guard.SAME_TENANT,),
+)
 # The sweeper moves an unfinished job's next look on, fenced on the sweep time it saw, so two
 # overlapping sweeps act on a job once.
 RESCHEDULE_SWEEP = Transition(
@@ -237,6 +280,7 @@ TRANSITIONS = (
     CANCEL,
     ENQUEUE_SCHEDULED,
     REDRIVE,
+    RETRY_BY_HAND,
     RESCHEDULE_SWEEP,
 )
 
@@ -252,6 +296,7 @@ def claim(job: Job, *, tenant: str, now: datetime, lease: timedelta) -> Job:
         attempt=job.attempt + 1,
         lease_until=now + lease,
         started_at=job.started_at or now,
+        attempt_started_at=now,
         updated_at=now,
         next_attempt_at=None,
     )
@@ -261,6 +306,7 @@ def succeed(job: Job, *, attempt: int, result: Any, now: datetime, retention: ti
     SUCCEED.check(job, Facts(now=now, attempt=attempt))
     return job.replace(
         status=JobStatus.SUCCEEDED,
+        attempt_history=job.history_with(JobStatus.SUCCEEDED.value, now),
         result=result,
         error=None,
         lease_until=None,
@@ -275,6 +321,7 @@ def schedule_retry(job: Job, *, attempt: int, error: str, now: datetime, delay: 
     RETRY.check(job, Facts(now=now, attempt=attempt))
     return job.replace(
         status=JobStatus.RETRYING,
+        attempt_history=job.history_with(JobStatus.RETRYING.value, now, error),
         error=error,
         lease_until=None,
         next_attempt_at=now + delay,
@@ -284,7 +331,7 @@ def schedule_retry(job: Job, *, attempt: int, error: str, now: datetime, delay: 
 
 def fail(job: Job, *, attempt: int, error: str, now: datetime, retention: timedelta) -> Job:
     FAIL.check(job, Facts(now=now, attempt=attempt))
-    return _failed(job, error=error, now=now, retention=retention)
+    return _failed(job, error=error, now=now, retention=retention, outcome=JobStatus.FAILED.value)
 
 
 def record_progress(job: Job, *, attempt: int, progress: Progress, now: datetime) -> Job:
@@ -295,12 +342,13 @@ def record_progress(job: Job, *, attempt: int, progress: Progress, now: datetime
 def fail_expired_lease(job: Job, *, attempt: int, now: datetime, retention: timedelta) -> Job:
     """A RUNNING job whose lease ran out on the last attempt: FAILED, fenced on its attempt."""
     FAIL_EXPIRED_LEASE.check(job, Facts(now=now, attempt=attempt))
-    return _failed(job, error="lease expired", now=now, retention=retention)
+    return _failed(job, error="lease expired", now=now, retention=retention, outcome=LEASE_EXPIRED_OUTCOME)
 
 
-def _failed(job: Job, *, error: str, now: datetime, retention: timedelta) -> Job:
+def _failed(job: Job, *, error: str, now: datetime, retention: timedelta, outcome: str) -> Job:
     return job.replace(
         status=JobStatus.FAILED,
+        attempt_history=job.history_with(outcome, now, error),
         error=error,
         lease_until=None,
         finished_at=now,
@@ -315,7 +363,12 @@ def requeue_expired_lease(job: Job, *, attempt: int, now: datetime, sweep_at: da
     The requeue sends the job's message again, so it counts as a resend."""
     REQUEUE_EXPIRED_LEASE.check(job, Facts(now=now, attempt=attempt))
     return job.replace(
-        status=JobStatus.QUEUED, lease_until=None, updated_at=now, sweep_at=sweep_at, resends=job.resends + 1
+        status=JobStatus.QUEUED,
+        attempt_history=job.history_with(LEASE_EXPIRED_OUTCOME, now, "lease expired"),
+        lease_until=None,
+        updated_at=now,
+        sweep_at=sweep_at,
+        resends=job.resends + 1,
     )
 
 
@@ -348,6 +401,25 @@ def redrive(job: Job, *, tenant: str, now: datetime, sweep_at: datetime) -> Job:
         expires_at=None,
         updated_at=now,
         redrives=job.redrives + 1,
+        sweep_at=sweep_at,
+        resends=0,
+    )
+
+
+def retry_by_hand(job: Job, *, tenant: str, now: datetime, sweep_at: datetime) -> Job:
+    """FAILED or CANCELLED -> QUEUED with a fresh attempt budget; the hand retry is counted on the job.
+    Its history of attempts is kept."""
+    RETRY_BY_HAND.check(job, Facts(now=now, tenant=tenant))
+    return job.replace(
+        status=JobStatus.QUEUED,
+        attempt=0,
+        error=None,
+        finished_at=None,
+        expires_at=None,
+        lease_until=None,
+        next_attempt_at=None,
+        updated_at=now,
+        retries=job.retries + 1,
         sweep_at=sweep_at,
         resends=0,
     )

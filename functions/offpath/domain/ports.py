@@ -104,6 +104,10 @@ class JobStore(Protocol):
     def reset_for_redrive(self, job_id: str, *, tenant: str, now: datetime, sweep_at: datetime) -> Job:
         """FAILED -> QUEUED with a fresh attempt budget and the redrive counted."""
 
+    def retry_by_hand(self, job_id: str, *, tenant: str, now: datetime, sweep_at: datetime) -> Job:
+        """FAILED or CANCELLED -> QUEUED with a fresh attempt budget and the hand retry counted; another
+        tenant's job is JobNotFoundError, any other state JobConflictError."""
+
     def requeue_expired_lease(self, job: Job, *, now: datetime, sweep_at: datetime) -> Job: ...
 
     def due_for_sweep(self, *, now: datetime, limit: int) -> list[Job]:
@@ -189,3 +193,56 @@ class Ports:
     clock: Clock
     metrics: Metrics
     scheduler: JobScheduler | None = None
+
+
+# -- operations: per-minute statistics and alarms ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MinuteStats:
+    """One minute of one queue class and job type, from the functions' metrics. Percentiles are in
+    seconds, None when no job ran (or waited) that minute."""
+
+    minute: datetime  # the minute's start, UTC
+    queue: str
+    job_type: str
+    submitted: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    retried: int = 0
+    dead_lettered: int = 0
+    duration_p50_s: float | None = None
+    duration_p95_s: float | None = None
+    queue_wait_p50_s: float | None = None
+    queue_wait_p95_s: float | None = None
+
+
+class StatsSource(Protocol):
+    def minutes(self, *, start: datetime, end: datetime) -> list[MinuteStats]:
+        """Every minute from `start` to `end` in which something was counted, oldest first."""
+
+
+@dataclass(frozen=True)
+class AlarmState:
+    name: str
+    state: str  # OK, ALARM or INSUFFICIENT_DATA
+    reason: str
+    updated_at: datetime | None
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class AlarmChange:
+    time: datetime
+    alarm: str
+    old_state: str
+    new_state: str
+    reason: str
+
+
+class AlarmSource(Protocol):
+    def alarms(self) -> list[AlarmState]:
+        """The stack's alarms, by name."""
+
+    def changes(self, *, limit: int) -> list[AlarmChange]:
+        """The stack's most recent alarm state changes, newest first."""

@@ -9,17 +9,20 @@ import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from pydantic import BaseModel
 
 from offpath import contract
+from offpath.adapters.cloudwatch import CloudWatchAlarms, CloudWatchStats
 from offpath.domain.errors import (
     IdempotencyConflictError,
     InvalidRequestError,
     JobConflictError,
     JobNotFoundError,
     JobTypeForbiddenError,
+    MetricsUnavailableError,
     PayloadTooLargeError,
     QueueUnavailableError,
     RedriveInProgressError,
@@ -28,9 +31,12 @@ from offpath.domain.errors import (
     UnknownScheduleError,
 )
 from offpath.domain.job import JobStatus
-from offpath.domain.ports import Ports, QueueMonitor, Redriver
+from offpath.domain.ports import AlarmSource, Ports, QueueMonitor, Redriver, StatsSource
 from offpath.domain.registry import Submitter
 from offpath.handlers.api_models import (
+    AlarmChangeView,
+    AlarmsView,
+    AlarmView,
     BatchAccepted,
     BatchBody,
     BatchRefused,
@@ -42,12 +48,14 @@ from offpath.handlers.api_models import (
     JobTypesView,
     JobTypeView,
     JobView,
+    MinuteView,
     OpenApiDocument,
     QueuesView,
     QueueView,
     RedriveTaskView,
     RedriveView,
     SchedulesView,
+    StatsView,
     SubmitBody,
     TriggerView,
     parse_body,
@@ -75,6 +83,9 @@ JOB_ID_LENGTH = 32
 # Room for the envelope around a payload ({"type": ..., "run_at": ...}).
 ENVELOPE_ALLOWANCE_BYTES = 4 * 1024
 RETRY_AFTER_S = "2"
+STATS_MINUTES_DEFAULT = 60
+STATS_MINUTES_MAX = 1440
+ALARM_CHANGES_SHOWN = 50
 
 
 @dataclass
@@ -84,6 +95,9 @@ class ApiServices:
     monitor: QueueMonitor
     redriver: Redriver
     settings: Settings
+    # GET /stats and GET /alarms (None: not configured, answered 503).
+    stats: StatsSource | None = None
+    alarms: AlarmSource | None = None
 
 
 @functools.lru_cache(maxsize=1)
@@ -101,6 +115,8 @@ def build_services(settings: Settings, overrides: Overrides | None = None) -> Ap
         monitor=build_monitor(settings, overrides),
         redriver=build_redriver(settings, overrides),
         settings=settings,
+        stats=CloudWatchStats(),
+        alarms=CloudWatchAlarms(settings.stack_prefix),
     )
 
 
@@ -212,7 +228,7 @@ def get_job(request: Request, services: ApiServices) -> JobView:
             raise
         # Admins also read the jobs that schedules made.
         job = queries.get_job(checked, tenant=SYSTEM_TENANT, store=services.ports.store)
-    return JobView.of(job)
+    return JobView.of(job, with_payload=True)
 
 
 @handles("listJobs")
@@ -229,13 +245,24 @@ def list_jobs(request: Request, services: ApiServices) -> JobPageView:
     if job_type is not None and services.ports.registry.job_type(job_type) is None:
         raise InvalidRequestError("type", "unknown job type", code="unknown_job_type")
     page = services.ports.store.list_jobs(
-        request.caller,
+        _listed_tenant(request, params.get("tenant")),
         status=JobStatus(status) if status else None,
         job_type=job_type,
         limit=int(limit_text),
         cursor=params.get("cursor"),
     )
     return JobPageView(jobs=[JobView.of(job) for job in page.jobs], cursor=page.cursor)
+
+
+def _listed_tenant(request: Request, named: str | None) -> str:
+    """The caller's own jobs; an admin may name `system` for the jobs that schedules made."""
+    if named is None or named == request.caller:
+        return request.caller
+    if named != SYSTEM_TENANT:
+        raise InvalidRequestError("tenant", f"tenant may only be {SYSTEM_TENANT} (admin)")
+    if not request.is_admin:
+        raise ForbiddenError()
+    return SYSTEM_TENANT
 
 
 @handles("cancelJob")
@@ -248,7 +275,44 @@ def cancel_job(request: Request, services: ApiServices) -> JobView:
         retention=services.settings.retention,
         scheduler=services.ports.scheduler,
     )
-    return JobView.of(job)
+    return JobView.of(job, with_payload=True)
+
+
+@handles("retryJob")
+def retry_job(request: Request, services: ApiServices) -> JobView:
+    checked = _checked_job_id(request.path_parameters["job_id"])
+    grace = services.policy.sweep_grace
+    try:
+        job = queries.retry_job(checked, tenant=request.caller, ports=services.ports, sweep_grace=grace)
+    except JobNotFoundError:
+        if not request.is_admin:
+            raise
+        # Admins also retry the jobs that schedules made.
+        job = queries.retry_job(checked, tenant=SYSTEM_TENANT, ports=services.ports, sweep_grace=grace)
+    return JobView.of(job, with_payload=True)
+
+
+@handles("getStats")
+def get_stats(request: Request, services: ApiServices) -> StatsView:
+    text = request.query.get("minutes", str(STATS_MINUTES_DEFAULT))
+    if not (text.isascii() and text.isdigit() and len(text) <= 4) or not 1 <= int(text) <= STATS_MINUTES_MAX:
+        raise InvalidRequestError("minutes", f"minutes must be a whole number from 1 to {STATS_MINUTES_MAX}")
+    if services.stats is None:
+        raise MetricsUnavailableError("no statistics source configured")
+    end = services.ports.clock.now()
+    start = end - timedelta(minutes=int(text))
+    rows = services.stats.minutes(start=start, end=end)
+    return StatsView(start=start, end=end, minutes=[MinuteView.of(row) for row in rows])
+
+
+@handles("listAlarms")
+def list_alarms(request: Request, services: ApiServices) -> AlarmsView:
+    if services.alarms is None:
+        raise MetricsUnavailableError("no alarm source configured")
+    return AlarmsView(
+        alarms=[AlarmView.of(alarm) for alarm in services.alarms.alarms()],
+        changes=[AlarmChangeView.of(change) for change in services.alarms.changes(limit=ALARM_CHANGES_SHOWN)],
+    )
 
 
 @handles("listJobTypes")
@@ -364,7 +428,7 @@ def refusal(error: Exception) -> Response:
         return _error(404, "not_found", "no such job")
     if isinstance(error, JobConflictError):
         return _error(409, "conflict", str(error))
-    if isinstance(error, StoreUnavailableError | QueueUnavailableError):
+    if isinstance(error, StoreUnavailableError | QueueUnavailableError | MetricsUnavailableError):
         logger.error("dependency unavailable", extra={"reason": str(error)})
         return _error(
             503, "unavailable", "a backing service is unavailable; retry later", **{"Retry-After": RETRY_AFTER_S}

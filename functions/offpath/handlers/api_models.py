@@ -22,8 +22,8 @@ from pydantic import (
 )
 
 from offpath.domain.errors import InvalidRequestError
-from offpath.domain.job import Job, JobStatus
-from offpath.domain.ports import QueueStats, RedriveTask
+from offpath.domain.job import AttemptRecord, Job, JobStatus
+from offpath.domain.ports import AlarmChange, AlarmState, MinuteStats, QueueStats, RedriveTask
 
 SAFE_FIELD_PART = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$|^[0-9]{1,6}$")
 
@@ -60,6 +60,9 @@ JOB_EXAMPLE: dict[str, Any] = {
     "finished_at": None,
     "next_attempt_at": None,
     "redrives": 0,
+    "retries": 0,
+    "payload": {"user_id": "u-42", "email": "ada@example.com"},
+    "attempt_history": [],
 }
 _DONE_EXAMPLE = {
     **JOB_EXAMPLE,
@@ -69,6 +72,16 @@ _DONE_EXAMPLE = {
     "started_at": "2026-12-01T09:00:01Z",
     "finished_at": "2026-12-01T09:00:02Z",
     "updated_at": "2026-12-01T09:00:02Z",
+    "payload": None,
+    "attempt_history": [
+        {
+            "attempt": 1,
+            "started_at": "2026-12-01T09:00:01Z",
+            "finished_at": "2026-12-01T09:00:02Z",
+            "outcome": "SUCCEEDED",
+            "error": None,
+        }
+    ],
 }
 _REDRIVE_EXAMPLE = {"queue": "default", "status": "RUNNING", "moved": 0, "to_move": 12, "task_id": "a1b2c3"}
 
@@ -127,7 +140,34 @@ class ProgressView(BaseModel):
     message: str
 
 
+class AttemptView(BaseModel):
+    """One attempt's end (`outcome`: SUCCEEDED, RETRYING, FAILED or LEASE_EXPIRED); the error cut to 200
+    characters."""
+
+    model_config = _LAZY
+
+    attempt: int
+    started_at: Timestamp | None
+    finished_at: Timestamp
+    outcome: str
+    error: str | None = None
+
+    @classmethod
+    def of(cls, record: AttemptRecord) -> AttemptView:
+        return cls(
+            attempt=record.attempt,
+            started_at=record.started_at,
+            finished_at=record.finished_at,
+            outcome=record.outcome,
+            error=record.error,
+        )
+
+
 class JobView(BaseModel):
+    """`payload` is the tenant's own, in the answer about one job (GET /jobs/{job_id}, cancel, retry);
+    null in listings and submit answers, which could otherwise grow past what a response may hold.
+    `attempt_history`: the last 10 attempts' ends, oldest first, across redrives and retries."""
+
     model_config = _examples(JOB_EXAMPLE)
 
     job_id: str
@@ -147,9 +187,12 @@ class JobView(BaseModel):
     finished_at: Timestamp | None = None
     next_attempt_at: Timestamp | None = None
     redrives: int = 0
+    retries: int = Field(default=0, description="how often the job was retried by hand (POST /jobs/{id}/retry)")
+    payload: dict[str, Any] | None = None
+    attempt_history: list[AttemptView] = Field(default_factory=list)
 
     @classmethod
-    def of(cls, job: Job) -> JobView:
+    def of(cls, job: Job, *, with_payload: bool = False) -> JobView:
         progress = job.progress
         return cls(
             job_id=job.job_id,
@@ -169,6 +212,9 @@ class JobView(BaseModel):
             finished_at=job.finished_at,
             next_attempt_at=job.next_attempt_at,
             redrives=job.redrives,
+            retries=job.retries,
+            payload=job.payload if with_payload else None,
+            attempt_history=[AttemptView.of(record) for record in job.attempt_history],
         )
 
 
@@ -235,7 +281,7 @@ class BatchView(BaseModel):
     model_config = _examples(
         {
             "results": [
-                {"index": 0, "status": 202, "job": JOB_EXAMPLE},
+                {"index": 0, "status": 202, "job": {**JOB_EXAMPLE, "payload": None}},
                 {
                     "index": 1,
                     "status": 422,
@@ -332,6 +378,9 @@ class ScheduleView(BaseModel):
     enabled: bool
     flexible_window_min: int | None
     next_firing: str | None
+    next_firings: list[str] = Field(
+        default_factory=list, description="the next five firings, in the schedule's time zone"
+    )
     last_firings: list[FiringView]
 
 
@@ -348,6 +397,13 @@ class SchedulesView(BaseModel):
                     "enabled": True,
                     "flexible_window_min": 15,
                     "next_firing": "2026-12-02T03:00:00+01:00",
+                    "next_firings": [
+                        "2026-12-02T03:00:00+01:00",
+                        "2026-12-03T03:00:00+01:00",
+                        "2026-12-04T03:00:00+01:00",
+                        "2026-12-05T03:00:00+01:00",
+                        "2026-12-06T03:00:00+01:00",
+                    ],
                     "last_firings": [
                         {
                             "slot": "2026-12-01T02:00:00Z",
@@ -371,7 +427,13 @@ class TriggerView(BaseModel):
             "slot": "manual:2026-12-01T10:15:00Z",
             "job_id": JOB_EXAMPLE["job_id"],
             "skipped_reason": None,
-            "job": {**JOB_EXAMPLE, "type": "maintenance.nightly_cleanup", "queue": "bulk", "idempotency_key": None},
+            "job": {
+                **JOB_EXAMPLE,
+                "type": "maintenance.nightly_cleanup",
+                "queue": "bulk",
+                "idempotency_key": None,
+                "payload": None,
+            },
         }
     )
 
@@ -415,6 +477,139 @@ class JobTypesView(BaseModel):
     )
 
     job_types: list[JobTypeView]
+
+
+class MinuteView(BaseModel):
+    """One minute of one queue class and job type; the percentiles in seconds (null: nothing ran)."""
+
+    model_config = _LAZY
+
+    minute: Timestamp
+    queue: str
+    job_type: str
+    submitted: int
+    succeeded: int
+    failed: int
+    retried: int = Field(description="failed attempts given another try (automatic retries)")
+    dead_lettered: int
+    duration_p50_s: float | None
+    duration_p95_s: float | None
+    queue_wait_p50_s: float | None
+    queue_wait_p95_s: float | None
+
+    @classmethod
+    def of(cls, stats: MinuteStats) -> MinuteView:
+        return cls(
+            minute=stats.minute,
+            queue=stats.queue,
+            job_type=stats.job_type,
+            submitted=stats.submitted,
+            succeeded=stats.succeeded,
+            failed=stats.failed,
+            retried=stats.retried,
+            dead_lettered=stats.dead_lettered,
+            duration_p50_s=stats.duration_p50_s,
+            duration_p95_s=stats.duration_p95_s,
+            queue_wait_p50_s=stats.queue_wait_p50_s,
+            queue_wait_p95_s=stats.queue_wait_p95_s,
+        )
+
+
+class StatsView(BaseModel):
+    model_config = _examples(
+        {
+            "start": "2026-12-01T08:00:00Z",
+            "end": "2026-12-01T09:00:00Z",
+            "minutes": [
+                {
+                    "minute": "2026-12-01T08:59:00Z",
+                    "queue": "default",
+                    "job_type": "send_welcome_email",
+                    "submitted": 12,
+                    "succeeded": 11,
+                    "failed": 1,
+                    "retried": 2,
+                    "dead_lettered": 1,
+                    "duration_p50_s": 0.21,
+                    "duration_p95_s": 0.94,
+                    "queue_wait_p50_s": 0.05,
+                    "queue_wait_p95_s": 0.4,
+                }
+            ],
+        }
+    )
+
+    start: Timestamp
+    end: Timestamp
+    minutes: list[MinuteView]
+
+
+class AlarmView(BaseModel):
+    model_config = _LAZY
+
+    name: str
+    state: str
+    reason: str
+    updated_at: Timestamp | None
+    description: str
+
+    @classmethod
+    def of(cls, alarm: AlarmState) -> AlarmView:
+        return cls(
+            name=alarm.name,
+            state=alarm.state,
+            reason=alarm.reason,
+            updated_at=alarm.updated_at,
+            description=alarm.description,
+        )
+
+
+class AlarmChangeView(BaseModel):
+    model_config = _LAZY
+
+    time: Timestamp
+    alarm: str
+    old_state: str
+    new_state: str
+    reason: str
+
+    @classmethod
+    def of(cls, change: AlarmChange) -> AlarmChangeView:
+        return cls(
+            time=change.time,
+            alarm=change.alarm,
+            old_state=change.old_state,
+            new_state=change.new_state,
+            reason=change.reason,
+        )
+
+
+class AlarmsView(BaseModel):
+    model_config = _examples(
+        {
+            "alarms": [
+                {
+                    "name": "offpath-default-dlq-depth",
+                    "state": "ALARM",
+                    "reason": "Threshold Crossed: 1 datapoint [3.0] was greater than or equal to the threshold (1.0).",
+                    "updated_at": "2026-12-01T09:01:00Z",
+                    "description": "Messages in the DLQ of queue class default: jobs that failed for good.",
+                }
+            ],
+            "changes": [
+                {
+                    "time": "2026-12-01T09:01:00Z",
+                    "alarm": "offpath-default-dlq-depth",
+                    "old_state": "OK",
+                    "new_state": "ALARM",
+                    "reason": "Threshold Crossed: 1 datapoint [3.0] was greater than or equal to the threshold (1.0).",
+                }
+            ],
+        }
+    )
+
+    alarms: list[AlarmView]
+    changes: list[AlarmChangeView] = Field(description="the most recent state changes, newest first")
 
 
 class HealthView(BaseModel):

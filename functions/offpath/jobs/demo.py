@@ -29,6 +29,8 @@ class FlakyPayload(BaseModel):
 
 class PoisonPayload(BaseModel):
     reason: str = Field(default="poison message", max_length=200)
+    # Fails its first run only: a retry (by hand, or a redrive) then succeeds.
+    first_run_only: bool = False
 
 
 @job("demo.echo", payload=EchoPayload, max_attempts=3, timeout_s=10, backoff_base_s=BASE_S, backoff_cap_s=CAP_S)
@@ -53,5 +55,7 @@ def flaky(payload: FlakyPayload, ctx: JobContext) -> dict[str, Any]:
 
 
 @job("demo.poison", payload=PoisonPayload, max_attempts=3, timeout_s=10, backoff_base_s=BASE_S, backoff_cap_s=CAP_S)
-def poison(payload: PoisonPayload, ctx: JobContext) -> None:
+def poison(payload: PoisonPayload, ctx: JobContext) -> dict[str, Any] | None:
+    if payload.first_run_only and not ctx.once("first-run"):
+        return {"recovered": True}
     raise PermanentError(payload.reason)

@@ -1,4 +1,4 @@
-"""Reading and cancelling a caller's jobs. Another tenant's job is indistinguishable from no job."""
+"""Reading, cancelling and retrying a caller's jobs. Another tenant's job is indistinguishable from no job."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import logging
 from datetime import timedelta
 
 from offpath.domain.clock import Clock
-from offpath.domain.errors import JobNotFoundError, OffpathError
+from offpath.domain.errors import JobNotFoundError, OffpathError, QueueUnavailableError
 from offpath.domain.job import Job
-from offpath.domain.ports import JobScheduler, JobStore
+from offpath.domain.ports import JobMessage, JobScheduler, JobStore, Ports
 from offpath.logic.submit import has_one_time_schedule
 
 logger = logging.getLogger(__name__)
@@ -45,4 +45,23 @@ def cancel_job(
                 "one-time schedule of a cancelled job not deleted; it will fire into nothing",
                 extra={"job_id": job.job_id},
             )
+    return job
+
+
+def retry_job(job_id: str, *, tenant: str, ports: Ports, sweep_grace: timedelta) -> Job:
+    """FAILED or CANCELLED -> QUEUED with a fresh attempt budget (one conditional write), then the send.
+    A send that fails loses nothing: the job carries a sweep time, and the sweeper sends it when it is
+    overdue. The job runs now, whatever its run_at. JobConflictError from any other state.
+
+    A FAILED job's message may still sit in its DLQ. Redriven later, it finds the job QUEUED (it runs the
+    job once; this send then finds it running or finished), RUNNING or SUCCEEDED (acknowledged as a
+    duplicate): the worker resets only a FAILED job for a redriven message."""
+    now = ports.clock.now()
+    job = ports.store.retry_by_hand(job_id, tenant=tenant, now=now, sweep_at=now + sweep_grace)
+    ports.metrics.count("JobsRetriedByHand", queue=job.queue, job_type=job.type)
+    try:
+        ports.queue.send(job.queue, JobMessage.of(job))
+    except QueueUnavailableError:
+        logger.warning("send failed; the sweeper will send the job", extra={"job_id": job.job_id})
+        ports.metrics.count("SendFailed", queue=job.queue, job_type=job.type)
     return job

@@ -22,6 +22,7 @@ from offpath.tenancy import SYSTEM_TENANT as SYSTEM_TENANT  # jobs made by sched
 logger = logging.getLogger("offpath.schedules")
 
 FIRINGS_KEPT = 20
+NEXT_FIRINGS_SHOWN = 5
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,7 @@ def describe_schedules(ports: Ports, now: datetime) -> list[dict[str, Any]]:
         firings = state.firings if state else ()
         anchor = _last_slot_time(firings)
         next_utc = schedule.next_after(now, anchor) if (anchor or not schedule.expression.startswith("rate")) else None
+        upcoming = _upcoming(schedule, next_utc, anchor) if schedule.enabled else []
         views.append(
             {
                 "name": schedule.name,
@@ -115,6 +117,7 @@ def describe_schedules(ports: Ports, now: datetime) -> list[dict[str, Any]]:
                 "enabled": schedule.enabled,
                 "flexible_window_min": schedule.flexible_window_min,
                 "next_firing": _in_zone(next_utc, schedule.timezone) if next_utc and schedule.enabled else None,
+                "next_firings": [_in_zone(when, schedule.timezone) for when in upcoming],
                 "last_firings": [
                     {
                         "slot": f.slot,
@@ -127,6 +130,16 @@ def describe_schedules(ports: Ports, now: datetime) -> list[dict[str, Any]]:
             }
         )
     return views
+
+
+def _upcoming(schedule: Schedule, first: datetime | None, anchor: datetime | None) -> list[datetime]:
+    """The next NEXT_FIRINGS_SHOWN slots from `first` (UTC)."""
+    upcoming: list[datetime] = []
+    when = first
+    while when is not None and len(upcoming) < NEXT_FIRINGS_SHOWN:
+        upcoming.append(when)
+        when = schedule.next_after(when, anchor or first)
+    return upcoming
 
 
 def _last_slot_time(firings: tuple[Firing, ...]) -> datetime | None:

@@ -5,14 +5,19 @@
 //   with textContent or as an attribute value, never parsed as HTML. There is no innerHTML here.
 // - The bearer token comes from the URL's fragment (#token=...), is kept in sessionStorage and sent as
 //   Authorization on every API call. No cookie: another site's page cannot act in the console's name.
-// - Routes the API may not serve yet (POST /jobs/{id}/retry, GET /stats, GET /alarms) are looked up in
-//   its /openapi.json: a feature the API does not declare is not offered.
+// - The operations routes (POST /jobs/{id}/retry, GET /stats, GET /alarms) are looked up in the API's
+//   /openapi.json: against an older deployed API that lacks one, its feature is not offered.
+// - Statistics are asked at most once a minute: on AWS each GET /stats is a GetMetricData call, billed per
+//   metric asked, and its data is per minute anyway.
 (() => {
   "use strict";
 
   const ROOT = "/console";
   const API = (document.querySelector('meta[name="offpath-api"]') || {}).content || "";
   const REFRESH_MS = 2000;
+  const STATS_REFRESH_MS = 60000;
+  const ALARMS_REFRESH_MS = 10000;
+  const SYSTEM_TENANT = "system";
   const STATES = ["QUEUED", "SCHEDULED", "RUNNING", "RETRYING", "SUCCEEDED", "FAILED", "CANCELLED"];
   const FINAL = new Set(["SUCCEEDED", "FAILED", "CANCELLED"]);
   const CANCELLABLE = new Set(["QUEUED", "SCHEDULED", "RETRYING"]);
@@ -205,8 +210,8 @@
       alarms: has(/^\/alarms$/, "get"),
     };
     if (!session.role) {
-      // Admin routes answer 403 to tenants before anything else; to an admin, a queue that does not
-      // exist is a 404 with nothing done.
+      // Admin routes answer 403 to tenants before anything else: GET /stats?minutes=1 reads one minute.
+      // (An API without it: a redrive of a queue that does not exist, a 404 with nothing done to an admin.)
       const probe = session.features.stats
         ? await api("GET", "/stats", { query: { minutes: "1" } })
         : await api("POST", `/queues/${seg(ROLE_PROBE_QUEUE)}/redrive`);
@@ -357,14 +362,14 @@
         ));
       }
       if (session.features.stats) {
-        const s = await api("GET", "/stats", { query: { minutes: "60" } });
-        stats.show(s.ok ? s.body : ["error", s.status], () => (s.ok ? statsView(s.body) : errorBox(s)));
+        const s = await latestStats();
+        stats.show([s.ok ? s.body : ["error", s.status], chartWidth(stats)], () => (s.ok ? statsView(s.body) : errorBox(s)));
       } else {
         stats.show("absent", () => h("p", { class: "note" },
           "Per-minute throughput and percentiles come from the API's GET /stats, which this API does not serve yet."));
       }
       if (session.features.alarms) {
-        const a = await api("GET", "/alarms");
+        const a = await latestAlarms();
         alarms.show(a.ok ? a.body : ["error", a.status], () => (a.ok ? alarmsTable(a.body.alarms || []) : errorBox(a)));
       } else {
         alarms.show("absent", () => h("p", { class: "note" }, "Alarm states come from the API's GET /alarms, which this API does not serve yet."));
@@ -373,24 +378,60 @@
     return { title: "Overview", admin: true, node, refresh };
   }
 
-  // GET /stats: {minutes: [{minute, queue, job_type, submitted, succeeded, failed, ..., duration_p50_s, ...}]}
+  // Answers kept for a while: on AWS GET /stats is billed per metric asked and GET /alarms reads each
+  // alarm's history; their data changes once a minute (statistics) or on an alarm's evaluation.
+  const kept = new Map();
+  async function keptAnswer(path, query, ms) {
+    const key = path + JSON.stringify(query || {});
+    const last = kept.get(key);
+    if (last && Date.now() - last.at < ms) return last.answer;
+    const answer = await api("GET", path, { query });
+    kept.set(key, { at: Date.now(), answer });
+    return answer;
+  }
+
+  function latestStats() {
+    return keptAnswer("/stats", { minutes: "60" }, STATS_REFRESH_MS);
+  }
+
+  function latestAlarms() {
+    return keptAnswer("/alarms", null, ALARMS_REFRESH_MS);
+  }
+
+  const COUNTS = ["submitted", "succeeded", "failed", "retried", "dead_lettered"];
+
+  // GET /stats: {start, end, minutes: [{minute, queue, job_type, submitted, succeeded, failed, retried,
+  // dead_lettered, duration_p50_s, duration_p95_s, queue_wait_p50_s, queue_wait_p95_s}]}
   function statsView(body) {
     const rows = Array.isArray(body && body.minutes) ? body.minutes : [];
     const perMinute = new Map();
+    const totals = new Map();
     for (const r of rows) {
       const at = typeof r.minute === "number" ? r.minute * 1000 : Date.parse(r.minute);
-      const m = perMinute.get(at) || { succeeded: 0, failed: 0 };
-      m.succeeded += Number(r.succeeded || 0);
-      m.failed += Number(r.failed || 0);
+      const m = perMinute.get(at) || Object.fromEntries(COUNTS.map((c) => [c, 0]));
+      const key = `${r.queue}\u0000${r.job_type}`;
+      const t = totals.get(key) || { queue: r.queue, job_type: r.job_type, ...Object.fromEntries(COUNTS.map((c) => [c, 0])) };
+      for (const c of COUNTS) {
+        m[c] += Number(r[c] || 0);
+        t[c] += Number(r[c] || 0);
+      }
       perMinute.set(at, m);
+      totals.set(key, t);
     }
     const minutes = [...perMinute.keys()].sort((a, b) => a - b);
-    const chart = lineChart([
-      { name: "succeeded", points: minutes.map((m) => [m, perMinute.get(m).succeeded]) },
-      { name: "failed", points: minutes.map((m) => [m, perMinute.get(m).failed]) },
-    ], { label: "jobs succeeded and failed per minute", bars: true, width: chartWidth(null) });
+    const chart = lineChart(["succeeded", "failed", "dead_lettered"].map((c) => (
+      { name: c.replace("_", "-"), points: minutes.map((m) => [m, perMinute.get(m)[c]]) })),
+    { label: "jobs succeeded, failed and dead-lettered per minute", bars: true, width: chartWidth(null) });
+    const flow = lineChart(["submitted", "retried"].map((c) => (
+      { name: c, points: minutes.map((m) => [m, perMinute.get(m)[c]]) })),
+    { label: "jobs submitted and retried per minute", width: chartWidth(null) });
+    const sums = table(
+      [{ label: "Queue" }, { label: "Job type" }, ...COUNTS.map((c) => ({ label: c.replace("_", "-"), cls: "num" }))],
+      [...totals.values()].filter((t) => COUNTS.some((c) => t[c])).map((t) => [t.queue, h("span", { class: "wrap" }, t.job_type), ...COUNTS.map((c) => t[c])]),
+      "No jobs counted in the last hour.",
+    );
     const latest = new Map();
-    for (const r of rows) latest.set(`${r.queue}\u0000${r.job_type}`, r);
+    for (const r of rows) if (r.duration_p50_s !== null || r.queue_wait_p50_s !== null) latest.set(`${r.queue}\u0000${r.job_type}`, r);
     const pct = table(
       [{ label: "Queue" }, { label: "Job type" }, { label: "Run p50", cls: "num" }, { label: "Run p95", cls: "num" },
         { label: "Wait p50", cls: "num" }, { label: "Wait p95", cls: "num" }],
@@ -398,7 +439,10 @@
         seconds(r.queue_wait_p50_s), seconds(r.queue_wait_p95_s)]),
       "No jobs ran in the last hour.",
     );
-    return h("div", null, chart, h("h2", null, "Run time and queue wait (latest minute per job type)"), pct);
+    return h("div", { class: "stats" }, chart, flow,
+      h("h2", null, "Last hour per job type"), sums,
+      h("h2", null, "Run time and queue wait (latest minute per job type)"), pct,
+      h("p", { class: "note" }, "From GET /stats, asked once a minute."));
   }
 
   function alarmsTable(list) {
@@ -417,7 +461,7 @@
         body.show("absent", () => h("p", { class: "note" }, "Alarm states come from the API's GET /alarms, which this API does not serve yet."));
         return;
       }
-      const a = await api("GET", "/alarms");
+      const a = await latestAlarms();
       body.show(a.ok ? a.body : ["error", a.status], () => (a.ok ? h("div", null,
         alarmsTable(a.body.alarms || []),
         h("h2", null, "Recent changes"),
@@ -445,6 +489,7 @@
   function jobsPage(params, query) {
     const status = query.get("status") || "";
     const type = query.get("type") || "";
+    const owner = session.admin && query.get("tenant") === SYSTEM_TENANT ? SYSTEM_TENANT : "";
     const q = (query.get("q") || "").trim();
     const list = region();
     const cursors = [null]; // the cursor of each page shown so far
@@ -454,9 +499,13 @@
     const typeInput = h("input", { name: "type", id: "filter-type", value: type, list: "job-types", autocomplete: "off", placeholder: "e.g. demo.echo" });
     const search = h("input", { name: "q", id: "filter-q", value: q, type: "search", placeholder: "job id or idempotency key", autocomplete: "off" });
     const types = h("datalist", { id: "job-types" });
+    const ownerSelect = session.admin ? h("select", { name: "tenant", id: "filter-tenant" },
+      h("option", { value: "" }, "mine"),
+      h("option", { value: SYSTEM_TENANT, selected: owner === SYSTEM_TENANT }, "schedules' (system)")) : null;
     const form = h("form", { class: "filters", role: "search", on: { submit: (event) => {
       event.preventDefault();
       const next = new URLSearchParams();
+      if (ownerSelect && ownerSelect.value) next.set("tenant", ownerSelect.value);
       if (statusSelect.value) next.set("status", statusSelect.value);
       if (typeInput.value.trim()) next.set("type", typeInput.value.trim());
       if (search.value.trim()) next.set("q", search.value.trim());
@@ -465,17 +514,18 @@
     h("label", { class: "grow" }, "Search", search),
     h("label", null, "State", statusSelect),
     h("label", null, "Type", typeInput),
+    ownerSelect ? h("label", null, "Jobs", ownerSelect) : null,
     types,
     h("button", { type: "submit" }, "Apply"));
     const older = h("button", { type: "button", class: "secondary", disabled: true, on: { click: () => { page += 1; refresh(); } } }, "Older");
     const newer = h("button", { type: "button", class: "secondary", disabled: true, on: { click: () => { page = Math.max(0, page - 1); refresh(); } } }, "Newer");
     const where = h("span", { class: "note" });
-    const node = h("section", null, h("h1", null, "Jobs"), form, list, h("div", { class: "pager" }, newer, older, where));
+    const node = h("section", null, h("h1", null, owner ? "Jobs of schedules" : "Jobs"), form, list, h("div", { class: "pager" }, newer, older, where));
     const seenTypes = new Set();
 
     async function refresh() {
       if (q) return refreshSearch();
-      const answer = await api("GET", "/jobs", { query: { status, type, limit: "20", cursor: cursors[page] } });
+      const answer = await api("GET", "/jobs", { query: { status, type, tenant: owner, limit: "20", cursor: cursors[page] } });
       if (!answer.ok) {
         list.show(["error", answer.status], () => errorBox(answer));
         return;
@@ -508,7 +558,7 @@
       let cursor = null;
       let scanned = 0;
       for (let i = 0; i < 10; i += 1) {
-        const answer = await api("GET", "/jobs", { query: { status, type, limit: "100", cursor } });
+        const answer = await api("GET", "/jobs", { query: { status, type, tenant: owner, limit: "100", cursor } });
         if (!answer.ok) {
           list.show(["error", answer.status], () => errorBox(answer));
           return;
@@ -523,7 +573,7 @@
         h("p", { class: "note" }, `Jobs whose id or idempotency key is the search text, among the newest ${scanned}.`),
         jobsTable(found)));
     }
-    return { title: "Jobs", node, refresh };
+    return { title: owner ? "Jobs of schedules" : "Jobs", node, refresh };
   }
 
   function jobPage(params) {
@@ -594,26 +644,32 @@
       h("h2", null, "Timeline"), timeline(job),
       job.error ? [h("h2", null, "Error"), h("pre", { class: "data mono error-text" }, job.error)] : null,
       job.result !== null && job.result !== undefined ? [h("h2", null, "Result"), json(job.result)] : null,
-      job.payload !== undefined ? [h("h2", null, "Payload"), json(job.payload)] : null,
+      job.payload !== undefined && job.payload !== null ? [h("h2", null, "Payload"), json(job.payload)] : null,
     );
   }
 
-  // The API keeps the latest attempt's times; an attempts list (job.attempt_history) is drawn when present.
+  // Submission, each attempt the job keeps (job.attempt_history: the last 10, across redrives and retries
+  // by hand), then where it is now.
+  const OUTCOME_TEXT = { SUCCEEDED: "succeeded", RETRYING: "failed, to be retried", FAILED: "failed", LEASE_EXPIRED: "lost its worker (lease expired)" };
   function timeline(job) {
     const items = [["Submitted", job.created_at, ""]];
     if (job.run_at) items.push([`Due (run_at)`, job.run_at, ""]);
-    if (Array.isArray(job.attempt_history)) {
-      for (const a of job.attempt_history) {
-        items.push([`Attempt ${a.attempt} started`, a.started_at, ""]);
-        if (a.finished_at) items.push([`Attempt ${a.attempt} ${a.error ? "failed: " + a.error : "ended"}`, a.finished_at, a.error ? "bad" : ""]);
-      }
-    } else if (job.started_at) {
+    const history = Array.isArray(job.attempt_history) ? job.attempt_history : [];
+    for (const a of history) {
+      if (a.started_at) items.push([`Attempt ${a.attempt} started`, a.started_at, ""]);
+      const text = OUTCOME_TEXT[a.outcome] || String(a.outcome || "ended");
+      items.push([`Attempt ${a.attempt} ${text}${a.error ? ": " + a.error : ""}`, a.finished_at, a.outcome === "SUCCEEDED" ? "good" : "bad"]);
+    }
+    if (job.status === "RUNNING") {
+      items.push([`Attempt ${job.attempts} of ${job.max_attempts} running`, history.length ? null : job.started_at, ""]);
+    } else if (!history.length && job.started_at) {
       items.push([`Attempt ${job.attempts} of ${job.max_attempts} started`, job.started_at, ""]);
     }
     if (job.status === "RETRYING" && job.next_attempt_at) {
-      items.push([`Attempt ${job.attempts} failed${job.error ? ": " + job.error : ""}; next attempt`, job.next_attempt_at, "bad"]);
+      items.push([`Next attempt`, job.next_attempt_at, ""]);
     }
     if (job.redrives) items.push([`Redriven from the DLQ (${job.redrives}×)`, null, ""]);
+    if (job.retries) items.push([`Retried by hand (${job.retries}×)`, null, ""]);
     if (FINAL.has(job.status)) {
       items.push([job.status === "FAILED" && job.error ? `FAILED: ${job.error}` : job.status, job.finished_at || job.updated_at,
         job.status === "SUCCEEDED" ? "good" : job.status === "FAILED" ? "bad" : ""]);
@@ -679,18 +735,20 @@
           ? `${queue.redrive.status}${queue.redrive.moved !== null && queue.redrive.moved !== undefined ? ` (${queue.redrive.moved}/${queue.redrive.to_move ?? "?"})` : ""}`
           : "none"),
       ));
-      // The failed jobs of this queue that this caller can list, with their reasons.
+      // The failed jobs of this queue that this caller can list (an admin: also the schedules'), with their reasons.
       const failed = [];
-      let cursor = null;
-      for (let i = 0; i < 5; i += 1) {
-        const page = await api("GET", "/jobs", { query: { status: "FAILED", limit: "100", cursor } });
-        if (!page.ok) {
-          dead.show(["error", page.status], () => errorBox(page));
-          return;
+      for (const owner of session.admin ? ["", SYSTEM_TENANT] : [""]) {
+        let cursor = null;
+        for (let i = 0; i < 5; i += 1) {
+          const page = await api("GET", "/jobs", { query: { status: "FAILED", tenant: owner, limit: "100", cursor } });
+          if (!page.ok) {
+            dead.show(["error", page.status], () => errorBox(page));
+            return;
+          }
+          failed.push(...(page.body.jobs || []).filter((j) => j.queue === name));
+          cursor = page.body.cursor;
+          if (!cursor) break;
         }
-        failed.push(...(page.body.jobs || []).filter((j) => j.queue === name));
-        cursor = page.body.cursor;
-        if (!cursor) break;
       }
       dead.show([failed, session.features.retry], () => h("div", null,
         table(
@@ -711,7 +769,7 @@
           ]),
           "No failed jobs in this queue.",
         ),
-        h("p", { class: "note" }, "Failed jobs of the signed-in tenant in this queue; the DLQ count above is the queue's."),
+        h("p", { class: "note" }, "Failed jobs of the signed-in tenant and of the schedules in this queue; the DLQ count above is the queue's."),
       ));
     }
     return { title: `Queue ${name}`, admin: true, node, refresh };
@@ -724,7 +782,8 @@
   function schedulesPage() {
     const body = region();
     const message = h("div", { role: "status", "aria-live": "polite" });
-    const node = h("section", null, h("h1", null, "Schedules"), message, body);
+    const node = h("section", null, h("h1", null, "Schedules"), message,
+      h("p", null, link(`/jobs?tenant=${SYSTEM_TENANT}`, "The jobs the schedules made")), body);
 
     async function trigger(name, button) {
       button.disabled = true;
