@@ -27,6 +27,7 @@ import json
 import logging
 import re
 import secrets
+import sys
 import threading
 import time
 import uuid
@@ -258,6 +259,13 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     request_queue_size = 256
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A request that fails outside the function (a client gone, the runtime stopping) is logged, not
+        printed as a traceback on the runtime's console (socketserver's default)."""
+        error = sys.exc_info()[1]
+        logger.warning("a request ended with %s: %s", type(error).__name__, error)
+        logger.debug("the request's traceback", exc_info=True)
 
 
 def _handler_class(gateway: Gateway) -> type[BaseHTTPRequestHandler]:
