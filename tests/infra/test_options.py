@@ -18,6 +18,11 @@ def test_no_context_gives_the_defaults() -> None:
     assert options().jwt is False
 
 
+def test_the_target_is_aws_unless_localstack_is_asked_for() -> None:
+    assert options().target == "aws" and not options().localstack
+    assert options(target="localstack").localstack
+
+
 def test_command_line_text_is_typed() -> None:
     parsed = options(
         deletion_protection="false", retention_days="14", jwt_issuer="https://id.example.com", jwt_audience="a, b"
@@ -37,6 +42,8 @@ def test_command_line_text_is_typed() -> None:
         ({"retention_days": "a week"}, "retention_days must be a whole number"),
         ({"prefix": "Offpath_Prod"}, "prefix"),
         ({"log_retention_days": "4"}, "log_retention_days must be one of"),
+        ({"target": "gcp"}, "target must be one of aws, localstack"),
+        ({"target": "localstack", "powertools_layer_arn": "arn:aws:lambda:x"}, "does not apply to target localstack"),
     ],
 )
 def test_unusable_context_is_rejected_with_its_key(context: dict[str, str], message: str) -> None:
