@@ -15,7 +15,7 @@ import pytest
 from moto import mock_aws
 
 from offpath.jobs import load_job_types
-from offpath.naming import schedule_group_name
+from offpath.naming import SCHEDULED_TIME, schedule_group_name
 from offpath_local.cli import main
 from offpath_local.deployed_clock import build_clock
 from offpath_local.resources import create_schedules, function_arn
@@ -54,7 +54,7 @@ def test_the_sweeper_and_a_one_time_schedule_are_invoked_asynchronously_with_the
         Target={
             "Arn": function_arn(f"{PREFIX}-enqueue"),
             "RoleArn": "arn:aws:iam::123456789012:role/r",
-            "Input": json.dumps({"kind": "delayed", "job_id": "abc", "scheduled_time": "<aws.scheduler.scheduled-time>"}),
+            "Input": json.dumps({"kind": "delayed", "job_id": "abc", "scheduled_time": SCHEDULED_TIME}),
         },
     )
     functions = RecordingLambda()
