@@ -20,9 +20,10 @@ import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from offpath_local.client import ApiClient
+if TYPE_CHECKING:
+    from offpath_local.client import ApiClient
 
 T = TypeVar("T")
 URL, TOKEN, TOKEN_B, SIGV4 = "OFFPATH_E2E_URL", "OFFPATH_E2E_TOKEN", "OFFPATH_E2E_TOKEN_B", "OFFPATH_E2E_SIGV4"
@@ -98,6 +99,10 @@ class Target:
 
     def client(self, tenant: str | None = "a") -> ApiClient:
         """Tenant "a" (the admin), "b" (the second tenant) or None (no credentials at all)."""
+        # Imported here, not with this module: conftest loads it, and the fuzz tests' generated cases depend
+        # on the project modules loaded when they run (tests/e2e/test_fuzz_api.py).
+        from offpath_local.client import ApiClient
+
         if tenant is None:
             return ApiClient(self.url)
         if tenant == "b":

@@ -83,8 +83,9 @@ def test_the_sweeper_and_a_one_time_schedule_are_invoked_asynchronously_with_the
 def test_a_declared_schedule_fires_with_its_name_and_slot(scheduler: Any) -> None:
     functions = RecordingLambda()
     # A day passes in under a second: the declared daily schedule (nightly-cleanup) comes due.
+    day_in_a_second = timedelta(days=1) / timedelta(seconds=0.9)
     clock = build_clock(
-        scheduler, functions, PREFIX, tick_s=0.05, out=io.StringIO(), time_source=VirtualTime(speed=100_000)
+        scheduler, functions, PREFIX, tick_s=0.05, out=io.StringIO(), time_source=VirtualTime(speed=day_in_a_second)
     )
 
     clock.tick()
