@@ -38,7 +38,7 @@ imports: $(STAMP)
 	$(BIN)/lint-imports
 
 # Two workers on two cores; tests/conftest.py groups the tests that share a synthesized stack or a runtime.
-test: lint typecheck imports browser-deps
+test: lint typecheck imports browser-deps compose-deps
 	$(BIN)/python -m pytest -n auto --dist loadgroup
 
 # Debian's Chromium, which the console's browser tests drive (tests/browser); installed (as root) when missing.
@@ -46,8 +46,34 @@ test: lint typecheck imports browser-deps
 browser-deps:
 	@test -x /usr/bin/chromium || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; }
 
+# Debian's docker-compose (1.29), which validates localstack/docker-compose.yml without a Docker daemon
+# (tests/infra/test_localstack_compose.py); installed (as root) when missing.
+.PHONY: compose-deps
+compose-deps:
+	@command -v docker-compose >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y docker-compose; }
+
 run: $(RUN_STAMP)
 	$(BIN)/offpath local
+
+# The end-to-end suite against any target (tests/e2e/target.py): without URL, the embedded runtime; with
+# URL=<ApiUrl> and TOKEN=<an admin tenant's token> [TOKEN_B=<a second tenant's>], or SIGV4=1 (AWS credentials),
+# a LocalStack deployment or an AWS stage. Tests the target cannot run are listed as not applicable, by name.
+URL ?=
+TOKEN ?=
+TOKEN_B ?=
+SIGV4 ?=
+.PHONY: e2e
+e2e: $(STAMP)
+	OFFPATH_E2E_URL='$(URL)' OFFPATH_E2E_TOKEN='$(TOKEN)' OFFPATH_E2E_TOKEN_B='$(TOKEN_B)' OFFPATH_E2E_SIGV4='$(SIGV4)' \
+		$(BIN)/python -m pytest tests/e2e
+
+# After every `make deploy`: a short check of the live stack over SigV4 (docs/deploy.md), or TOKEN=... for a
+# JWT-authorised stage; SMOKE_ARGS adds options (offpath smoke --help), e.g. SMOKE_ARGS="--prefix offpath-alt".
+SMOKE_ARGS ?=
+.PHONY: smoke
+smoke: $(STAMP)
+	@test -n '$(URL)' || { echo "make smoke URL=<the stack's ApiUrl output>"; exit 2; }
+	OFFPATH_TOKEN='$(TOKEN)' $(BIN)/offpath smoke --api '$(URL)' $(SMOKE_ARGS)
 
 # End-to-end throughput of the local runtime against the floor of the same AWS calls (docs/local.md).
 .PHONY: bench-local
@@ -100,3 +126,28 @@ deploy: $(STAMP) $(CDK_STAMP)
 
 destroy: $(STAMP) $(CDK_STAMP)
 	$(CDK) destroy $(CDK_ARGS)
+
+# LocalStack (localstack/README.md): Docker and LOCALSTACK_AUTH_TOKEN in your shell. The deploy uses cdklocal,
+# which wraps the pinned CDK CLI above; it is installed next to it without touching package.json.
+COMPOSE ?= docker compose
+LOCALSTACK_COMPOSE := $(COMPOSE) -f localstack/docker-compose.yml
+CDKLOCAL := node_modules/.bin/cdklocal
+CDKLOCAL_VERSION := 3.0.4
+LOCALSTACK_ENV := AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_DEFAULT_REGION=us-east-1 AWS_REGION=us-east-1
+.PHONY: localstack-up localstack-deploy localstack-down
+
+$(CDKLOCAL): $(CDK_STAMP)
+	npm install --no-save --no-audit --no-fund aws-cdk-local@$(CDKLOCAL_VERSION)
+
+localstack-up:
+	@test -n "$$LOCALSTACK_AUTH_TOKEN" || { echo "set LOCALSTACK_AUTH_TOKEN first (localstack/README.md)"; exit 2; }
+	$(LOCALSTACK_COMPOSE) up -d
+	@for i in $$(seq 90); do curl -sf http://localhost:4566/_localstack/health >/dev/null && exit 0; sleep 2; done; \
+		echo "LocalStack did not answer on http://localhost:4566 within 3 minutes: $(LOCALSTACK_COMPOSE) logs"; exit 1
+
+localstack-deploy: $(STAMP) $(CDKLOCAL)
+	$(LOCALSTACK_ENV) $(CDKLOCAL) bootstrap -c target=localstack $(CDK_ARGS)
+	$(LOCALSTACK_ENV) $(CDKLOCAL) deploy --require-approval never -c target=localstack -c deletion_protection=false $(CDK_ARGS)
+
+localstack-down:
+	$(LOCALSTACK_COMPOSE) down

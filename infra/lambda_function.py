@@ -3,12 +3,23 @@ its own role and log group.
 
 The asset is `functions/` (the `offpath` package) plus the pure-Python `tzdata` package copied from the
 environment that runs the synth. Bundling is local and copies files in Python: no Docker, no network.
+
+For target `localstack` the asset also carries what the layer brings on AWS (`LAYER_DISTRIBUTIONS`: pydantic
+and, from its metadata, its dependencies), copied from the synth's environment, and the functions run on
+that environment's Python and this machine's architecture, so its compiled packages (pydantic_core) load.
+Where the synth runs on something other than glibc Linux (macOS), the compiled distributions are fetched
+instead with pip, as manylinux wheels of the same versions for that Python and architecture.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
+import platform
+import re
 import shutil
+import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +38,16 @@ from infra.options import POWERTOOLS_LAYER_PARAMETER, StackOptions
 FUNCTIONS_DIR = Path(__file__).resolve().parent.parent / "functions"
 RUNTIME = lambda_.Runtime.PYTHON_3_14
 ARCHITECTURE = lambda_.Architecture.ARM_64
+# What the functions import that the Lambda runtime lacks (it has boto3) and the Powertools layer provides.
+# Nothing in functions/ imports aws_lambda_powertools itself, so the layer is there for pydantic alone.
+LAYER_DISTRIBUTIONS = ("pydantic",)
+COMPILED_SUFFIXES = (".so", ".pyd", ".dylib")
+MACHINE_ARCHITECTURES = {
+    "x86_64": ("x86_64", lambda_.Architecture.X86_64),
+    "amd64": ("x86_64", lambda_.Architecture.X86_64),
+    "aarch64": ("aarch64", lambda_.Architecture.ARM_64),
+    "arm64": ("aarch64", lambda_.Architecture.ARM_64),
+}
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo", ".mypy_cache", ".pytest_cache")
 
 
@@ -42,13 +63,116 @@ def package_dir(name: str) -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
+def with_dependencies(names: Sequence[str]) -> list[importlib.metadata.Distribution]:
+    """The installed distributions named and every one they require (extras left out), each once."""
+    found: dict[str, importlib.metadata.Distribution] = {}
+    pending = list(names)
+    while pending:
+        name = _normalized(pending.pop())
+        if name in found:
+            continue
+        try:
+            found[name] = importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError:
+            raise BundlingError(
+                f"distribution {name!r} is not installed in the environment running the synth"
+            ) from None
+        for requirement in found[name].requires or []:
+            if "extra" not in requirement.partition(";")[2]:  # an optional extra's requirement is left out
+                pending.append(re.split(r"[\s;<>=!~\[(]", requirement.strip(), maxsplit=1)[0])
+    return [found[name] for name in sorted(found)]
+
+
+def _normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _files(distribution: importlib.metadata.Distribution) -> list[Path]:
+    """A distribution's installed files under its site-packages (scripts and bytecode left out)."""
+    return [
+        Path(str(file))
+        for file in distribution.files or []
+        if not str(file).startswith("..") and "__pycache__" not in file.parts and file.suffix not in {".pyc", ".pyo"}
+    ]
+
+
+def is_compiled(distribution: importlib.metadata.Distribution) -> bool:
+    return any(file.suffix in COMPILED_SUFFIXES for file in _files(distribution))
+
+
+@dataclass(frozen=True)
+class Platform:
+    """The Python and architecture the functions run on, which compiled packages must be built for."""
+
+    python: str  # "3.11"
+    machine: str  # "x86_64" or "aarch64": manylinux wheel platform names
+    runtime: lambda_.Runtime
+    architecture: lambda_.Architecture
+
+    @property
+    def matches_synth(self) -> bool:
+        """Whether the synth's own compiled packages load there: glibc Linux, same Python and machine."""
+        return (
+            sys.platform == "linux"
+            and platform.libc_ver()[0] == "glibc"
+            and self.python == f"{sys.version_info.major}.{sys.version_info.minor}"
+            and MACHINE_ARCHITECTURES.get(platform.machine().lower(), ("",))[0] == self.machine
+        )
+
+
+def synth_platform() -> Platform:
+    """This interpreter's Python and this machine's architecture, as a Lambda runtime and architecture."""
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    runtime = getattr(lambda_.Runtime, f"PYTHON_{sys.version_info.major}_{sys.version_info.minor}", None)
+    machine = MACHINE_ARCHITECTURES.get(platform.machine().lower())
+    if runtime is None or machine is None:
+        raise BundlingError(
+            f"target localstack runs the functions on the synth's Python and architecture; Lambda has no "
+            f"runtime for Python {python} on {platform.machine()}"
+        )
+    return Platform(python, machine[0], runtime, machine[1])
+
+
+def wheel_install_command(distribution: importlib.metadata.Distribution, target: Platform, out: Path) -> list[str]:
+    """pip installing the same version of a compiled distribution as a manylinux wheel for the functions'
+    Python and architecture (no dependencies: each is installed on its own)."""
+    return [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--platform",
+        f"manylinux2014_{target.machine}",
+        "--implementation",
+        "cp",
+        "--python-version",
+        target.python,
+        "--target",
+        str(out),
+        f"{distribution.metadata['Name']}=={distribution.version}",
+    ]
+
+
 @jsii.implements(cdk.ILocalBundling)
 class CopyIntoAsset:
-    """Local bundling: copy the source folder's contents and each extra package into the asset."""
+    """Local bundling: copy the source folder's contents, each extra package and each distribution (its
+    installed files, metadata included) into the asset. A compiled distribution that would not load on
+    `target` is installed from its wheel instead."""
 
-    def __init__(self, source: Path, packages: Sequence[str]) -> None:
+    def __init__(
+        self,
+        source: Path,
+        packages: Sequence[str],
+        distributions: Sequence[importlib.metadata.Distribution] = (),
+        target: Platform | None = None,
+    ) -> None:
         self.source = source
         self.packages = tuple(packages)
+        self.distributions = tuple(distributions)
+        self.target = target
 
     def try_bundle(self, output_dir: str, *, image: cdk.DockerImage, **_options: object) -> bool:
         out = Path(output_dir)
@@ -59,20 +183,34 @@ class CopyIntoAsset:
                 shutil.copy2(entry, out / entry.name)
         for name in self.packages:
             shutil.copytree(package_dir(name), out / name, ignore=IGNORED, dirs_exist_ok=True)
+        for distribution in self.distributions:
+            if self.target is not None and is_compiled(distribution) and not self.target.matches_synth:
+                subprocess.run(wheel_install_command(distribution, self.target, out), check=True)
+                continue
+            root = Path(str(distribution.locate_file("")))
+            for file in _files(distribution):
+                (out / file).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(root / file, out / file)
         return True
 
 
-def function_code(source: Path = FUNCTIONS_DIR, packages: Sequence[str] = ("tzdata",)) -> lambda_.Code:
+def function_code(
+    source: Path = FUNCTIONS_DIR,
+    packages: Sequence[str] = ("tzdata",),
+    distributions: Sequence[str] = (),
+    target: Platform | None = None,
+) -> lambda_.Code:
     # Checked now, so a missing package fails the synth before any asset is staged.
     for name in packages:
         package_dir(name)
+    found = with_dependencies(distributions) if distributions else []
     return lambda_.Code.from_asset(
         str(source),
         exclude=["**/__pycache__", "**/*.pyc"],
         bundling=cdk.BundlingOptions(
             # Required by the API, never used: local bundling always succeeds or raises.
-            image=RUNTIME.bundling_image,
-            local=CopyIntoAsset(source, packages),
+            image=(target.runtime if target else RUNTIME).bundling_image,
+            local=CopyIntoAsset(source, packages, found, target),
         ),
     )
 
@@ -100,6 +238,26 @@ class FunctionKit:
     layers: tuple[lambda_.ILayerVersion, ...]
     options: StackOptions
     environment: Mapping[str, str]
+    runtime: lambda_.Runtime = RUNTIME
+    architecture: lambda_.Architecture = ARCHITECTURE
+
+
+def function_kit(scope: Construct, options: StackOptions, environment: Mapping[str, str]) -> FunctionKit:
+    """AWS: the asset and the Powertools layer, Python 3.14 on arm64. LocalStack: the asset carries the
+    layer's distributions itself and runs on the synth's Python and architecture; no layer, no SSM."""
+    if options.localstack:
+        target = synth_platform()
+        return FunctionKit(
+            code=function_code(distributions=LAYER_DISTRIBUTIONS, target=target),
+            layers=(),
+            options=options,
+            environment=environment,
+            runtime=target.runtime,
+            architecture=target.architecture,
+        )
+    return FunctionKit(
+        code=function_code(), layers=(powertools_layer(scope, options),), options=options, environment=environment
+    )
 
 
 def powertools_layer(scope: Construct, options: StackOptions) -> lambda_.ILayerVersion:
@@ -154,8 +312,8 @@ class ServiceFunction(Construct):
             description=description,
             code=kit.code,
             handler=handler,
-            runtime=RUNTIME,
-            architecture=ARCHITECTURE,
+            runtime=kit.runtime,
+            architecture=kit.architecture,
             layers=list(kit.layers),
             memory_size=memory_mb,
             timeout=timeout,

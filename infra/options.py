@@ -1,5 +1,9 @@
 """The deployment's options, read once from CDK context (`cdk.json`, or `-c key=value` on the command line).
 
+- `target` (default `aws`): where the stack is deployed. `localstack` (localstack/README.md): the function asset
+  carries pydantic itself instead of the Powertools layer (LocalStack's free plan applies no layers), the
+  functions run on the synth interpreter's Python and this machine's architecture (the asset's compiled
+  packages are that interpreter's), and nothing is read from an SSM parameter.
 - `prefix` (default `offpath`): the stack name and the prefix of every named resource, at most 20 characters.
   Two deployments in one account and region need two prefixes.
 - `powertools_layer_arn` (default: AWS's public SSM parameter, resolved at deploy time): pin the Powertools
@@ -38,6 +42,7 @@ from offpath.tenancy import CLAIM_NAME_PATTERN, DEFAULT_TENANT_CLAIMS, IAM_PRINC
 
 TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 FALSE_WORDS = frozenset({"0", "false", "no", "off"})
+TARGETS = ("aws", "localstack")
 POWERTOOLS_LAYER_PARAMETER = "/aws/service/powertools/python/arm64/python3.14/latest"
 # Room for the longest derived name: a worker function, "<prefix>-worker-<queue class>", has at most 64 characters.
 PREFIX_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,19}$")
@@ -61,6 +66,7 @@ class OptionsError(ValueError):
 
 @dataclass(frozen=True)
 class StackOptions:
+    target: str = "aws"
     prefix: str = "offpath"
     powertools_layer_arn: str | None = None
     jwt_issuer: str | None = None
@@ -79,6 +85,10 @@ class StackOptions:
     demo_jobs: bool = False
 
     def __post_init__(self) -> None:
+        if self.target not in TARGETS:
+            raise OptionsError(f"target must be one of {', '.join(TARGETS)}, not {self.target!r}")
+        if self.localstack and self.powertools_layer_arn:
+            raise OptionsError("powertools_layer_arn does not apply to target localstack: it uses no layer")
         if not PREFIX_PATTERN.match(self.prefix):
             raise OptionsError(f"prefix {self.prefix!r} must match {PREFIX_PATTERN.pattern}")
         if bool(self.jwt_issuer) != bool(self.jwt_audience):
@@ -104,6 +114,10 @@ class StackOptions:
                     f"admin_principals: {principal[:100]!r} is not an IAM principal ARN "
                     "(arn:aws:iam::ACCOUNT:user/NAME or arn:aws:iam::ACCOUNT:role/NAME)"
                 )
+
+    @property
+    def localstack(self) -> bool:
+        return self.target == "localstack"
 
     @property
     def jwt(self) -> bool:

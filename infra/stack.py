@@ -9,7 +9,7 @@ import aws_cdk as cdk
 from constructs import Construct
 
 from infra.api import JobApi
-from infra.lambda_function import FunctionKit, ServiceFunction, function_code, powertools_layer
+from infra.lambda_function import RUNTIME, ServiceFunction, function_kit
 from infra.monitoring import Monitoring
 from infra.nag import NO_TRACING_REASON, XRAY_REASON, acknowledge, add_checks, wildcard_resource
 from infra.options import StackOptions
@@ -22,6 +22,10 @@ from offpath.domain.registry import Registry
 SYNC_DLQ_REASON = (
     "Invoked synchronously (by API Gateway or an SQS event source); a function DLQ applies only to asynchronous "
     "invocations."
+)
+SYNTH_RUNTIME_REASON = (
+    "Target localstack runs the functions on the synth interpreter's Python, so the compiled packages the asset "
+    "carries (pydantic_core) load; the aws target runs the latest runtime, Python 3.14."
 )
 ASYNC_DLQ_REASON = (
     "Invoked asynchronously by EventBridge Scheduler; failures go to the on-failure destination (an SQS queue "
@@ -42,6 +46,10 @@ class OffpathStack(cdk.Stack):
         options = options or StackOptions()
         kwargs.setdefault("stack_name", options.prefix)
         kwargs.setdefault("description", "offpath: background jobs on AWS serverless")
+        if options.localstack:
+            # LocalStack's state lives as long as its container: `make localstack-deploy` bootstraps before every
+            # deploy, so the template needs no bootstrap version check (an SSM parameter).
+            kwargs.setdefault("synthesizer", cdk.DefaultStackSynthesizer(generate_bootstrap_version_rule=False))
         super().__init__(scope, construct_id, **kwargs)
         if registry is None:
             from offpath.jobs import load_job_types
@@ -52,10 +60,9 @@ class OffpathStack(cdk.Stack):
 
         self.table = JobTable(self, "JobTable", options=options)
         self.queues = JobQueues(self, "JobQueues", registry=registry, prefix=options.prefix)
-        kit = FunctionKit(
-            code=function_code(),
-            layers=(powertools_layer(self, options),),
-            options=options,
+        kit = function_kit(
+            self,
+            options,
             environment={
                 "OFFPATH_TABLE_NAME": self.table.table_name,
                 "OFFPATH_QUEUE_URLS": self.queues.urls(),
@@ -110,6 +117,9 @@ class OffpathStack(cdk.Stack):
             f"{self.options.prefix}-..., and the grant covers those names only."
         )
         for function in self.functions:
+            if function.function.runtime.name != RUNTIME.name:
+                acknowledge(function, "AwsSolutions-L1", SYNTH_RUNTIME_REASON)
+                acknowledge(function, "Serverless-LambdaLatestVersion", SYNTH_RUNTIME_REASON)
             if self.options.tracing and function is not self.api.handler:
                 acknowledge(function.role, wildcard_resource("*"), XRAY_REASON)
             if not self.options.tracing:

@@ -4,6 +4,8 @@
     offpath submit TYPE --payload JSON  submit a job (--wait: follow it to its end)
     offpath status ID | jobs | queues | redrive QUEUE | schedules | trigger NAME | cancel ID
     offpath console --api URL           the web console for a deployed API, on 127.0.0.1:8080
+    offpath clock --endpoint URL        fire a deployment's schedules where its Scheduler does not (LocalStack)
+    offpath smoke --api URL             check a live stack after a deploy (docs/deploy.md)
 
 The client commands talk to the local server by default (its URL and token are in the data
 directory it writes), or to a deployed API with `--api URL` (SigV4-signed with the standard AWS
@@ -150,6 +152,12 @@ def _parser() -> argparse.ArgumentParser:
     proxy.add_arguments(
         commands.add_parser("console", help="the web console for a deployed API, served on 127.0.0.1 (signs its calls)")
     )
+    from offpath_local import deployed_clock, smoke
+
+    deployed_clock.add_arguments(
+        commands.add_parser("clock", help="fire a deployment's schedules and sweeper where its Scheduler does not")
+    )
+    smoke.add_arguments(commands.add_parser("smoke", help="check a live stack after a deploy, with a report"))
     return parser
 
 
@@ -178,6 +186,14 @@ def main(argv: Sequence[str] | None = None, *, standalone: bool = False) -> int:
             from offpath_local.console import proxy
 
             return proxy.run(args)
+        if args.command == "clock":
+            from offpath_local import deployed_clock
+
+            return deployed_clock.run(args)
+        if args.command == "smoke":
+            from offpath_local import smoke
+
+            return smoke.run(args)
         return run_client(args)
     except (UsageError, MissingCredentialsError) as error:
         print(f"offpath: {error}", file=sys.stderr)

@@ -1,5 +1,9 @@
 """The embedded runtime, started once per test session (`offpath local` in a child process, on free
-loopback ports, with a fast scheduler clock: offpath_tools.launcher), and driven only over HTTP."""
+loopback ports, with a fast scheduler clock: offpath_tools.launcher), and driven only over HTTP.
+
+The portable tests take the `target` fixture (tests/e2e/target.py): the embedded runtime by default, or the
+deployment `make e2e URL=...` names; there, every test that needs more than the target can do is reported as
+not applicable, by name, at the end of the run."""
 
 from __future__ import annotations
 
@@ -16,6 +20,8 @@ from typing import Any, TypeVar
 import pytest
 
 from offpath_tools.launcher import OffpathLocal
+from tests.e2e import target as variables
+from tests.e2e.target import EMBEDDED, Response, Target, TargetError, not_applicable
 
 ROOT = Path(__file__).resolve().parents[2]
 TENANT_A, TOKEN_A = "tenant-a", "e2e-token-tenant-a"
@@ -23,17 +29,65 @@ TENANT_B, TOKEN_B = "tenant-b", "e2e-token-tenant-b"
 T = TypeVar("T")
 
 
+EMBEDDED_NAME = "the embedded runtime"
+# Tests not applicable on the target of this run, with why; printed at the end of the run.
+NOT_APPLICABLE: list[tuple[str, str]] = []
+
+
+def given_target() -> Target | None:
+    """The deployment `make e2e URL=...` names, or None: the embedded runtime."""
+    try:
+        return Target.from_environment(os.environ)
+    except TargetError as error:
+        raise pytest.UsageError(f"make e2e: {error}") from None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "needs(*capabilities): what the e2e target must be able to do (target.py)")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    given = given_target()
     for item in items:
-        if "tests/e2e/" in str(item.fspath).replace(os.sep, "/"):
-            item.add_marker(pytest.mark.e2e)
+        if "tests/e2e/" not in str(item.fspath).replace(os.sep, "/"):
+            continue
+        item.add_marker(pytest.mark.e2e)
+        if given is None:
+            continue
+        needs = {need for marker in item.iter_markers("needs") for need in marker.args}
+        if "target" not in getattr(item, "fixturenames", ()):
+            needs.add("embedded")
+        reason = not_applicable(given, needs)
+        if reason is not None:
+            item.add_marker(pytest.mark.skip(reason=reason))
+            NOT_APPLICABLE.append((item.nodeid, reason.split(": ", 1)[1]))
 
 
-@dataclass
-class Response:
-    status: int
-    body: Any
-    headers: dict[str, str]
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    given = given_target()
+    if given is None or not NOT_APPLICABLE:
+        return
+    terminalreporter.section(f"not applicable on {given.name}: {len(NOT_APPLICABLE)} tests")
+    for nodeid, why in NOT_APPLICABLE:
+        terminalreporter.write_line(f"N/A {nodeid} ({why})")
+
+
+@pytest.fixture(scope="session")
+def target(request: pytest.FixtureRequest) -> Target:
+    """The deployment given by URL, else the session's embedded runtime reached only by its URL and tokens
+    (described by the same variables `make e2e` sets)."""
+    given = given_target()
+    if given is not None:
+        return given
+    local: Local = request.getfixturevalue("local")
+    embedded = Target.from_environment(
+        {variables.URL: local.url, variables.TOKEN: TOKEN_A, variables.TOKEN_B: TOKEN_B},
+        name=EMBEDDED_NAME,
+        capabilities=EMBEDDED,
+        patience=1.0,
+    )
+    assert embedded is not None
+    return embedded
 
 
 @dataclass

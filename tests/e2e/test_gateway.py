@@ -12,13 +12,22 @@ import pytest
 from offpath.contract import ROUTES
 from offpath_local.gateway import Authorizer, Gateway
 from tests.e2e.conftest import TENANT_A, TOKEN_A, TOKEN_B, Local
+from tests.e2e.target import Target
 
 
-def test_health_needs_no_token(local: Local) -> None:
-    answer = local.call("GET", "/health", token=None)
+def test_health_needs_no_token(target: Target) -> None:
+    answer = target.call("GET", "/health", tenant=None)
 
     assert answer.status == 200
     assert answer.body == {"status": "ok"}
+
+
+def test_a_request_without_credentials_reaches_no_job(target: Target) -> None:
+    """Any target: refused before the function (401 from a bearer-token authorizer, 403 from IAM)."""
+    answer = target.call("GET", "/jobs", tenant=None)
+
+    assert answer.status in {401, 403}
+    assert "jobs" not in (answer.body if isinstance(answer.body, dict) else {})
 
 
 def test_a_request_without_a_token_is_refused_with_401(local: Local) -> None:

@@ -1,4 +1,5 @@
-"""The demo job types through their whole life cycle, over HTTP, against the embedded runtime."""
+"""The demo job types through their whole life cycle, over HTTP, against any target: the embedded runtime by
+default, or the deployment `make e2e URL=...` names (tests/e2e/target.py)."""
 
 from __future__ import annotations
 
@@ -6,73 +7,75 @@ import threading
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from tests.e2e.conftest import TOKEN_B, Local, wait_for
+import pytest
+
+from tests.e2e.target import Target
 
 
-def test_echo_job_succeeds_with_its_payload_as_result(local: Local) -> None:
-    submitted = local.submit("demo.echo", {"hello": "world"})
+def test_echo_job_succeeds_with_its_payload_as_result(target: Target) -> None:
+    submitted = target.submit("demo.echo", {"hello": "world"})
     assert submitted.status == 202
     assert submitted.body["status"] == "QUEUED"
     assert submitted.headers["location"] == f"/jobs/{submitted.body['job_id']}"
 
-    job = local.wait_for_job(submitted.body["job_id"], {"SUCCEEDED", "FAILED"})
+    job = target.wait_for_job(submitted.body["job_id"], {"SUCCEEDED", "FAILED"})
 
     assert job["status"] == "SUCCEEDED"
     assert job["result"] == {"hello": "world"}
     assert job["attempts"] == 1
 
 
-def test_sleep_job_reports_its_progress_while_running(local: Local) -> None:
-    job_id = local.submit("demo.sleep", {"ms": 1200}).body["job_id"]
+def test_sleep_job_reports_its_progress_while_running(target: Target) -> None:
+    job_id = target.submit("demo.sleep", {"ms": 1200}).body["job_id"]
     seen: list[float] = []
 
     def finished() -> dict[str, object] | None:
-        job = local.job(job_id)
+        job = target.job(job_id)
         if job["status"] == "RUNNING" and job["progress"]:
             seen.append(job["progress"]["fraction"])
         return job if job["status"] in {"SUCCEEDED", "FAILED"} else None
 
-    job = wait_for(finished, timeout_s=20)
+    job = target.wait_for(finished, timeout_s=20)
 
     assert job["status"] == "SUCCEEDED"
     assert job["progress"] == {"fraction": 1.0, "message": "slept 1200 ms"}
     assert any(0 < fraction < 1 for fraction in seen), seen
 
 
-def test_flaky_job_is_retried_then_succeeds(local: Local) -> None:
-    job_id = local.submit("demo.flaky", {"fail_first": 2}).body["job_id"]
+def test_flaky_job_is_retried_then_succeeds(target: Target) -> None:
+    job_id = target.submit("demo.flaky", {"fail_first": 2}).body["job_id"]
 
-    job = local.wait_for_job(job_id, {"SUCCEEDED", "FAILED"}, timeout_s=25)
+    job = target.wait_for_job(job_id, {"SUCCEEDED", "FAILED"}, timeout_s=25)
 
     assert job["status"] == "SUCCEEDED"
     assert job["attempts"] == 3
     assert job["result"] == {"succeeded_on_attempt": 3}
 
 
-def test_poison_job_fails_at_once_and_lands_in_the_dlq(local: Local) -> None:
-    job_id = local.submit("demo.poison", {"reason": "bad input"}).body["job_id"]
+def test_poison_job_fails_at_once_and_lands_in_the_dlq(target: Target) -> None:
+    job_id = target.submit("demo.poison", {"reason": "bad input"}).body["job_id"]
 
-    job = local.wait_for_job(job_id, {"SUCCEEDED", "FAILED"})
+    job = target.wait_for_job(job_id, {"SUCCEEDED", "FAILED"})
 
     assert job["status"] == "FAILED"
     assert job["attempts"] == 1
     assert "bad input" in job["error"]
-    default = wait_for(
+    default = target.wait_for(
         lambda: next(
-            (q for q in local.call("GET", "/queues").body["queues"] if q["name"] == "default" and q["dlq_depth"] >= 1),
+            (q for q in target.call("GET", "/queues").body["queues"] if q["name"] == "default" and q["dlq_depth"] >= 1),
             None,
         )
     )
     assert default["dlq_depth"] >= 1
 
 
-def test_concurrent_submits_with_one_idempotency_key_make_one_job(local: Local) -> None:
+def test_concurrent_submits_with_one_idempotency_key_make_one_job(target: Target) -> None:
     key = f"order-{uuid.uuid4()}"
     answers = []
     lock = threading.Lock()
 
     def submit() -> None:
-        answer = local.submit("demo.echo", {"order": 42}, headers={"Idempotency-Key": key})
+        answer = target.submit("demo.echo", {"order": 42}, headers={"Idempotency-Key": key})
         with lock:
             answers.append(answer)
 
@@ -86,16 +89,17 @@ def test_concurrent_submits_with_one_idempotency_key_make_one_job(local: Local) 
     assert len({a.body["job_id"] for a in answers}) == 1
     replays = [a for a in answers if a.status == 200]
     assert all(a.headers.get("idempotent-replayed") == "true" for a in replays)
-    job = local.wait_for_job(answers[0].body["job_id"], {"SUCCEEDED", "FAILED"})
+    job = target.wait_for_job(answers[0].body["job_id"], {"SUCCEEDED", "FAILED"})
     assert job["status"] == "SUCCEEDED"
     assert job["attempts"] == 1
 
 
-def test_a_tenant_cannot_see_another_tenants_jobs(local: Local) -> None:
-    job_id = local.submit("demo.echo", {"secret": "a"}).body["job_id"]
+@pytest.mark.needs("tenant_b")
+def test_a_tenant_cannot_see_another_tenants_jobs(target: Target) -> None:
+    job_id = target.submit("demo.echo", {"secret": "a"}).body["job_id"]
 
-    other = local.call("GET", f"/jobs/{job_id}", token=TOKEN_B)
-    listed = local.call("GET", "/jobs?limit=100", token=TOKEN_B)
+    other = target.call("GET", f"/jobs/{job_id}", tenant="b")
+    listed = target.call("GET", "/jobs?limit=100", tenant="b")
 
     assert other.status == 404
     assert other.body["error"]["code"] == "not_found"
@@ -103,14 +107,14 @@ def test_a_tenant_cannot_see_another_tenants_jobs(local: Local) -> None:
     assert job_id not in {j["job_id"] for j in listed.body["jobs"]}
 
 
-def test_a_scheduled_job_can_be_cancelled_before_it_runs(local: Local) -> None:
+def test_a_scheduled_job_can_be_cancelled_before_it_runs(target: Target) -> None:
     run_at = (datetime.now(UTC) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    submitted = local.call("POST", "/jobs", body={"type": "demo.echo", "payload": {}, "run_at": run_at})
+    submitted = target.call("POST", "/jobs", body={"type": "demo.echo", "payload": {}, "run_at": run_at})
     assert submitted.status == 202
     assert submitted.body["status"] == "SCHEDULED"
 
-    cancelled = local.call("POST", f"/jobs/{submitted.body['job_id']}/cancel")
+    cancelled = target.call("POST", f"/jobs/{submitted.body['job_id']}/cancel")
 
     assert cancelled.status == 200
     assert cancelled.body["status"] == "CANCELLED"
-    assert local.job(submitted.body["job_id"])["status"] == "CANCELLED"
+    assert target.job(submitted.body["job_id"])["status"] == "CANCELLED"

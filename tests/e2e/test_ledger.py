@@ -21,6 +21,9 @@ FAULT_RATE = 0.03
 JOBS = 100
 
 
+pytestmark = pytest.mark.needs("faults")
+
+
 @pytest.fixture(scope="module")
 def ledger(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Ledger, LedgerRuntime]]:
     data_dir: Path = tmp_path_factory.mktemp("ledger")

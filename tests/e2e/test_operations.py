@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.e2e.conftest import Local, wait_for
 from tests.e2e.local_schedules import E2E_SCHEDULE
+from tests.e2e.target import Target
 
 DLQ_ALARM = "offpath-default-dlq-depth"
 
 
-def _default_queue(local: Local) -> dict[str, object]:
+def _default_queue(local: Local | Target) -> dict[str, object]:
     answer = local.call("GET", "/queues")
     assert answer.status == 200
     return next(q for q in answer.body["queues"] if q["name"] == "default")
@@ -29,31 +32,33 @@ def test_a_poison_job_puts_the_dlq_alarm_in_alarm(local: Local) -> None:
     assert _default_queue(local)["dlq_depth"] >= 1
 
 
-def test_redrive_sends_dead_jobs_back_through_the_worker(local: Local) -> None:
-    job_id = local.submit("demo.poison", {"reason": "redrive check"}).body["job_id"]
-    local.wait_for_job(job_id, {"FAILED"})
-    wait_for(lambda: _default_queue(local)["dlq_depth"] or None)
+@pytest.mark.needs("admin")
+def test_redrive_sends_dead_jobs_back_through_the_worker(target: Target) -> None:
+    job_id = target.submit("demo.poison", {"reason": "redrive check"}).body["job_id"]
+    target.wait_for_job(job_id, {"FAILED"})
+    target.wait_for(lambda: _default_queue(target)["dlq_depth"] or None)
 
-    answer = local.call("POST", "/queues/default/redrive")
+    answer = target.call("POST", "/queues/default/redrive")
 
     assert answer.status == 202, answer.body
 
     def redriven() -> dict[str, object] | None:
-        job = local.job(job_id)
+        job = target.job(job_id)
         return job if job["redrives"] >= 1 and job["status"] == "FAILED" else None
 
     def completed() -> dict[str, object] | None:
-        queue = _default_queue(local)
+        queue = _default_queue(target)
         redrive = queue["redrive"]
         return redrive if isinstance(redrive, dict) and redrive["status"] == "COMPLETED" else None
 
     # The job runs again with a fresh attempt budget (a poison job fails again, back into the DLQ).
-    job = wait_for(redriven)
+    job = target.wait_for(redriven)
     assert job["attempts"] == 1
-    task = wait_for(completed)
+    task = target.wait_for(completed)
     assert task["moved"] >= 1
 
 
+@pytest.mark.needs("clock")
 def test_a_declared_schedule_is_fired_by_the_clock(local: Local) -> None:
     def fired() -> dict[str, object] | None:
         answer = local.call("GET", "/schedules")

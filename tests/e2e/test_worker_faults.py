@@ -41,6 +41,9 @@ class Scenario:
     batch_ids: list[str]
 
 
+pytestmark = pytest.mark.needs("faults")
+
+
 @pytest.fixture(scope="module")
 def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
     data_dir: Path = tmp_path_factory.mktemp("worker-faults")

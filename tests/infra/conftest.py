@@ -23,7 +23,14 @@ def extended_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synthes
     yield synthesize(tmp_path_factory.mktemp("cdk-extended"), context, extended_registry())
 
 
-@pytest.fixture(scope="session", params=["default", "extended"])
+@pytest.fixture(scope="session")
+def localstack_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synthesized]:
+    """`make synth CDK_ARGS="-c target=localstack"`."""
+    context = {**cdk_json_context(), "target": "localstack"}
+    yield synthesize(tmp_path_factory.mktemp("cdk-localstack"), context, None)
+
+
+@pytest.fixture(scope="session", params=["default", "extended", "localstack"])
 def any_stack(request: pytest.FixtureRequest) -> Synthesized:
     synthesized: Synthesized = request.getfixturevalue(f"{request.param}_stack")
     return synthesized

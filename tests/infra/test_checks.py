@@ -48,7 +48,7 @@ def test_every_acknowledgement_carries_a_reason(default_stack: Synthesized) -> N
         assert len(reason.split()) >= 8, f"{where}: the reason is too thin: {reason!r}"
 
 
-@pytest.mark.parametrize("stack_name", ["default_stack", "extended_stack"])
+@pytest.mark.parametrize("stack_name", ["default_stack", "extended_stack", "localstack_stack"])
 def test_cfn_lint_passes(stack_name: str, request: pytest.FixtureRequest) -> None:
     stack: Synthesized = request.getfixturevalue(stack_name)
     matches = lint(

@@ -18,6 +18,11 @@ def test_no_context_gives_the_defaults() -> None:
     assert options().jwt is False
 
 
+def test_the_target_is_aws_unless_localstack_is_asked_for() -> None:
+    assert options().target == "aws" and not options().localstack
+    assert options(target="localstack").localstack
+
+
 def test_command_line_text_is_typed() -> None:
     parsed = options(
         deletion_protection="false", retention_days="14", jwt_issuer="https://id.example.com", jwt_audience="a, b"
@@ -42,6 +47,8 @@ def test_command_line_text_is_typed() -> None:
         ({"admin_principals": "alice"}, "admin_principals: 'alice' is not an IAM principal ARN"),
         ({"admin_principals": "arn:aws:s3:::bucket"}, "admin_principals"),
         ({"demo_jobs": "sometimes"}, "demo_jobs must be true or false"),
+        ({"target": "gcp"}, "target must be one of aws, localstack"),
+        ({"target": "localstack", "powertools_layer_arn": "arn:aws:lambda:x"}, "does not apply to target localstack"),
     ],
 )
 def test_unusable_context_is_rejected_with_its_key(context: dict[str, str], message: str) -> None:

@@ -1,0 +1,165 @@
+"""Where the end-to-end suite runs: a target, given by its URL or started by the session.
+
+`make e2e URL=... TOKEN=... [TOKEN_B=...]` or `make e2e URL=... SIGV4=1` (the environment variables
+`OFFPATH_E2E_URL`, `OFFPATH_E2E_TOKEN`, `OFFPATH_E2E_TOKEN_B`, `OFFPATH_E2E_SIGV4`) points the suite at a deployment:
+LocalStack or an AWS stage. `TOKEN` is an admin tenant's bearer token (a JWT-authorised stage), `TOKEN_B` a
+second, non-admin tenant's; `SIGV4=1` signs every request with the AWS credentials of the shell (an
+IAM-authorised stage; the caller's policy grants the admin routes).
+
+Without a URL (`make test`), the target is the embedded runtime the session starts as a separate process
+(`offpath local`), described by the same variables: its URL and two tokens. The portable tests (those that take
+the `target` fixture) reach it only over HTTP, as they reach a deployment.
+
+Each target declares what it can do (`CAPABILITIES`). A test that needs more (`@pytest.mark.needs(...)`; a test
+without the `target` fixture needs the embedded runtime itself) is reported as not applicable, by name.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from offpath_local.client import ApiClient
+
+T = TypeVar("T")
+URL, TOKEN, TOKEN_B, SIGV4 = "OFFPATH_E2E_URL", "OFFPATH_E2E_TOKEN", "OFFPATH_E2E_TOKEN_B", "OFFPATH_E2E_SIGV4"
+TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
+CAPABILITIES = {
+    "admin": "an admin caller (redrive, trigger)",
+    "tenant_b": "a second, non-admin tenant (TOKEN_B)",
+    "clock": "a scheduler clock faster than real time (the embedded runtime's)",
+    "faults": "fault injection (the embedded runtime's)",
+    "embedded": "the embedded runtime itself (its data directory, console, gateway or emulator)",
+}
+EMBEDDED = frozenset(CAPABILITIES)
+# How much longer a deployment may take than the embedded runtime (cold starts, real polling intervals).
+DEPLOYED_PATIENCE = 4.0
+
+
+class TargetError(ValueError):
+    """The variables do not describe a target; the message says what to give."""
+
+
+@dataclass
+class Response:
+    status: int
+    body: Any
+    headers: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    url: str
+    token: str | None
+    token_b: str | None
+    sigv4: bool
+    capabilities: frozenset[str]
+    patience: float = 1.0
+
+    @classmethod
+    def from_environment(
+        cls,
+        env: Mapping[str, str],
+        *,
+        name: str | None = None,
+        capabilities: frozenset[str] | None = None,
+        patience: float = DEPLOYED_PATIENCE,
+    ) -> Target | None:
+        """The target the variables describe, or None when no URL is given (the embedded runtime)."""
+        url = env.get(URL, "").strip().rstrip("/")
+        if not url:
+            return None
+        if not url.startswith(("http://", "https://")):
+            raise TargetError(f"URL must be an http:// or https:// URL, not {url[:60]!r}")
+        token = env.get(TOKEN, "").strip() or None
+        token_b = env.get(TOKEN_B, "").strip() or None
+        sigv4 = env.get(SIGV4, "").strip().lower() in TRUE_WORDS
+        if sigv4 == bool(token):
+            raise TargetError("give TOKEN=<an admin tenant's token> or SIGV4=1 (AWS credentials), one of the two")
+        if token_b and not token:
+            raise TargetError("TOKEN_B needs TOKEN: both tenants call with bearer tokens")
+        declared = {"admin"} | ({"tenant_b"} if token_b else set())
+        return cls(
+            name=name or url,
+            url=url,
+            token=token,
+            token_b=token_b,
+            sigv4=sigv4,
+            capabilities=capabilities if capabilities is not None else frozenset(declared),
+            patience=patience,
+        )
+
+    def can(self, need: str) -> bool:
+        return need in self.capabilities
+
+    def client(self, tenant: str | None = "a") -> ApiClient:
+        """Tenant "a" (the admin), "b" (the second tenant) or None (no credentials at all)."""
+        # Imported here, not with this module: conftest loads it, and the fuzz tests' generated cases depend
+        # on the project modules loaded when they run (tests/e2e/test_fuzz_api.py).
+        from offpath_local.client import ApiClient
+
+        if tenant is None:
+            return ApiClient(self.url)
+        if tenant == "b":
+            if self.token_b is None:
+                raise TargetError(f"{self.name} has no second tenant (TOKEN_B)")
+            return ApiClient(self.url, token=self.token_b)
+        return ApiClient(self.url, token=self.token, sign=self.sigv4)
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        tenant: str | None = "a",
+        body: Any = None,
+        raw: bytes | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Response:
+        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+        all_headers = {"Content-Type": "application/json"} if data is not None else {}
+        all_headers.update(headers or {})
+        status, answer, answered = self.client(tenant).send(method, path, data, all_headers)
+        try:
+            parsed = json.loads(answer) if answer else None
+        except ValueError:
+            parsed = answer.decode(errors="replace")
+        return Response(status, parsed, {k.lower(): v for k, v in answered.items()})
+
+    def submit(self, job_type: str, payload: dict[str, Any], **kwargs: Any) -> Response:
+        return self.call("POST", "/jobs", body={"type": job_type, "payload": payload}, **kwargs)
+
+    def job(self, job_id: str, tenant: str = "a") -> dict[str, Any]:
+        answer = self.call("GET", f"/jobs/{job_id}", tenant=tenant)
+        assert answer.status == 200, answer.body
+        return dict(answer.body)
+
+    def wait_for_job(self, job_id: str, statuses: set[str], timeout_s: float = 20) -> dict[str, Any]:
+        def reached() -> dict[str, Any] | None:
+            job = self.job(job_id)
+            return job if job["status"] in statuses else None
+
+        return self.wait_for(reached, timeout_s)
+
+    def wait_for(self, probe: Callable[[], T | None], timeout_s: float = 20, interval_s: float = 0.05) -> T:
+        """Poll `probe` until it returns something; the timeout is stretched by the target's patience."""
+        deadline = time.monotonic() + timeout_s * self.patience
+        while time.monotonic() < deadline:
+            found = probe()
+            if found is not None:
+                return found
+            time.sleep(interval_s * self.patience)
+        raise AssertionError(f"condition not met within {timeout_s * self.patience:g} s on {self.name}")
+
+
+def not_applicable(target: Target, needs: set[str]) -> str | None:
+    """Why a test with these needs does not apply to the target, or None when it does."""
+    missing = sorted(needs - target.capabilities)
+    if not missing:
+        return None
+    return f"not applicable on {target.name}: needs " + "; ".join(CAPABILITIES.get(m, m) for m in missing)
