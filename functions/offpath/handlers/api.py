@@ -18,6 +18,7 @@ from offpath.adapters.sqs_queue import SqsJobQueue, SqsQueueMonitor, SqsRedriver
 from offpath.domain.errors import (
     IdempotencyConflictError,
     InvalidRequestError,
+    ItemTooLargeError,
     JobConflictError,
     JobNotFoundError,
     PayloadTooLargeError,
@@ -61,15 +62,24 @@ from offpath.handlers.http import (
 )
 from offpath.logic import queries
 from offpath.logic.schedules import SYSTEM_TENANT, describe_schedules, fire_schedule
-from offpath.logic.submit import SubmitPolicy, SubmitRequest, submit_batch, submit_job
+from offpath.logic.submit import (
+    BODY_KEY,
+    HEADER_KEY,
+    SubmitPolicy,
+    SubmitRequest,
+    submit_batch,
+    submit_job,
+    unknown_job_type,
+)
 from offpath.observability import bind_request_id, configure_logging
 from offpath.settings import Settings
 
 logger = logging.getLogger("offpath.api")
 
 JOB_ID_LENGTH = 32
-# Room for the envelope around a payload ({"type": ..., "run_at": ...}).
-ENVELOPE_ALLOWANCE_BYTES = 4 * 1024
+# Lambda's limit on a synchronous invocation's request (6 MiB): the largest body the function is ever given.
+# On AWS a larger one never reaches it; the local runtime's function refuses it here, with the same 413.
+MAX_BODY_BYTES = 6 * 1024 * 1024
 RETRY_AFTER_S = "2"
 
 
@@ -120,12 +130,14 @@ def handles(operation: str) -> Callable[[Handler], Handler]:
     return register
 
 
-def _decoded_json(request: Request, limit_bytes: int, payload_limit_bytes: int | None = None) -> Any:
-    """`payload_limit_bytes`: the limit the caller knows, named in the 413 instead of the body's."""
+def _decoded_json(request: Request) -> Any:
+    """The body, decoded; over Lambda's request limit it is refused (413) before it is parsed. The payload
+    limit is checked on each payload as the store keeps it (logic/submit.py), not on the body, whose
+    whitespace and \\u escapes do not count."""
     raw = request.text()
     size = len(raw.encode())
-    if size > limit_bytes:
-        raise PayloadTooLargeError(size, payload_limit_bytes or limit_bytes)
+    if size > MAX_BODY_BYTES:
+        raise PayloadTooLargeError(size, MAX_BODY_BYTES, what="request body")
     return request.json(raw)
 
 
@@ -146,8 +158,7 @@ def openapi(request: Request, services: ApiServices) -> OpenApiDocument:
 
 @handles("submitJob")
 def submit(request: Request, services: ApiServices) -> Response:
-    limit = services.policy.payload_limit_bytes
-    body: SubmitBody = parse_body(SubmitBody, _decoded_json(request, limit + ENVELOPE_ALLOWANCE_BYTES, limit))
+    body: SubmitBody = parse_body(SubmitBody, _decoded_json(request))
     submit_request = SubmitRequest(
         tenant=request.caller,
         type=body.type,
@@ -164,8 +175,7 @@ def submit(request: Request, services: ApiServices) -> Response:
 
 @handles("submitBatch")
 def submit_many(request: Request, services: ApiServices) -> BatchView:
-    limit = 100 * (services.policy.payload_limit_bytes + ENVELOPE_ALLOWANCE_BYTES)
-    body: BatchBody = parse_body(BatchBody, _decoded_json(request, limit))
+    body: BatchBody = parse_body(BatchBody, _decoded_json(request))
     requests = [
         SubmitRequest(
             tenant=request.caller,
@@ -183,7 +193,7 @@ def submit_many(request: Request, services: ApiServices) -> BatchView:
             status = 200 if item.submitted.replayed else 202
             results.append(BatchAccepted(index=item.index, status=status, job=JobView.of(item.submitted.job)))
         else:
-            status, error = _error_body(item.error)
+            status, error = _error_body(item.error, key_field=BODY_KEY)
             results.append(BatchRefused(index=item.index, status=status, error=error))
     return BatchView(results=results)
 
@@ -213,7 +223,7 @@ def list_jobs(request: Request, services: ApiServices) -> JobPageView:
         raise InvalidRequestError("limit", "limit must be a whole number from 1 to 100")
     job_type = params.get("type")
     if job_type is not None and services.ports.registry.job_type(job_type) is None:
-        raise InvalidRequestError("type", "unknown job type", code="unknown_job_type")
+        raise unknown_job_type(job_type)
     page = services.ports.store.list_jobs(
         request.caller,
         status=JobStatus(status) if status else None,
@@ -306,17 +316,22 @@ def _checked_job_id(job_id: str) -> str:
 # -- errors -----------------------------------------------------------------------------------
 
 
-def _error_body(error: Exception | None) -> tuple[int, ErrorBody]:
+def _error_body(error: Exception | None, key_field: str = HEADER_KEY) -> tuple[int, ErrorBody]:
+    """`key_field`: where the request carried its idempotency key (the header, or a batch item's field)."""
     if isinstance(error, PayloadTooLargeError):
         return 413, ErrorBody(code="payload_too_large", message=str(error))
+    if isinstance(error, ItemTooLargeError):
+        return 413, ErrorBody(
+            code="payload_too_large", message="the job is too large to store (DynamoDB's 400 KB item limit)"
+        )
     if isinstance(error, IdempotencyConflictError):
         return 422, ErrorBody(
             code="idempotency_key_reused",
-            message="Idempotency-Key was already used with a different payload",
-            field="Idempotency-Key",
+            message=f"{key_field} was already used with a different type, payload, queue or run_at",
+            field=key_field,
         )
     if isinstance(error, InvalidRequestError):
-        return 422, ErrorBody(code=error.code, message=str(error), field=error.field)
+        return 422, ErrorBody.of(error)
     if isinstance(error, StoreUnavailableError):
         return 503, ErrorBody(code="unavailable", message="the job store is unavailable; retry this item")
     return 500, ErrorBody(code="internal_error", message="internal error")
@@ -328,7 +343,7 @@ def _error(status: int, code: str, message: str, field: str | None = None, **hea
 
 def refusal(error: Exception) -> Response:
     """The answer to an error a route raised."""
-    if isinstance(error, InvalidRequestError | PayloadTooLargeError | IdempotencyConflictError):
+    if isinstance(error, InvalidRequestError | PayloadTooLargeError | ItemTooLargeError | IdempotencyConflictError):
         status, body = _error_body(error)
         return Response(status, ErrorView(error=body))
     if isinstance(error, MalformedBodyError):
