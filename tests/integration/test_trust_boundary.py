@@ -160,7 +160,7 @@ def test_a_batch_body_over_lambdas_6_mb_is_refused_with_413_in_the_envelope(pipe
 
 @pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e999"])
 def test_a_number_json_does_not_have_is_refused_with_400(pipeline: Pipeline, number: str) -> None:
-    raw = '{"type": "demo.echo", "payload": {"x": %s}}' % number
+    raw = '{"type": "demo.echo", "payload": {"x": ' + number + "}}"
 
     status, body, _ = pipeline.call("POST", "/jobs", raw_body=raw)
 
@@ -184,7 +184,8 @@ def test_a_whole_number_written_with_a_fraction_is_an_integer(pipeline: Pipeline
 
 @pytest.mark.parametrize("ms", ["true", '"5"', "5.5"], ids=["boolean", "string", "fraction"])
 def test_a_payload_value_of_another_json_type_is_refused_not_coerced(pipeline: Pipeline, ms: str) -> None:
-    status, body, _ = pipeline.call("POST", "/jobs", raw_body='{"type": "demo.sleep", "payload": {"ms": %s}}' % ms)
+    raw = '{"type": "demo.sleep", "payload": {"ms": ' + ms + "}}"
+    status, body, _ = pipeline.call("POST", "/jobs", raw_body=raw)
 
     assert status == 422
     assert body["error"]["field"] == "payload.ms"
