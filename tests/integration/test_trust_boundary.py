@@ -20,7 +20,7 @@ from offpath.domain.errors import ItemTooLargeError
 from offpath.domain.job import Job, JobStatus, Progress, payload_json
 from offpath.logic.process import MAX_ERROR_LENGTH, MAX_RESULT_BYTES
 from offpath.logic.submit import MAX_IDEMPOTENCY_KEY_LENGTH, SubmitPolicy, job_id_for
-from offpath.settings import Settings
+from offpath.settings import MAX_PAYLOAD_LIMIT_BYTES, Settings
 from tests.integration.conftest import Pipeline
 
 JSON = {"content-type": "application/json"}
@@ -101,9 +101,9 @@ def largest_job(payload_limit: int) -> Job:
 
 
 def test_the_largest_payload_the_setting_allows_fits_an_item_with_the_largest_result(store: DynamoDbJobStore) -> None:
-    ceiling = Settings.model_fields["payload_limit_bytes"].metadata
-    limit = max(m.le for m in ceiling if hasattr(m, "le"))
-    job = largest_job(limit)
+    with pytest.raises(ValueError):
+        Settings(table_name="jobs", payload_limit_bytes=MAX_PAYLOAD_LIMIT_BYTES + 1)
+    job = largest_job(MAX_PAYLOAD_LIMIT_BYTES)
     result = {"r": "x" * (MAX_RESULT_BYTES - 16)}
     assert len(json.dumps(result).encode()) <= MAX_RESULT_BYTES
 
