@@ -93,6 +93,19 @@ BENCH_ARGS ?=
 bench: $(STAMP)
 	$(BIN)/python scripts/write_benchmarks.py $(BENCH_ARGS)
 	$(BIN)/python scripts/ledger.py --jobs 1000 --burst 5000
+	$(MAKE) bench-fuzz
+
+# schemathesis with every check and phase against `offpath local` (tests/e2e/test_fuzz_api.py), longer than in
+# make test: FUZZ_MAX_EXAMPLES cases per operation, a random seed (printed; FUZZ_SEED=N repeats a run).
+FUZZ_MAX_EXAMPLES ?= 150
+ifndef FUZZ_SEED
+FUZZ_SEED := $(shell od -An -N4 -tu4 /dev/urandom | tr -d ' ')
+endif
+.PHONY: bench-fuzz
+bench-fuzz: $(STAMP)
+	@echo "bench-fuzz: FUZZ_MAX_EXAMPLES=$(FUZZ_MAX_EXAMPLES) FUZZ_SEED=$(FUZZ_SEED)"
+	FUZZ_MAX_EXAMPLES=$(FUZZ_MAX_EXAMPLES) FUZZ_SEED=$(FUZZ_SEED) $(BIN)/python -m pytest \
+		tests/e2e/test_fuzz_api.py -k schemathesis
 
 # TESTPLAN 12 and 21 at full size: 1,000 jobs under injected faults, a burst of 5,000 (its section of
 # docs/benchmarks.md; part of make bench).

@@ -19,6 +19,10 @@ from typing import Any, Literal
 Access = Literal["public", "tenant", "admin"]
 
 JOB_ID_PATTERN = "^[0-9a-f]{32}$"
+# Printable ASCII, without a space at either end (HTTP would trim it from the header).
+IDEMPOTENCY_KEY_PATTERN = "^[!-~]([ -~]{0,253}[!-~])?$"
+# A listing's cursor: base64url without padding (what the store hands out).
+CURSOR_PATTERN = "^[A-Za-z0-9_-]{1,2048}$"
 
 
 @dataclass(frozen=True)
@@ -95,7 +99,8 @@ _JOB_ID = Parameter("job_id", "path", {"type": "string", "pattern": JOB_ID_PATTE
 _MALFORMED = Refusal(400, "malformed JSON", "malformed_json", "request body is not valid JSON", "body")
 _TOO_LARGE = Refusal(
     413,
-    "over the limit: the payload (the limit in the message) or 10 MB (API Gateway)",
+    "over a limit: a payload as stored (the limit in the message), the body over Lambda's 6 MB, or the body "
+    "over 10 MB (API Gateway's own answer)",
     "payload_too_large",
     "payload is 300000 bytes; the limit is 262144 bytes",
 )
@@ -131,7 +136,15 @@ ROUTES: tuple[Route, ...] = (
             ),
         ),
         request="SubmitBody",
-        parameters=(Parameter("Idempotency-Key", "header"),),
+        parameters=(
+            Parameter(
+                "Idempotency-Key",
+                "header",
+                {"type": "string", "pattern": IDEMPOTENCY_KEY_PATTERN},
+                description="1 to 255 printable ASCII characters, the first and last not a space; the same key "
+                "and request give the same job",
+            ),
+        ),
     ),
     Route(
         "POST",
@@ -165,7 +178,12 @@ ROUTES: tuple[Route, ...] = (
             Parameter("status", "query", {"$ref": "#/components/schemas/JobStatus"}),
             Parameter("type", "query", {"$ref": "#/components/schemas/JobTypeName"}),
             Parameter("limit", "query", {"type": "integer", "minimum": 1, "maximum": 100}),
-            Parameter("cursor", "query"),
+            Parameter(
+                "cursor",
+                "query",
+                {"type": "string", "pattern": CURSOR_PATTERN},
+                description="the cursor of the previous page (only a cursor this listing returned is accepted)",
+            ),
             Parameter(
                 "tenant",
                 "query",

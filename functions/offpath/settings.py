@@ -6,7 +6,7 @@
 | `OFFPATH_QUEUE_URLS` | all | JSON object: queue class -> queue URL |
 | `OFFPATH_DLQ_URLS` | all | JSON object: queue class -> DLQ URL |
 | `OFFPATH_QUEUE_CLASS` | worker | the queue class this worker serves |
-| `OFFPATH_PAYLOAD_LIMIT_BYTES` | api | largest accepted payload (default 65536) |
+| `OFFPATH_PAYLOAD_LIMIT_BYTES` | api | largest accepted payload, as stored (default 65536, at most 262144) |
 | `OFFPATH_RETENTION_DAYS` | all | how long finished jobs are kept (TTL, default 7) |
 | `OFFPATH_LOG_LEVEL` | all | default INFO |
 | `OFFPATH_SCHEDULE_GROUP` | api, enqueue, sweeper | the EventBridge Scheduler group for one-time schedules |
@@ -34,13 +34,18 @@ from pydantic import BaseModel, Field, field_validator
 
 from offpath.tenancy import CLAIM_NAME_PATTERN, DEFAULT_TENANT_CLAIMS
 
+# The largest payload limit: a payload at it (measured as stored, UTF-8), a result at the worker's 64 KiB limit
+# and the job's other attributes (well under 16 KB: key, error, progress message) keep the item under
+# DynamoDB's 400 KB (tests/integration/test_trust_boundary.py writes such an item).
+MAX_PAYLOAD_LIMIT_BYTES = 256 * 1024
+
 
 class Settings(BaseModel):
     table_name: str
     queue_urls: dict[str, str] = Field(default_factory=dict)
     dlq_urls: dict[str, str] = Field(default_factory=dict)
     queue_class: str | None = None
-    payload_limit_bytes: int = Field(default=64 * 1024, ge=1, le=256 * 1024)
+    payload_limit_bytes: int = Field(default=64 * 1024, ge=1, le=MAX_PAYLOAD_LIMIT_BYTES)
     retention_days: int = Field(default=7, ge=1, le=365)
     log_level: str = "INFO"
     schedule_group: str | None = None

@@ -126,7 +126,11 @@ def _parser() -> argparse.ArgumentParser:
     status.add_argument("job_id")
 
     jobs = commands.add_parser("jobs", parents=[client], help="your jobs, newest first")
-    jobs.add_argument("--status", help="QUEUED, SCHEDULED, RUNNING, RETRYING, SUCCEEDED, FAILED or CANCELLED")
+    jobs.add_argument(
+        "--status",
+        type=str.upper,
+        help="QUEUED, SCHEDULED, RUNNING, RETRYING, SUCCEEDED, FAILED or CANCELLED (any case)",
+    )
     jobs.add_argument("--type", help="a job type")
     jobs.add_argument("--limit", type=int, default=20)
     jobs.add_argument("--cursor")

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from offpath import contract
@@ -55,6 +55,10 @@ TEXT_TYPES = re.compile(
 
 # API Gateway's answer to a request no route matches.
 NOT_FOUND_BODY = b'{"message":"Not Found"}'
+# A method name (RFC 9110's token, upper case as methods are written) the gateway routes.
+ROUTABLE_METHOD = re.compile(r"[A-Z][A-Z0-9_-]{0,31}")
+CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
+CONTENT_LENGTH = re.compile(r"[0-9]{1,16}")
 
 Invoke = Callable[[dict[str, Any], float], dict[str, Any]]
 # The runtime's own pages (the console, /metrics), answered before routing: (method, path) -> (status,
@@ -282,23 +286,14 @@ class _RequestHandler(BaseHTTPRequestHandler):
     server_version = "offpath-local"
     sys_version = ""
 
-    def do_GET(self) -> None:
-        self._handle()
+    if not TYPE_CHECKING:  # (so that the type checker still checks every other attribute)
 
-    def do_POST(self) -> None:
-        self._handle()
-
-    def do_PUT(self) -> None:
-        self._handle()
-
-    def do_PATCH(self) -> None:
-        self._handle()
-
-    def do_DELETE(self) -> None:
-        self._handle()
-
-    def do_OPTIONS(self) -> None:
-        self._handle()
+        def __getattr__(self, name: str) -> Any:
+            """Every method is routed (`do_GET`, `do_TRACE`, `do_QUERY`, ...), as API Gateway routes them: one
+            no route declares is answered 404 like any unmatched route, never http.server's own 501 page."""
+            if name.startswith("do_") and ROUTABLE_METHOD.fullmatch(name[3:]):
+                return self._handle
+            raise AttributeError(name)
 
     def log_message(self, format: str, *args: Any) -> None:
         logger.debug(format, *args)
@@ -308,11 +303,13 @@ class _RequestHandler(BaseHTTPRequestHandler):
         try:
             body = self._read_body()
         except _TooLarge:
-            self._send(413, {"content-type": "application/json"}, b'{"message":"Request Entity Too Large"}', req_id)
+            self._error(413, "payload_too_large", f"the request body is over {MAX_BODY_BYTES} bytes (10 MB)", req_id)
             self.close_connection = True
             return
         except ValueError:
-            self._send(400, {"content-type": "application/json"}, b'{"message":"Bad Request"}', req_id)
+            self._error(
+                400, "bad_request", "the request's body framing (Content-Length or chunks) is malformed", req_id
+            )
             self.close_connection = True
             return
         gateway = self.gateway
@@ -355,20 +352,27 @@ class _RequestHandler(BaseHTTPRequestHandler):
         try:
             response = gateway.invoke(event, INTEGRATION_TIMEOUT_S)
         except TimeoutError:
-            self._send(503, {"content-type": "application/json"}, b'{"message":"Service Unavailable"}', req_id)
+            self._error(
+                503, "unavailable", f"the api function took over {INTEGRATION_TIMEOUT_S:.0f} s; retry later", req_id
+            )
             return
         except Exception:
             logger.exception("the api function raised")
-            self._send(500, {"content-type": "application/json"}, b'{"message":"Internal Server Error"}', req_id)
+            self._error(500, "internal_error", "internal error", req_id)
             return
         self._respond(response, req_id)
 
     def _read_body(self) -> bytes:
+        """The body by its framing; a malformed frame (a chunk size or Content-Length that is not a plain
+        number) raises ValueError, one over MAX_BODY_BYTES _TooLarge before it is read."""
         if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
             chunks, size = [], 0
             while True:
                 line = self.rfile.readline(1024)
-                length = int(line.split(b";", 1)[0].strip() or b"0", 16)
+                size_text = line.split(b";", 1)[0].strip()
+                if not CHUNK_SIZE.fullmatch(size_text):
+                    raise ValueError("a chunk size is not a hexadecimal number")
+                length = int(size_text, 16)
                 if length == 0:
                     while self.rfile.readline(1024) not in (b"\r\n", b"\n", b""):
                         pass
@@ -379,9 +383,10 @@ class _RequestHandler(BaseHTTPRequestHandler):
                 chunks.append(self.rfile.read(length))
                 self.rfile.readline(1024)
             return b"".join(chunks)
-        length = int(self.headers.get("Content-Length") or 0)
-        if length < 0:
-            raise ValueError("negative Content-Length")
+        length_text = (self.headers.get("Content-Length") or "0").strip()
+        if not CONTENT_LENGTH.fullmatch(length_text):
+            raise ValueError("Content-Length is not a number of bytes")
+        length = int(length_text)
         if length > MAX_BODY_BYTES:
             raise _TooLarge()
         return self.rfile.read(length) if length else b""
@@ -404,10 +409,13 @@ class _RequestHandler(BaseHTTPRequestHandler):
         self._send(status, headers, data, req_id, cookies=list(response.get("cookies") or []))
 
     def _error(self, status: int, code: str, message: str, req_id: str) -> None:
+        """An error the gateway itself answers, in the api's envelope."""
         body = json.dumps({"error": {"code": code, "message": message}}, separators=(",", ":")).encode()
         headers = {"content-type": "application/json"}
         if status == 401:
             headers["www-authenticate"] = "Bearer"
+        if status == 503:
+            headers["retry-after"] = "2"
         self._send(status, headers, body, req_id)
 
     def _send(

@@ -16,7 +16,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from offpath_local.event_source import PollResult, SqsEventSource
@@ -41,7 +40,6 @@ class QueuePoller:
         self.max_concurrency = max(1, max_concurrency)
         self.on_result = on_result
         self._slots = threading.BoundedSemaphore(self.max_concurrency)
-        self._executor = ThreadPoolExecutor(self.max_concurrency, thread_name_prefix=f"worker-{queue_class}")
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=f"poller-{queue_class}", daemon=True)
         self._in_flight = 0
@@ -71,10 +69,9 @@ class QueuePoller:
         return self.in_flight
 
     def shutdown(self) -> None:
-        """Lets go of the batches still in flight: their threads end when their function returns, and their
-        messages return to the queue when their visibility timeout ends."""
+        """Lets go of the batches still in flight: their daemon threads end when their function returns, or with
+        the process, and their messages return to the queue when their visibility timeout ends."""
         self._thread.join(timeout=LONG_POLL_S * 3)
-        self._executor.shutdown(wait=False, cancel_futures=True)
 
     @property
     def in_flight(self) -> int:
@@ -98,10 +95,11 @@ class QueuePoller:
                 continue
             with self._lock:
                 self._in_flight += 1
-            try:
-                self._executor.submit(self._invoke, messages)
-            except RuntimeError:  # shut down meanwhile: the messages reappear after their visibility timeout
-                self._done()
+            # A daemon thread per batch (the slots bound them): one still running when the runtime stops is
+            # abandoned, as Lambda ends an environment, instead of holding the process until its job's timeout.
+            threading.Thread(
+                target=self._invoke, args=(messages,), name=f"worker-{self.queue_class}", daemon=True
+            ).start()
 
     def _invoke(self, messages: list[dict[str, Any]]) -> None:
         try:

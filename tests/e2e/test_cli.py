@@ -120,3 +120,14 @@ def test_the_installed_command_reads_the_token_from_the_environment(local: Local
 
     assert done.returncode == OK, done.stderr
     assert "SUCCEEDED" in done.stdout
+
+
+def test_jobs_takes_a_status_in_any_case(local: Local, capsys: pytest.CaptureFixture[str]) -> None:
+    job_id = local.submit("demo.poison", {"reason": "cli status case"}).body["job_id"]
+    local.wait_for_job(job_id, {"FAILED"})
+
+    assert run(local, "jobs", "--status", "failed", "--json") == OK
+
+    listed = json.loads(capsys.readouterr().out)
+    assert job_id in [job["job_id"] for job in listed["jobs"]]
+    assert {job["status"] for job in listed["jobs"]} == {"FAILED"}

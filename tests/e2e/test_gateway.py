@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import socket
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -136,3 +138,123 @@ def test_a_running_runtime_answers_an_unknown_route_404(local: Local) -> None:
     answer = local.call("PUT", "/jobs", token=None)
 
     assert (answer.status, answer.body) == (404, {"message": "Not Found"})
+
+
+# -- what the gateway itself answers: as API Gateway does, its errors in the envelope ------------------
+
+
+def raw_exchange(server: Gateway, request: bytes, *, body: bytes = b"", close_write: bool = False) -> tuple[int, bytes]:
+    """Send bytes as they are (framing included) and read the answer: its status and body."""
+    with socket.create_connection((server.host, server.port), timeout=30) as conn:
+        conn.sendall(request + body)
+        if close_write:
+            conn.shutdown(socket.SHUT_WR)
+        reader = conn.makefile("rb")
+        status = int(reader.readline().split()[1])
+        length = 0
+        while (line := reader.readline()) not in (b"\r\n", b"\n", b""):
+            name, _, value = line.decode().partition(":")
+            if name.strip().lower() == "content-length":
+                length = int(value)
+        return status, reader.read(length) if not request.startswith(b"HEAD ") else b""
+
+
+def headers_of(method: str, path: str, *extra: str) -> bytes:
+    lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1", f"Authorization: Bearer {TOKEN_A}", *extra, "", ""]
+    return "\r\n".join(lines).encode()
+
+
+@pytest.mark.parametrize("method", ["TRACE", "QUERY", "HEAD", "CONNECT", "PROPFIND"])
+def test_a_method_http_server_does_not_know_is_routed_like_any_other(
+    gateway: tuple[Gateway, list[dict[str, Any]]], method: str
+) -> None:
+    server, invoked = gateway
+
+    status, body = raw_exchange(server, headers_of(method, "/jobs", "Content-Length: 0"))
+
+    assert status == 404
+    assert body == (b"" if method == "HEAD" else b'{"message":"Not Found"}')
+    assert invoked == []
+
+
+def test_a_chunk_size_of_minus_one_is_a_bad_request_not_the_rest_of_the_stream(
+    gateway: tuple[Gateway, list[dict[str, Any]]],
+) -> None:
+    server, invoked = gateway
+    request = headers_of("POST", "/jobs", "Transfer-Encoding: chunked", "Content-Type: application/json")
+
+    status, body = raw_exchange(server, request, body=b"-1\r\n" + b'{"type": "demo.echo"}' * 1000, close_write=True)
+
+    assert status == 400
+    assert json.loads(body)["error"]["code"] == "bad_request"
+    assert invoked == []
+
+
+@pytest.mark.parametrize("size", ["0x10", "+10", " 1 0", "zz", ""])
+def test_a_chunk_size_that_is_not_hexadecimal_is_a_bad_request(
+    gateway: tuple[Gateway, list[dict[str, Any]]], size: str
+) -> None:
+    server, invoked = gateway
+    request = headers_of("POST", "/jobs", "Transfer-Encoding: chunked")
+
+    status, body = raw_exchange(server, request, body=f"{size}\r\n{'x' * 16}\r\n0\r\n\r\n".encode())
+
+    assert status == 400
+    assert json.loads(body)["error"]["code"] == "bad_request"
+    assert invoked == []
+
+
+def test_a_chunked_body_over_10_mb_is_refused_with_413_in_the_envelope(
+    gateway: tuple[Gateway, list[dict[str, Any]]],
+) -> None:
+    server, invoked = gateway
+    chunk = b"x" * (1024 * 1024)
+    chunks = b"".join(b"%x\r\n%s\r\n" % (len(chunk), chunk) for _ in range(12))
+
+    status, body = raw_exchange(server, headers_of("POST", "/jobs", "Transfer-Encoding: chunked"), body=chunks)
+
+    assert status == 413
+    assert json.loads(body)["error"]["code"] == "payload_too_large"
+    assert invoked == []
+
+
+@pytest.mark.parametrize(
+    "length", ["+5", "5_0", "\u0665", "-1", "1e3"], ids=["plus", "underscore", "arabic", "minus", "exp"]
+)
+def test_a_content_length_that_is_not_a_number_of_bytes_is_a_bad_request(
+    gateway: tuple[Gateway, list[dict[str, Any]]], length: str
+) -> None:
+    server, invoked = gateway
+    request = headers_of("POST", "/jobs", f"Content-Length: {length}")
+
+    status, body = raw_exchange(server, request.replace(length.encode(), length.encode("utf-8")), body=b"{}")
+
+    assert status == 400
+    assert json.loads(body)["error"]["code"] == "bad_request"
+    assert invoked == []
+
+
+def test_a_body_over_10_mb_is_refused_with_413_in_the_envelope(gateway: tuple[Gateway, list[dict[str, Any]]]) -> None:
+    server, invoked = gateway
+    request = headers_of("POST", "/jobs", f"Content-Length: {10 * 1024 * 1024 + 1}")
+
+    status, body = raw_exchange(server, request)
+
+    assert status == 413
+    assert json.loads(body)["error"]["code"] == "payload_too_large"
+    assert invoked == []
+
+
+def test_a_function_that_raises_is_answered_500_in_the_envelope() -> None:
+    def invoke(event: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        raise RuntimeError("boom")
+
+    server = Gateway(invoke, Authorizer({TENANT_A: TOKEN_A}), port=0)
+    server.start()
+    try:
+        answer = Local(server.url, Path(), Path()).call("GET", "/jobs", token=TOKEN_A)
+    finally:
+        server.stop()
+
+    assert answer.status == 500
+    assert answer.body == {"error": {"code": "internal_error", "message": "internal error"}}

@@ -85,7 +85,7 @@ class InMemoryJobStore:
             if existing.submission_id == job.submission_id:
                 # A retry of this very write, which had landed: the job is ours, and new.
                 return CreateOutcome(existing, replayed=False)
-            if existing.tenant != job.tenant or existing.payload_hash != job.payload_hash:
+            if not existing.same_submission(job):
                 raise IdempotencyConflictError(existing)
             return CreateOutcome(existing, replayed=True)
 
@@ -322,7 +322,7 @@ def _decode_cursor(cursor: str, tenant: str) -> tuple[datetime, str]:
             raise ValueError("cursor belongs to another listing")
         return (datetime.fromisoformat(data["created_at"]), str(data["job_id"]))
     except (ValueError, TypeError, KeyError):
-        raise InvalidRequestError("cursor", "cursor is not one this listing returned") from None
+        raise InvalidRequestError("cursor", "cursor is not one this listing returned", code="invalid_cursor") from None
 
 
 # -- the job queue ------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import re
 import uuid
 from collections.abc import Callable, Mapping
@@ -28,6 +29,7 @@ from botocore.config import Config
 from offpath.domain.errors import (
     IdempotencyConflictError,
     InvalidRequestError,
+    ItemTooLargeError,
     JobConflictError,
     JobNotFoundError,
     StoreUnavailableError,
@@ -53,6 +55,7 @@ from offpath.domain.job import (
     JobStatus,
     Progress,
     Transition,
+    payload_json,
 )
 from offpath.domain.ports import CreateOutcome, Firing, JobPage, ScheduleState
 
@@ -65,10 +68,17 @@ INDEX_SWEEP = "sweep"
 # The sweep index's partition key is spread over shards so no single partition takes every write.
 SWEEP_SHARDS = 4
 CONFLICT = "ConditionalCheckFailedException"
+# DynamoDB's ValidationException for an item over 400 KB (PutItem: "Item size has exceeded the maximum allowed
+# size"; UpdateItem: "Item size to update has exceeded the maximum allowed size").
+ITEM_TOO_LARGE = re.compile(r"item size .*exceeded", re.IGNORECASE)
+# A cursor as handed out (contract.CURSOR_PATTERN): base64url without padding, of the key's JSON.
+CURSOR_TEXT = re.compile(r"[A-Za-z0-9_-]{1,2048}")
 CURSOR_PK = re.compile(r"JOB#[0-9a-f]{32}")
 CURSOR_SORT_KEY = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z#[0-9a-f]{32}")
 # total_max_attempts counts the first try: 3 attempts in all ("max_attempts" would mean 3 retries).
 SDK_CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 3}, connect_timeout=2, read_timeout=5)
+
+logger = logging.getLogger(__name__)
 
 Item = dict[str, "AttributeValueTypeDef"]
 _T = TypeVar("_T")
@@ -88,6 +98,8 @@ class DynamoDbJobStore:
     def __init__(self, table_name: str, client: DynamoDBClient | None = None) -> None:
         self.table_name = table_name
         self.client = client or default_client()
+        # Items `_get_many` left out because they could not be read as jobs.
+        self.unreadable_items = 0
 
     # -- submit -----------------------------------------------------------------------------
 
@@ -106,7 +118,7 @@ class DynamoDbJobStore:
         if existing.submission_id == job.submission_id:
             # An SDK retry of our own write that had landed: the job is ours, and new.
             return CreateOutcome(existing, replayed=False)
-        if existing.tenant != job.tenant or existing.payload_hash != job.payload_hash:
+        if not existing.same_submission(job):
             raise IdempotencyConflictError(existing)
         return CreateOutcome(existing, replayed=True)
 
@@ -148,7 +160,9 @@ class DynamoDbJobStore:
         return JobPage(jobs, encode_cursor(last) if last else None)
 
     def _get_many(self, keys: list[str]) -> list[Job]:
-        """BatchGetItem in chunks of 100, retrying unprocessed keys; returns jobs in `keys` order."""
+        """BatchGetItem in chunks of 100, retrying unprocessed keys; returns jobs in `keys` order. An item
+        that cannot be read as a job is left out (logged by its key, never its content, and counted in
+        `unreadable_items`): one bad record never fails a listing or a sweep."""
         found: dict[str, Job] = {}
         for start in range(0, len(keys), 100):
             pending: list[Item] = [key_of(key) for key in keys[start : start + 100]]
@@ -160,12 +174,28 @@ class DynamoDbJobStore:
                     RequestItems={self.table_name: {"Keys": pending, "ConsistentRead": True}},
                 )
                 for item in response.get("Responses", {}).get(self.table_name, []):
-                    job = from_item(item)
-                    found[job_key(job.job_id)] = job
+                    job = self._readable(item)
+                    if job is not None:
+                        found[job_key(job.job_id)] = job
                 pending = list(response.get("UnprocessedKeys", {}).get(self.table_name, {}).get("Keys", []))
             if pending:
                 raise StoreUnavailableError("DynamoDB kept some keys unprocessed")
         return [found[key] for key in keys if key in found]
+
+    def _readable(self, item: Item) -> Job | None:
+        try:
+            return from_item(item)
+        except Exception:
+            self.unreadable_items += 1
+            key = item.get("pk", {})
+            logger.error(
+                "a job item could not be read; left out",
+                extra={
+                    "key": key.get("S") if isinstance(key, dict) else None,
+                    "unreadable_items": self.unreadable_items,
+                },
+            )
+            return None
 
     # -- worker -----------------------------------------------------------------------------
 
@@ -544,6 +574,9 @@ class DynamoDbJobStore:
             code = error.response.get("Error", {}).get("Code", "")
             if code == CONFLICT:
                 raise _ConditionFailed(cast("Item", error.response.get("Item") or {})) from None
+            message = str(error.response.get("Error", {}).get("Message", ""))
+            if code == "ValidationException" and ITEM_TOO_LARGE.search(message):
+                raise ItemTooLargeError(f"DynamoDB refused the item for its size: {message}") from None
             raise StoreUnavailableError(f"DynamoDB {code or 'error'}") from error
         except botocore.exceptions.BotoCoreError as error:
             raise StoreUnavailableError(f"DynamoDB unreachable: {type(error).__name__}") from error
@@ -721,7 +754,8 @@ def to_item(job: Job) -> Item:
             "type": job.type,
             "queue": job.queue,
             "status": job.status.value,
-            "payload_json": json.dumps(job.payload, separators=(",", ":")),
+            # UTF-8, as the payload limit measures it (items written before were ASCII-escaped; both read back).
+            "payload_json": payload_json(job.payload),
             "payload_hash": job.payload_hash,
             "attempt": job.attempt,
             "max_attempts": job.max_attempts,
@@ -840,6 +874,8 @@ def encode_cursor(key: Mapping[str, Any]) -> str:
 def decode_cursor(cursor: str, key_name: str, key_value: str) -> Item:
     """A cursor is only accepted for the listing (and tenant) it came from."""
     try:
+        if not CURSOR_TEXT.fullmatch(cursor):
+            raise ValueError("not base64url")
         padded = cursor + "=" * (-len(cursor) % 4)
         plain = json.loads(base64.urlsafe_b64decode(padded.encode()))
         if not isinstance(plain, dict) or plain.get(key_name) != key_value:
@@ -848,6 +884,6 @@ def decode_cursor(cursor: str, key_name: str, key_value: str) -> Item:
             raise ValueError("cursor has the wrong keys")
         if not CURSOR_PK.fullmatch(plain["pk"]) or not CURSOR_SORT_KEY.fullmatch(plain["gsi_sk"]):
             raise ValueError("cursor keys are not keys this table makes")
-    except (ValueError, TypeError):
-        raise InvalidRequestError("cursor", "cursor is not one this listing returned") from None
+    except (ValueError, TypeError, RecursionError):  # RecursionError: JSON nested thousands deep
+        raise InvalidRequestError("cursor", "cursor is not one this listing returned", code="invalid_cursor") from None
     return attribute_values(plain)

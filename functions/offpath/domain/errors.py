@@ -57,19 +57,29 @@ class RegistryError(OffpathError):
 
 
 class InvalidRequestError(OffpathError):
-    """A request that can never succeed as sent. `field` names the offending part."""
+    """A request that can never succeed as sent. `field` names the offending part; `errors` lists every
+    (field, message) found when more than one part was checked at once (the first is `field`'s)."""
 
-    def __init__(self, field: str, message: str, code: str = "invalid_request") -> None:
+    def __init__(
+        self, field: str, message: str, code: str = "invalid_request", errors: tuple[tuple[str, str], ...] = ()
+    ) -> None:
         self.field = field
         self.code = code
+        self.errors = errors
         super().__init__(message)
 
 
 class PayloadTooLargeError(OffpathError):
-    def __init__(self, size: int, limit: int) -> None:
+    """`what` is measured: the payload as the store keeps it, or the request body."""
+
+    def __init__(self, size: int, limit: int, what: str = "payload") -> None:
         self.size = size
         self.limit = limit
-        super().__init__(f"payload is {size} bytes; the limit is {limit} bytes")
+        super().__init__(f"{what} is {size} bytes; the limit is {limit} bytes")
+
+
+class ItemTooLargeError(OffpathError):
+    """The store refused a write for its size (DynamoDB's 400 KB item limit): retrying cannot help."""
 
 
 class RedriveInProgressError(OffpathError):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -120,6 +121,22 @@ class Job:
             error=error[:ATTEMPT_ERROR_CHARS] if error is not None else None,
         )
         return (*self.attempt_history, record)[-ATTEMPTS_KEPT:]
+
+    def same_submission(self, other: Job) -> bool:
+        """Whether two submissions under one idempotency key asked for the same job: the tenant, the
+        type and payload (their hash), the queue and the run_at. Anything else reuses the key."""
+        return (
+            self.tenant == other.tenant
+            and self.payload_hash == other.payload_hash
+            and self.queue == other.queue
+            and self.run_at == other.run_at
+        )
+
+
+def payload_json(payload: Any) -> str:
+    """A payload as the store keeps it, and as its size is measured: compact JSON, UTF-8 (non-ASCII
+    characters as themselves, not \\u escapes, which would take up to 3 times the bytes)."""
+    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
 
 
 # -- the declaration ------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from offpath.adapters.cloudwatch import CloudWatchAlarms, CloudWatchStats
 from offpath.domain.errors import (
     IdempotencyConflictError,
     InvalidRequestError,
+    ItemTooLargeError,
     JobConflictError,
     JobNotFoundError,
     JobTypeForbiddenError,
@@ -72,7 +73,15 @@ from offpath.handlers.http import (
 )
 from offpath.logic import queries
 from offpath.logic.schedules import SYSTEM_TENANT, describe_schedules, fire_schedule
-from offpath.logic.submit import SubmitPolicy, SubmitRequest, submit_batch, submit_job
+from offpath.logic.submit import (
+    BODY_KEY,
+    HEADER_KEY,
+    SubmitPolicy,
+    SubmitRequest,
+    submit_batch,
+    submit_job,
+    unknown_job_type,
+)
 from offpath.observability import bind_request_id, configure_logging
 from offpath.settings import Settings
 from offpath.tenancy import is_admin, tenant_of
@@ -80,8 +89,9 @@ from offpath.tenancy import is_admin, tenant_of
 logger = logging.getLogger("offpath.api")
 
 JOB_ID_LENGTH = 32
-# Room for the envelope around a payload ({"type": ..., "run_at": ...}).
-ENVELOPE_ALLOWANCE_BYTES = 4 * 1024
+# Lambda's limit on a synchronous invocation's request (6 MiB): the largest body the function is ever given.
+# On AWS a larger one never reaches it; the local runtime's function refuses it here, with the same 413.
+MAX_BODY_BYTES = 6 * 1024 * 1024
 RETRY_AFTER_S = "2"
 STATS_MINUTES_DEFAULT = 60
 STATS_MINUTES_MAX = 1440
@@ -147,12 +157,14 @@ def _submitter(request: Request) -> Submitter:
     return "admin" if request.is_admin else "tenant"
 
 
-def _decoded_json(request: Request, limit_bytes: int, payload_limit_bytes: int | None = None) -> Any:
-    """`payload_limit_bytes`: the limit the caller knows, named in the 413 instead of the body's."""
+def _decoded_json(request: Request) -> Any:
+    """The body, decoded; over Lambda's request limit it is refused (413) before it is parsed. The payload
+    limit is checked on each payload as the store keeps it (logic/submit.py), not on the body, whose
+    whitespace and \\u escapes do not count."""
     raw = request.text()
     size = len(raw.encode())
-    if size > limit_bytes:
-        raise PayloadTooLargeError(size, payload_limit_bytes or limit_bytes)
+    if size > MAX_BODY_BYTES:
+        raise PayloadTooLargeError(size, MAX_BODY_BYTES, what="request body")
     return request.json(raw)
 
 
@@ -173,8 +185,7 @@ def openapi(request: Request, services: ApiServices) -> OpenApiDocument:
 
 @handles("submitJob")
 def submit(request: Request, services: ApiServices) -> Response:
-    limit = services.policy.payload_limit_bytes
-    body: SubmitBody = parse_body(SubmitBody, _decoded_json(request, limit + ENVELOPE_ALLOWANCE_BYTES, limit))
+    body: SubmitBody = parse_body(SubmitBody, _decoded_json(request))
     submit_request = SubmitRequest(
         tenant=request.caller,
         type=body.type,
@@ -192,8 +203,7 @@ def submit(request: Request, services: ApiServices) -> Response:
 
 @handles("submitBatch")
 def submit_many(request: Request, services: ApiServices) -> BatchView:
-    limit = 100 * (services.policy.payload_limit_bytes + ENVELOPE_ALLOWANCE_BYTES)
-    body: BatchBody = parse_body(BatchBody, _decoded_json(request, limit))
+    body: BatchBody = parse_body(BatchBody, _decoded_json(request))
     submitter = _submitter(request)
     requests = [
         SubmitRequest(
@@ -213,7 +223,7 @@ def submit_many(request: Request, services: ApiServices) -> BatchView:
             status = 200 if item.submitted.replayed else 202
             results.append(BatchAccepted(index=item.index, status=status, job=JobView.of(item.submitted.job)))
         else:
-            status, error = _error_body(item.error)
+            status, error = _error_body(item.error, key_field=BODY_KEY)
             results.append(BatchRefused(index=item.index, status=status, error=error))
     return BatchView(results=results)
 
@@ -243,7 +253,7 @@ def list_jobs(request: Request, services: ApiServices) -> JobPageView:
         raise InvalidRequestError("limit", "limit must be a whole number from 1 to 100")
     job_type = params.get("type")
     if job_type is not None and services.ports.registry.job_type(job_type) is None:
-        raise InvalidRequestError("type", "unknown job type", code="unknown_job_type")
+        raise unknown_job_type(job_type)
     page = services.ports.store.list_jobs(
         _listed_tenant(request, params.get("tenant")),
         status=JobStatus(status) if status else None,
@@ -385,19 +395,24 @@ def _checked_job_id(job_id: str) -> str:
 # -- errors -----------------------------------------------------------------------------------
 
 
-def _error_body(error: Exception | None) -> tuple[int, ErrorBody]:
+def _error_body(error: Exception | None, key_field: str = HEADER_KEY) -> tuple[int, ErrorBody]:
+    """`key_field`: where the request carried its idempotency key (the header, or a batch item's field)."""
     if isinstance(error, PayloadTooLargeError):
         return 413, ErrorBody(code="payload_too_large", message=str(error))
+    if isinstance(error, ItemTooLargeError):
+        return 413, ErrorBody(
+            code="payload_too_large", message="the job is too large to store (DynamoDB's 400 KB item limit)"
+        )
     if isinstance(error, IdempotencyConflictError):
         return 422, ErrorBody(
             code="idempotency_key_reused",
-            message="Idempotency-Key was already used with a different payload",
-            field="Idempotency-Key",
+            message=f"{key_field} was already used with a different type, payload, queue or run_at",
+            field=key_field,
         )
     if isinstance(error, JobTypeForbiddenError):
         return 403, ErrorBody(code="job_type_forbidden", message=str(error), field="type")
     if isinstance(error, InvalidRequestError):
-        return 422, ErrorBody(code=error.code, message=str(error), field=error.field)
+        return 422, ErrorBody.of(error)
     if isinstance(error, StoreUnavailableError):
         return 503, ErrorBody(code="unavailable", message="the job store is unavailable; retry this item")
     return 500, ErrorBody(code="internal_error", message="internal error")
@@ -409,7 +424,14 @@ def _error(status: int, code: str, message: str, field: str | None = None, **hea
 
 def refusal(error: Exception) -> Response:
     """The answer to an error a route raised."""
-    if isinstance(error, InvalidRequestError | PayloadTooLargeError | IdempotencyConflictError | JobTypeForbiddenError):
+    if isinstance(
+        error,
+        InvalidRequestError
+        | PayloadTooLargeError
+        | ItemTooLargeError
+        | IdempotencyConflictError
+        | JobTypeForbiddenError,
+    ):
         status, body = _error_body(error)
         return Response(status, ErrorView(error=body))
     if isinstance(error, MalformedBodyError):

@@ -6,7 +6,6 @@ the first time it is used (`defer_build`), so an invocation pays only for the mo
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -24,8 +23,7 @@ from pydantic import (
 from offpath.domain.errors import InvalidRequestError
 from offpath.domain.job import AttemptRecord, Job, JobStatus
 from offpath.domain.ports import AlarmChange, AlarmState, MinuteStats, QueueStats, RedriveTask
-
-SAFE_FIELD_PART = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$|^[0-9]{1,6}$")
+from offpath.logic.submit import validation_error
 
 _LAZY = ConfigDict(defer_build=True)
 
@@ -117,17 +115,13 @@ class BatchBody(BaseModel):
 
 
 def parse_body(model: type[BaseModel], data: Any) -> Any:
-    """Validate a decoded JSON body; the error names the field, never echoes the value."""
+    """Validate a decoded JSON body; the error names every failing field, never echoes a value."""
     if not isinstance(data, dict):
         raise InvalidRequestError("body", "body must be a JSON object")
     try:
         return model.model_validate(data)
     except ValidationError as error:
-        first = error.errors()[0]
-        parts = [str(p) if SAFE_FIELD_PART.match(str(p)) else "?" for p in first["loc"]]
-        field = ".".join(parts) or "body"
-        message = "unknown field" if first["type"] == "extra_forbidden" else first["msg"]
-        raise InvalidRequestError(field, f"{field}: {message}") from None
+        raise validation_error(error, (), code="invalid_request") from None
 
 
 # -- answers ------------------------------------------------------------------------------------
@@ -219,27 +213,48 @@ class JobView(BaseModel):
 
 
 class JobPageView(BaseModel):
-    model_config = _examples({"jobs": [_DONE_EXAMPLE], "cursor": "eyJwayI6ImpvYiMzZjJhIn0"})
+    """`cursor` is null on the last page. (The example shows the last page: a cursor is only accepted by the
+    listing that handed it out, so the document shows none that a reader might send.)"""
+
+    model_config = _examples({"jobs": [_DONE_EXAMPLE], "cursor": None})
 
     jobs: list[JobView]
     cursor: str | None
 
 
+class FieldErrorView(BaseModel):
+    """One part of the request that failed validation, and why."""
+
+    model_config = _LAZY
+
+    field: str
+    message: str
+
+
 class ErrorBody(BaseModel):
-    """`field` names the part of the request at fault; it is left out when no one part is."""
+    """`field` names the part of the request at fault; it is left out when no one part is. `errors` lists
+    every part that failed validation (up to 100; `field` and `message` are the first's); it is left out
+    for any other error."""
 
     model_config = _LAZY
 
     code: str
     message: str
     field: str | None = None
+    errors: list[FieldErrorView] | None = None
 
     @model_serializer(mode="wrap")
-    def _without_absent_field(self, serialize: SerializerFunctionWrapHandler) -> dict[str, Any]:
+    def _without_absent_fields(self, serialize: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data: dict[str, Any] = serialize(self)
-        if self.field is None:
-            data.pop("field", None)
+        for name in ("field", "errors"):
+            if getattr(self, name) is None:
+                data.pop(name, None)
         return data
+
+    @classmethod
+    def of(cls, error: InvalidRequestError) -> ErrorBody:
+        errors = [FieldErrorView(field=f, message=m) for f, m in error.errors] if error.errors else None
+        return cls(code=error.code, message=str(error), field=error.field, errors=errors)
 
 
 class ErrorView(BaseModel):

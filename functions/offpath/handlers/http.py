@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
@@ -20,6 +22,9 @@ from offpath.contract import Route
 from offpath.tenancy import is_admin, tenant_of
 
 S = TypeVar("S")
+
+# A JSON escape of a UTF-16 surrogate: either half of a pair (kept) or a lone half (refused).
+SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 # API Gateway's own answer to a request no route matches (HTTP API, no $default route).
 NOT_FOUND_BODY = '{"message":"Not Found"}'
@@ -95,10 +100,35 @@ class Request:
             raise MalformedBodyError() from None
 
     def json(self, raw: str) -> Any:
-        try:
-            return json.loads(raw)
-        except (ValueError, RecursionError):  # RecursionError: arrays or objects nested thousands deep
-            raise MalformedBodyError() from None
+        return parse_json(raw)
+
+
+def parse_json(raw: str) -> Any:
+    """Standard JSON only: `NaN`, `Infinity` and a number too large for a float (`1e999`, read as infinity)
+    are refused, as are arrays or objects nested thousands deep and a \\u escape of half a surrogate pair
+    (text no UTF-8 can hold, so no store could keep it)."""
+    try:
+        data = json.loads(raw, parse_constant=_non_standard, parse_float=_finite)
+        if SURROGATE_ESCAPE.search(raw):
+            json.dumps(data, ensure_ascii=False).encode()
+        return data
+    except (ValueError, RecursionError):  # UnicodeEncodeError is a ValueError
+        raise MalformedBodyError() from None
+
+
+def _non_standard(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite(text: str) -> float | int:
+    """A number written with a fraction or exponent. One with no fractional part is an integer, as JSON Schema
+    reads it (`5.0` is an `integer`), so it is read as one (up to 2**63, exactly)."""
+    number = float(text)
+    if not math.isfinite(number):
+        raise ValueError("a number too large for a float")
+    if number.is_integer() and abs(number) < 2**63:
+        return int(Decimal(text))
+    return number
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, Field, RootModel, create_model
+from pydantic import BaseModel, Field, RootModel, WithJsonSchema, create_model
 from pydantic.json_schema import models_json_schema
 
 from offpath import contract
@@ -84,7 +84,7 @@ def openapi_document(
     }
     paths: dict[str, Any] = {}
     for route in routes:
-        paths.setdefault(route.path, {})[route.method.lower()] = _operation(route, documented)
+        paths.setdefault(route.path, {})[route.method.lower()] = _operation(route, documented, routes)
     document: dict[str, Any] = {
         "openapi": "3.1.0",
         "info": {"title": "offpath", "version": "1.0.0", "description": "Background jobs on AWS serverless."},
@@ -101,7 +101,7 @@ def _ref(name: str) -> dict[str, str]:
     return {"$ref": REF.format(model=name)}
 
 
-def _operation(route: Route, documented: dict[str, type[BaseModel]]) -> dict[str, Any]:
+def _operation(route: Route, documented: dict[str, type[BaseModel]], routes: list[Route]) -> dict[str, Any]:
     operation: dict[str, Any] = {"operationId": route.operation, "summary": route.summary}
     if route.access == "public":
         operation["security"] = []
@@ -133,6 +133,9 @@ def _operation(route: Route, documented: dict[str, type[BaseModel]]) -> dict[str
                 name: {"description": RESPONSE_HEADERS[name][0], "required": True, "schema": RESPONSE_HEADERS[name][1]}
                 for name in answer.headers
             }
+        links = _links(model, routes)
+        if links:
+            answered["links"] = links
         responses[str(answer.status)] = answered
     refusals = [*route.refusals, *(GATEWAY_REFUSALS if route.access != "public" else ())]
     for refusal in refusals:
@@ -145,6 +148,23 @@ def _operation(route: Route, documented: dict[str, type[BaseModel]]) -> dict[str
     }
     operation["responses"] = dict(sorted(responses.items()))
     return operation
+
+
+def _links(model: type[BaseModel], routes: list[Route]) -> dict[str, Any]:
+    """An answer that always names a job (a required, non-null `job_id`) links to every route of that job:
+    each route whose one path parameter is `job_id`."""
+    field = model.model_fields.get("job_id")
+    if field is None or field.annotation is not str:
+        return {}
+    return {
+        route.operation: {
+            "operationId": route.operation,
+            "parameters": {"job_id": "$response.body#/job_id"},
+            "description": f"{route.summary}: the job this answer names",
+        }
+        for route in routes
+        if route.path_parameters == ("job_id",)
+    }
 
 
 def _refused(refusal: Refusal) -> dict[str, Any]:
@@ -177,18 +197,29 @@ def _documented_models(job_types: list[JobType]) -> dict[str, type[BaseModel]]:
 SUBMIT_DOC = "A job to run: `type` names a registered job type, and `payload` follows that type's own schema."
 
 
+RUN_AT_DOC = (
+    "when to run it: an RFC 3339 date-time with a zone, from 1970-01-01T00:00:00Z (a time in the past runs now) "
+    "to at most a year ahead"
+)
+RunAt = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]
+
+
 def _variant(job_type: JobType) -> type[BaseModel]:
-    """SubmitBody for one job type: `type` is its name, `payload` its model (optional when every field is)."""
+    """SubmitBody for one job type, as precise as the api's checks: `type` is its name, `payload` its model
+    (optional when every field is), `queue` its queue class, `run_at` a date-time."""
     payload_model = job_type.payload_model
     required = any(field.is_required() for field in payload_model.model_fields.values())
     payload: Any = (payload_model, ...) if required else (payload_model, Field(default_factory=dict))
     name = "".join(part.capitalize() for part in job_type.name.replace(".", "_").split("_")) + "Submission"
+    queue: Any = Literal[job_type.queue]
     return create_model(
         name,
         __base__=SubmitBody,
         __doc__=f"Submit a {job_type.name} job (queue {job_type.queue}).",
         type=(Literal[job_type.name], Field(description="the job type")),  # type: ignore[arg-type]
         payload=payload,
+        queue=(queue | None, Field(default=None, description="the job type's queue class")),
+        run_at=(RunAt | None, Field(default=None, description=RUN_AT_DOC)),
     )
 
 

@@ -16,18 +16,20 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from offpath import contract
 from offpath.domain.errors import (
     IdempotencyConflictError,
     InvalidRequestError,
+    ItemTooLargeError,
     JobTypeForbiddenError,
     OffpathError,
     PayloadTooLargeError,
     QueueUnavailableError,
     StoreUnavailableError,
 )
-from offpath.domain.job import Job, JobStatus
+from offpath.domain.job import Job, JobStatus, payload_json
 from offpath.domain.ports import JobMessage, Ports
-from offpath.domain.registry import Submitter
+from offpath.domain.registry import NAME_PATTERN, Submitter
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +42,10 @@ SQS_MAX_DELAY_S = 900
 # A time in the past means "now", but only from the Unix epoch on: every time a job carries must round-trip
 # through the store's fixed-width text and its epoch-second TTL.
 EARLIEST_RUN_AT = datetime(1970, 1, 1, tzinfo=UTC)
+# RFC 3339's date-time, the zone optional here so that its absence gets its own message.
+RFC3339_DATE_TIME = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?([Zz]|[+-][0-9]{2}:[0-9]{2})?"
+)
 
 
 @dataclass(frozen=True)
@@ -84,35 +90,60 @@ def job_id_for(tenant: str, idempotency_key: str | None) -> str:
     return hashlib.sha256(f"{tenant}\x00{idempotency_key}".encode()).hexdigest()[:32]
 
 
-def validate_idempotency_key(key: str | None) -> str | None:
+# An idempotency key is printable ASCII without a space at either end: what an HTTP header carries unchanged.
+IDEMPOTENCY_KEY = re.compile(contract.IDEMPOTENCY_KEY_PATTERN)
+# Where a request carries its key: the `Idempotency-Key` header (POST /jobs), a batch item's `idempotency_key`.
+HEADER_KEY = "Idempotency-Key"
+BODY_KEY = "idempotency_key"
+# Field errors reported with one refusal, at most.
+MAX_REPORTED_ERRORS = 100
+
+
+def validate_idempotency_key(key: str | None, field: str = HEADER_KEY) -> str | None:
     if key is None:
         return None
-    if not key or len(key) > MAX_IDEMPOTENCY_KEY_LENGTH or not key.isprintable():
+    if not IDEMPOTENCY_KEY.fullmatch(key):
         raise InvalidRequestError(
-            "Idempotency-Key",
-            f"Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY_LENGTH} printable characters",
+            field,
+            f"{field} must be 1 to {MAX_IDEMPOTENCY_KEY_LENGTH} printable ASCII characters, the first and last "
+            "not a space",
         )
     return key
 
 
-def build_job(request: SubmitRequest, ports: Ports, policy: SubmitPolicy, now: datetime) -> Job:
-    """Validate a request into a new QUEUED job (not yet written)."""
+def unknown_job_type(name: str) -> InvalidRequestError:
+    """The refusal of a type no job type is registered under. It names the type when it is a name a job type
+    could have; anything else is described, never echoed."""
+    shown = repr(name) if NAME_PATTERN.fullmatch(name) else "(not a job type name: a-z, 0-9, '_', '.', '-')"
+    return InvalidRequestError(
+        "type", f"unknown job type {shown}; GET /job-types lists the registered ones", code="unknown_job_type"
+    )
+
+
+def build_job(
+    request: SubmitRequest, ports: Ports, policy: SubmitPolicy, now: datetime, *, key_field: str = HEADER_KEY
+) -> Job:
+    """Validate a request into a new QUEUED job (not yet written). `key_field`: where the request carried
+    its idempotency key, named in a refusal of it."""
     job_type = ports.registry.job_type(request.type)
     if job_type is None:
-        raise InvalidRequestError("type", "unknown job type", code="unknown_job_type")
+        raise unknown_job_type(request.type)
     if not job_type.may_be_submitted_by(request.submitter):
         raise JobTypeForbiddenError(job_type.name, job_type.submitted_by)
     if request.queue is not None and request.queue != job_type.queue:
         raise InvalidRequestError("queue", f"this job type runs on queue {job_type.queue!r}")
-    key = validate_idempotency_key(request.idempotency_key)
+    key = validate_idempotency_key(request.idempotency_key, key_field)
     try:
-        model = job_type.parse_payload(request.payload)
+        # Strictly, as JSON: the payload's schema in the document is what is accepted (no `true` for an
+        # integer, no "5" for a number), and a date or time field still reads its ISO 8601 text.
+        model = job_type.payload_model.model_validate_json(payload_json(request.payload), strict=True)
         payload = model.model_dump(mode="json")
     except ValidationError as error:
-        raise InvalidRequestError(_field_of(error), _message_of(error), code="invalid_payload") from None
+        raise validation_error(error, ("payload",), code="invalid_payload") from None
     except (ValueError, RecursionError):  # pydantic refuses data nested deeper than its recursion limit
         raise InvalidRequestError("payload", "payload is nested too deeply", code="invalid_payload") from None
-    size = len(canonical_json(payload).encode())
+    # Measured as the store keeps it (UTF-8), so what is accepted is what fits.
+    size = len(payload_json(payload).encode())
     if size > policy.payload_limit_bytes:
         raise PayloadTooLargeError(size, policy.payload_limit_bytes)
     run_at = parse_run_at(request.run_at, now, policy) if request.run_at is not None else None
@@ -138,13 +169,17 @@ def build_job(request: SubmitRequest, ports: Ports, policy: SubmitPolicy, now: d
 
 
 def parse_run_at(text: str, now: datetime, policy: SubmitPolicy) -> datetime:
-    """ISO 8601 with a time zone; in the past means now; at most `max_schedule_ahead` ahead."""
+    """An RFC 3339 date-time (ISO 8601 with seconds and a zone: the document's `date-time`); in the past
+    means now; at most `max_schedule_ahead` ahead."""
+    written = RFC3339_DATE_TIME.fullmatch(text) if len(text) <= 64 else None
     try:
-        if len(text) > 64:
+        if written is None:
             raise ValueError
-        when = datetime.fromisoformat(text)
+        when = datetime.fromisoformat(text.upper())
     except ValueError:
-        raise InvalidRequestError("run_at", "run_at must be an ISO 8601 date-time, e.g. 2026-01-31T09:00:00Z") from None
+        raise InvalidRequestError(
+            "run_at", "run_at must be an RFC 3339 date-time (ISO 8601), e.g. 2026-01-31T09:00:00Z"
+        ) from None
     if when.tzinfo is None:
         raise InvalidRequestError("run_at", "run_at must carry a time zone (Z or an offset such as +01:00)")
     try:
@@ -215,13 +250,14 @@ def submit_batch(requests: Sequence[SubmitRequest], ports: Ports, policy: Submit
 
     def write(index: int) -> BatchItemResult:
         try:
-            job = build_job(requests[index], ports, policy, now)
+            job = build_job(requests[index], ports, policy, now, key_field=BODY_KEY)
             outcome = ports.store.create(job)
             return BatchItemResult(index, Submitted(outcome.job, outcome.replayed))
         except (
             InvalidRequestError,
             JobTypeForbiddenError,
             PayloadTooLargeError,
+            ItemTooLargeError,
             IdempotencyConflictError,
             StoreUnavailableError,
         ) as error:
@@ -253,13 +289,14 @@ def submit_batch(requests: Sequence[SubmitRequest], ports: Ports, policy: Submit
     return results
 
 
-def _field_of(error: ValidationError) -> str:
-    """The failing field's path; a part the caller made up (an unexpected key) is not echoed."""
-    first = error.errors()[0]
-    parts = [str(part) if SAFE_FIELD_PART.match(str(part)) else "?" for part in first["loc"]]
-    return ".".join(["payload", *parts])
-
-
-def _message_of(error: ValidationError) -> str:
-    first = error.errors()[0]
-    return f"{_field_of(error)}: {first['msg']}"
+def validation_error(error: ValidationError, prefix: tuple[str, ...], code: str) -> InvalidRequestError:
+    """A model's validation error as a refusal: the first failing field in `field` and `message`, and every
+    failing field (up to MAX_REPORTED_ERRORS) in `errors`. A part of a path the caller made up (an unexpected
+    key) is not echoed."""
+    found = []
+    for detail in error.errors()[:MAX_REPORTED_ERRORS]:
+        parts = [str(part) if SAFE_FIELD_PART.match(str(part)) else "?" for part in detail["loc"]]
+        field = ".".join([*prefix, *parts]) or "body"
+        found.append((field, "unknown field" if detail["type"] == "extra_forbidden" else detail["msg"]))
+    field, message = found[0]
+    return InvalidRequestError(field, f"{field}: {message}", code=code, errors=tuple(found))

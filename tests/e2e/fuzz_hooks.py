@@ -1,0 +1,74 @@
+"""Schemathesis hooks for fuzzing the API (loaded with SCHEMATHESIS_HOOKS=tests.e2e.fuzz_hooks).
+
+Two rules of the API depend on time or on what was sent before, which no JSON Schema can state; for those, the
+generation is steered into the values the rule allows, and the rules themselves are tested in
+tests/integration (test_scheduling.py, test_submit_api.py):
+
+- `run_at` is a `date-time` from 1970-01-01 to a year ahead: date-times are drawn from that range (each with
+  an offset of its own), as schemathesis advises for a ranged format.
+- An `Idempotency-Key` used before with another request is refused (422 idempotency_key_reused): a key that
+  fits the document's pattern is made unique to its request (a suffix is added), so a schema-valid request
+  never reuses one by chance.
+- A listing's `cursor` is only accepted from the listing that handed it out (422 invalid_cursor otherwise): a
+  cursor that fits the document's pattern is replaced by one of the real cursors in FUZZ_CURSORS (a JSON list,
+  set by the test from the pages of the jobs it seeded).
+
+A value that breaks the document's pattern is sent as generated: the refusals of those are what is checked.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import schemathesis
+from hypothesis import strategies as st
+
+from offpath.contract import CURSOR_PATTERN, IDEMPOTENCY_KEY_PATTERN
+from offpath.logic.submit import EARLIEST_RUN_AT
+
+# A day inside either end, so the clock moving on during the run changes nothing.
+LATEST_AHEAD = timedelta(days=364)
+MARGIN = timedelta(days=1)
+MAX_OFFSET_MIN = 23 * 60 + 59
+
+_KEY = re.compile(IDEMPOTENCY_KEY_PATTERN)
+_CURSOR = re.compile(CURSOR_PATTERN)
+_sent = itertools.count(1)
+_cursors = itertools.cycle(json.loads(os.environ.get("FUZZ_CURSORS") or "[]") or [None])
+
+
+@st.composite
+def run_at_values(draw: st.DrawFn) -> str:
+    """An RFC 3339 date-time whose instant is within the range run_at allows, written in some offset."""
+    earliest = (EARLIEST_RUN_AT + MARGIN).replace(tzinfo=None)
+    latest = (datetime.now(UTC) + LATEST_AHEAD - MARGIN).replace(tzinfo=None)
+    instant = draw(st.datetimes(min_value=earliest, max_value=latest))
+    offset_min = draw(st.integers(-MAX_OFFSET_MIN, MAX_OFFSET_MIN))
+    local = instant + timedelta(minutes=offset_min)
+    fraction = draw(st.sampled_from(["", f".{local.microsecond:06d}", f".{local.microsecond // 1000:03d}"]))
+    if offset_min == 0 and draw(st.booleans()):
+        zone = "Z"
+    else:
+        sign = "-" if offset_min < 0 else "+"
+        zone = f"{sign}{abs(offset_min) // 60:02d}:{abs(offset_min) % 60:02d}"
+    return f"{local:%Y-%m-%dT%H:%M:%S}{fraction}{zone}"
+
+
+schemathesis.openapi.format("date-time", run_at_values())
+
+
+@schemathesis.hook
+def before_call(context: Any, case: Any, kwargs: dict[str, Any]) -> None:
+    key = (case.headers or {}).get("Idempotency-Key")
+    if isinstance(key, str) and _KEY.fullmatch(key):
+        case.headers["Idempotency-Key"] = f"{key[:200]}~{next(_sent)}"
+    cursor = (case.query or {}).get("cursor")
+    if isinstance(cursor, str) and _CURSOR.fullmatch(cursor):
+        real = next(_cursors)
+        if real is not None:
+            case.query["cursor"] = real
