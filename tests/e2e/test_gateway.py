@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 from collections.abc import Iterator
@@ -148,7 +149,9 @@ def raw_exchange(server: Gateway, request: bytes, *, body: bytes = b"", close_wr
     with socket.create_connection((server.host, server.port), timeout=30) as conn:
         conn.sendall(request + body)
         if close_write:
-            conn.shutdown(socket.SHUT_WR)
+            # The gateway may have answered and closed first: its answer is still there to read.
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_WR)
         reader = conn.makefile("rb")
         status = int(reader.readline().split()[1])
         length = 0
