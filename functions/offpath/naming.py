@@ -77,3 +77,34 @@ def recurring_input(schedule_name: str) -> dict[str, str]:
         "scheduled_time": SCHEDULED_TIME,
         "execution_id": EXECUTION_ID,
     }
+
+
+# -- notices (job events): the table's change stream, the notifier, webhook deliveries ------------------
+# The job table's stream carries both images; the notifier reads it through an event source mapping
+# filtered to job items (its records are turned into events by offpath.domain.events).
+TABLE_STREAM_VIEW = "NEW_AND_OLD_IMAGES"
+JOB_ITEM_PREFIX = "JOB#"
+# The event source mapping's filter criteria (one pattern): inserts and changes of job items only.
+NOTIFIER_STREAM_FILTER = {
+    "eventName": ["INSERT", "MODIFY"],
+    "dynamodb": {"NewImage": {"pk": {"S": [{"prefix": JOB_ITEM_PREFIX}]}}},
+}
+# On AWS each event also goes to an EventBridge bus (stack context `event_bus`: "default", a name, or "off").
+EVENT_SOURCE = "offpath"
+EVENT_DETAIL_TYPE = "Job State Change"
+
+
+def notifier_function_name(prefix: str) -> str:
+    return f"{prefix}-notifier"
+
+
+def delivery_function_name(prefix: str) -> str:
+    return f"{prefix}-delivery"
+
+
+def delivery_queue_name(prefix: str) -> str:
+    return f"{prefix}-webhooks"
+
+
+def delivery_dlq_name(prefix: str) -> str:
+    return f"{prefix}-webhooks-dlq"

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import enum
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
 
 from offpath.domain.job import Job, JobStatus
 
@@ -84,3 +86,10 @@ def _event(kind: EventType, job: Job) -> JobEvent:
     change = f"{job.job_id}|{kind}|{job.attempt}|{job.redrives}|{job.retries}|{job.updated_at.isoformat()}"
     digest = hashlib.sha256(change.encode()).hexdigest()[:32]
     return JobEvent(id=f"evt_{digest}", type=kind, time=job.updated_at, tenant=job.tenant, job=job)
+
+
+class EventSink(Protocol):
+    """Where the notifier puts a batch of events: the EventBridge bus, the webhook deliveries of the
+    tenants' endpoints, the realtime feed browsers subscribe to (one adapter each)."""
+
+    def publish(self, events: Sequence[JobEvent]) -> None: ...
