@@ -126,3 +126,12 @@ def test_the_quotas_reach_every_function_and_none_without_them(
 def test_unusable_guard_settings_are_refused_with_their_key(context: dict[str, str], message: str) -> None:
     with pytest.raises(OptionsError, match=message):
         StackOptions.from_context(context.get)
+
+
+def test_every_check_checkov_skips_carries_a_reason() -> None:
+    from infra.checkov import SKIPPED
+
+    assert SKIPPED
+    for check, reason in SKIPPED.items():
+        assert check.startswith("CKV"), check
+        assert len(reason.split()) >= 8, check
