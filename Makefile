@@ -38,8 +38,21 @@ imports: $(STAMP)
 	$(BIN)/lint-imports
 
 # Two workers on two cores; tests/conftest.py groups the tests that share a synthesized stack or a runtime.
-test: lint typecheck imports browser-deps compose-deps
+test: lint typecheck imports checkov browser-deps compose-deps
 	$(BIN)/python -m pytest -n auto --dist loadgroup
+
+# checkov over the synthesized template (infra/checkov.py lists each skipped check with its reason). It has a
+# virtual environment of its own inside the venv: its pins (boto3, packaging) are older than the project's.
+CHECKOV_VERSION := 3.3.30
+CHECKOV_STAMP := $(VENV)/checkov/.installed-$(CHECKOV_VERSION)
+$(CHECKOV_STAMP):
+	test -x $(VENV)/checkov/bin/python || $(PYTHON) -m venv $(VENV)/checkov
+	$(VENV)/checkov/bin/python -m pip install --quiet 'checkov==$(CHECKOV_VERSION)'
+	touch $(CHECKOV_STAMP)
+
+.PHONY: checkov
+checkov: $(STAMP) $(CHECKOV_STAMP)
+	$(BIN)/python -m infra.checkov $(VENV)/checkov/bin/checkov
 
 # Debian's Chromium, which the console's browser tests drive (tests/browser); installed (as root) when missing.
 .PHONY: browser-deps

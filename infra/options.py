@@ -24,6 +24,16 @@
 - `admin_principals` (comma-separated IAM principal ARNs: users, roles, assumed roles): with IAM authorisation,
   the callers that are admins. Everyone else is a tenant, whatever routes their policy grants.
 - `demo_jobs` (default `false`): deploy the demo job types (`demo.*`).
+- `quotas` (default none): the tenants' quotas, `TENANT:submits_per_s=N,burst=B,open_jobs=M,delayed_jobs=K`
+  entries separated by `;`, `*` for the default (offpath/domain/quotas.py); every function's `OFFPATH_QUOTAS`.
+- `api_reserved_concurrency` (default 100), `enqueue_reserved_concurrency` (default 10): reserved concurrency
+  of the api and enqueue functions (0: none). The account keeps at least 100 unreserved (Lambda's rule).
+- `batch_rate_limit`, `batch_burst_limit` (default 5, 10): the stage's throttling of `POST /jobs/batch` (up to
+  100 jobs each), apart from the stage's default for every other route.
+- `table_max_read_units`, `table_max_write_units` (default 12000, 4000; 0: no maximum): the table's and each
+  index's on-demand maximum throughput (request units a second).
+- `monthly_budget_usd` (default 0: no budget) and `budget_email` (default: `alarm_email`): an AWS Budgets cost
+  budget for the account, mailing at 80% of the actual and 100% of the forecast monthly spend.
 - `tracing` (default `false`): active X-Ray tracing on every function. Off by default: at low volume it
   records about one trace per invocation, ~$5 per million jobs, as much as the rest of the pipeline.
 """
@@ -83,8 +93,18 @@ class StackOptions:
     tenant_claims: tuple[str, ...] = DEFAULT_TENANT_CLAIMS
     admin_principals: tuple[str, ...] = ()
     demo_jobs: bool = False
+    quotas: str | None = None
+    api_reserved_concurrency: int = 100
+    enqueue_reserved_concurrency: int = 10
+    batch_rate_limit: int = 5
+    batch_burst_limit: int = 10
+    table_max_read_units: int = 12_000
+    table_max_write_units: int = 4_000
+    monthly_budget_usd: int = 0
+    budget_email: str | None = None
 
     def __post_init__(self) -> None:
+        self._check_guards()
         if self.target not in TARGETS:
             raise OptionsError(f"target must be one of {', '.join(TARGETS)}, not {self.target!r}")
         if self.localstack and self.powertools_layer_arn:
@@ -114,6 +134,27 @@ class StackOptions:
                     f"admin_principals: {principal[:100]!r} is not an IAM principal ARN "
                     "(arn:aws:iam::ACCOUNT:user/NAME or arn:aws:iam::ACCOUNT:role/NAME)"
                 )
+
+    def _check_guards(self) -> None:
+        from offpath.domain.quotas import QuotaSpecError, parse
+
+        try:
+            parse(self.quotas)
+        except QuotaSpecError as error:
+            raise OptionsError(f"quotas: {error}") from None
+        for name in (
+            "api_reserved_concurrency",
+            "enqueue_reserved_concurrency",
+            "table_max_read_units",
+            "table_max_write_units",
+            "monthly_budget_usd",
+        ):
+            if getattr(self, name) < 0:
+                raise OptionsError(f"{name} must be 0 (none) or more")
+        if self.batch_rate_limit < 1 or self.batch_burst_limit < 1:
+            raise OptionsError("batch_rate_limit and batch_burst_limit must be positive")
+        if self.monthly_budget_usd and not (self.budget_email or self.alarm_email):
+            raise OptionsError("monthly_budget_usd needs budget_email (or alarm_email) to mail its notifications to")
 
     @property
     def localstack(self) -> bool:

@@ -9,6 +9,7 @@ import aws_cdk as cdk
 from constructs import Construct
 
 from infra.api import JobApi
+from infra.guards import Guards
 from infra.lambda_function import RUNTIME, ServiceFunction, function_kit
 from infra.monitoring import Monitoring
 from infra.nag import NO_TRACING_REASON, XRAY_REASON, acknowledge, add_checks, wildcard_resource
@@ -70,6 +71,7 @@ class OffpathStack(cdk.Stack):
                 "OFFPATH_RETENTION_DAYS": str(options.retention_days),
                 "OFFPATH_LOG_LEVEL": options.log_level,
                 **({"OFFPATH_DEMO_JOBS": "1"} if options.demo_jobs else {}),
+                **({"OFFPATH_QUOTAS": options.quotas} if options.quotas else {}),
             },
         )
         self.schedules = Schedules(self, "Schedules", registry=registry, kit=kit, table=self.table, queues=self.queues)
@@ -84,6 +86,9 @@ class OffpathStack(cdk.Stack):
             workers=self.workers,
             api=self.api,
             schedules=self.schedules,
+        )
+        self.guards = Guards(
+            self, "Guards", options=options, api=self.api, enqueue=self.schedules.enqueue, table=self.table
         )
         self._acknowledge()
         self._outputs()

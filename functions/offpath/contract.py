@@ -105,6 +105,14 @@ _TOO_LARGE = Refusal(
     "payload is 300000 bytes; the limit is 262144 bytes",
 )
 _NO_JOB = Refusal(404, "no such job", "not_found", "no such job")
+_OVER_QUOTA = Refusal(
+    429,
+    "over one of the caller's quotas (`field`: submits_per_s, open_jobs or delayed_jobs; nothing was written; "
+    "retry after Retry-After seconds), or API Gateway's throttling of the stage (GatewayErrorView)",
+    "quota_exceeded",
+    "over the quota of 10 submits per second (burst 10)",
+    "submits_per_s",
+)
 
 ROUTES: tuple[Route, ...] = (
     Route(
@@ -127,6 +135,7 @@ ROUTES: tuple[Route, ...] = (
                 "type",
             ),
             _TOO_LARGE,
+            _OVER_QUOTA,
             Refusal(
                 422,
                 "invalid body, unknown type, payload mismatch, key reuse",
@@ -221,6 +230,14 @@ ROUTES: tuple[Route, ...] = (
         answers=(Answer(202, "JobView", "back to QUEUED; its message is sent"),),
         refusals=(_NO_JOB, Refusal(409, "not failed or cancelled", "conflict", "job is RUNNING")),
         parameters=(_JOB_ID,),
+    ),
+    Route(
+        "GET",
+        "/quotas",
+        "getQuotas",
+        "tenant",
+        "The caller's quotas (per second, open and delayed jobs) and its usage of them",
+        answers=(Answer(200, "QuotasView", "the caller's quotas and usage"),),
     ),
     Route(
         "GET",

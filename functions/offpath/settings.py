@@ -18,6 +18,7 @@
 | `OFFPATH_REDRIVE_MODE` | api | `move_task` (StartMessageMoveTask, default) or `copy` (for emulators) |
 | `OFFPATH_TENANT_CLAIMS` | api | comma-separated JWT claims naming the tenant, first present wins (default `tenant`) |
 | `OFFPATH_ADMIN_PRINCIPALS` | api | comma-separated IAM principal ARNs (users, roles) that are admins (default none) |
+| `OFFPATH_QUOTAS` | all | tenant quotas: `TENANT:submits_per_s=N,open_jobs=M;*:...` (domain/quotas.py; default none) |
 | `OFFPATH_DEMO_JOBS` | all | `1`: the demo job types (`demo.*`) are loaded (default off; `offpath local` sets it) |
 | `AWS_ENDPOINT_URL` | all | boto3's own: points every client at an emulator |
 """
@@ -32,6 +33,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
+from offpath.domain.quotas import QuotaBook
+from offpath.domain.quotas import parse as quota_book
 from offpath.tenancy import CLAIM_NAME_PATTERN, DEFAULT_TENANT_CLAIMS
 
 # The largest payload limit: a payload at it (measured as stored, UTF-8), a result at the worker's 64 KiB limit
@@ -58,6 +61,17 @@ class Settings(BaseModel):
     admin_principals: tuple[str, ...] = ()
     demo_jobs: bool = False
     stack_prefix: str = "offpath"
+    quotas: str = ""
+
+    @field_validator("quotas")
+    @classmethod
+    def _quota_text(cls, value: str) -> str:
+        quota_book(value)  # refused here, with its reason, rather than at the first submit
+        return value
+
+    @property
+    def quota_book(self) -> QuotaBook:
+        return quota_book(self.quotas)
 
     @field_validator("queue_urls", "dlq_urls", mode="before")
     @classmethod

@@ -95,6 +95,13 @@ def _parser() -> argparse.ArgumentParser:
     local.add_argument(
         "--load", metavar="MODULE", action="append", default=[], help="import a module of extra job types or schedules"
     )
+    local.add_argument(
+        "--quota",
+        metavar="TENANT:submits_per_s=N,open_jobs=M[,delayed_jobs=K]",
+        action="append",
+        default=[],
+        help="a tenant's quotas (repeatable; * for every tenant without its own; also burst=B)",
+    )
     tuning = local.add_argument_group("timing (tests and demos)")
     tuning.add_argument("--clock-speed", type=float, default=1.0, help="scheduler clock speed (60: a minute a second)")
     tuning.add_argument("--clock-tick", type=float, default=1.0, help="seconds between scheduler clock ticks")
@@ -251,6 +258,7 @@ def run_local(args: argparse.Namespace) -> int:
     if args.stop_grace < 0:
         raise UsageError("--stop-grace must be 0 or more")
     config = LocalConfig(
+        quotas=_quotas(args.quota),
         port=args.port,
         data_dir=Path(args.data),
         tokens=tokens,
@@ -299,6 +307,22 @@ def run_local(args: argparse.Namespace) -> int:
             signal.signal(sig, handler)
     print(f"offpath local: stopped; the state is in {runtime.snapshot.path}", file=sys.stderr)
     return OK
+
+
+def _quotas(options: list[str]) -> str | None:
+    """The `--quota` options as one text (None: none given, the environment's OFFPATH_QUOTAS applies)."""
+    if not options:
+        return None
+    from offpath.domain.quotas import QuotaBook, QuotaSpecError, parse_entry
+
+    entries = {}
+    for option in options:
+        try:
+            tenant, quota = parse_entry(option)
+        except QuotaSpecError as error:
+            raise UsageError(f"--quota {error}") from None
+        entries[tenant] = quota
+    return QuotaBook().with_entries(entries).text()
 
 
 def _end_process(code: int) -> NoReturn:

@@ -115,6 +115,7 @@ class LocalConfig:
     fresh: bool = False  # start empty: the data directory's snapshot is not loaded (and is replaced)
     stop_grace_s: float = 10.0  # how long batches in flight may take to finish when the runtime stops
     save_every_s: float = 5.0  # the snapshot is written this often while something changes
+    quotas: str | None = None  # the tenants' quotas (offpath/domain/quotas.py's text); None: the environment's
 
 
 class LocalRuntime:
@@ -182,6 +183,8 @@ class LocalRuntime:
         clients = {name: self.emulator.client(name) for name in ("dynamodb", "sqs", "scheduler", "cloudwatch")}
         self.resources = resources = create_local_resources(clients, registry, config.prefix)
         self._set_env({**resources.environment(), "OFFPATH_LOG_LEVEL": config.log_level, "OFFPATH_DEMO_JOBS": "1"})
+        if config.quotas is not None:
+            self._set_env({"OFFPATH_QUOTAS": config.quotas})
         timing = TestTiming(config.timeout_scale, config.visibility_scale)
         timing.apply_visibility(clients["sqs"], registry, resources.queue_urls)
         sources = self._state_sources(clients, resources, registry)

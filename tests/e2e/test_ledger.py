@@ -86,3 +86,43 @@ def test_jobs_whose_worker_died_after_the_side_effect_finished_without_repeating
         assert view["status"] == "SUCCEEDED"
         assert view["attempts"] >= 2
         assert emails[f"{view['result']['user_id']}@example.com"] == 1
+
+
+# -- with quotas on ---------------------------------------------------------------------------------
+
+QUOTA_JOBS = 40
+# Tight enough that the ledger's four clients meet them: the local api answers some 4 submits a second.
+QUOTAS = ("ledger:submits_per_s=3,burst=3,open_jobs=15",)
+
+
+@pytest.fixture(scope="module")
+def ledger_with_quotas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Ledger, dict[str, int]]]:
+    data_dir: Path = tmp_path_factory.mktemp("ledger-quotas")
+    local = LedgerRuntime.launch(data_dir, seed=SEED, fault_rate=FAULT_RATE, quotas=QUOTAS)
+    try:
+        result = run_ledger(local, QUOTA_JOBS, seed=SEED, fault_rate=FAULT_RATE, timeout_s=150, tag="quotas")
+        api = local.api()
+        try:
+            # A submit still refused after its retries left no job: each id answers 404.
+            found = Counter(api.call("GET", f"/jobs/{job_id}").status for job_id in result.refused_jobs)
+        finally:
+            api.close()
+    finally:
+        local.stop()
+    print("\n" + "\n".join(result.lines()))
+    yield result, dict(found)
+
+
+def test_with_quotas_on_nothing_accepted_is_lost_and_a_429_left_no_job(
+    ledger_with_quotas: tuple[Ledger, dict[str, int]],
+) -> None:
+    result, refused_lookups = ledger_with_quotas
+
+    assert result.over_quota > 0  # the quotas were met
+    assert result.accepted + result.refused == QUOTA_JOBS
+    assert result.accepted > 0
+    assert result.lost == []
+    assert result.unexpected == []
+    assert result.duplicate_effects == []
+    assert result.written_despite_refusal == 0
+    assert set(refused_lookups) <= {404}

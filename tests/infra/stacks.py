@@ -39,6 +39,14 @@ EXTENDED_CONTEXT = {
     "demo_jobs": "true",
     "tenant_claims": "tenant,custom:tenant",
     "admin_principals": "arn:aws:iam::123456789012:role/ops,arn:aws:iam::123456789012:user/alice",
+    "quotas": "*:submits_per_s=50,burst=100,open_jobs=10000;acme:submits_per_s=500,delayed_jobs=100",
+    "monthly_budget_usd": "50",
+    "budget_email": "billing@example.com",
+    "api_reserved_concurrency": "200",
+    "enqueue_reserved_concurrency": "0",
+    "batch_rate_limit": "2",
+    "batch_burst_limit": "4",
+    "table_max_write_units": "0",
 }
 
 

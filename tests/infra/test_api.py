@@ -28,6 +28,7 @@ EXPECTED_ROUTES = {
     "POST /schedules/{name}/trigger",
     "GET /stats",
     "GET /alarms",
+    "GET /quotas",
 }
 
 

@@ -717,3 +717,34 @@ def knob_rows(measured: Mapping[str, Any], base: Config | None = None) -> Iterab
     """(label, dollars per million jobs) for each row of the knob table."""
     for label, config in knobs(base or Config()):
         yield label, estimate(measured, config).per_million
+
+
+# -- per-tenant quotas (offpath/logic/quotas.py, adapters/dynamodb_quotas.py; docs/decisions.md 2026-12-01) ---------
+# Write units each job adds when its tenant has a quota: the token bucket's one conditional write per submit (a
+# refused submit is billed one too); the open count's +1 when accepted and -1 when final; a delayed job's -1 when
+# it is enqueued (its +1 is the accepted job's write). Items under 1 KB: one unit each.
+QUOTA_RATE_WRU = 1
+QUOTA_COUNT_WRU = 2
+QUOTA_DELAYED_WRU = 1
+# One read of a tenant's counts: 16 shards, eventually consistent, 0.5 read units each; at most one a second per
+# api environment and counted tenant (the gate's cache).
+QUOTA_USAGE_READ_RRU = 8.0
+QUOTA_KINDS = ("none", "rate", "counts", "all")
+
+
+def quota_cost_per_job(config: Config, kind: str = "none", *, readers: float = 10.0) -> float:
+    """Dollars a job adds with quotas on (`kind`: which are configured for its tenant; "none": 0). `readers`:
+    api environments times counted tenants submitting in a second, each reading its counts once a second at
+    most (the reads are spread over the month's jobs)."""
+    if kind not in QUOTA_KINDS:
+        raise ValueError(f"quotas must be one of {', '.join(QUOTA_KINDS)}")
+    if kind == "none":
+        return 0.0
+    wru_price, rru_price = dynamodb_unit_prices(config)
+    counted = kind in ("counts", "all")
+    wru = (QUOTA_RATE_WRU if kind in ("rate", "all") else 0) + (
+        QUOTA_COUNT_WRU + QUOTA_DELAYED_WRU * config.delayed_share if counted else 0
+    )
+    rate = config.jobs_per_month / SECONDS_PER_MONTH
+    reads_per_job = min(1.0, readers / rate) if counted and rate > 0 else 0.0
+    return wru * wru_price + reads_per_job * QUOTA_USAGE_READ_RRU * rru_price

@@ -22,6 +22,7 @@ from offpath_tools.cost import (
     CONSOLE_HOURS_PER_MONTH,
     MILLION,
     PRICES_TAKEN,
+    QUOTA_KINDS,
     SECONDS_PER_MONTH,
     STATS_METRICS_PER_PAIR,
     TARGET_PER_MILLION,
@@ -32,6 +33,7 @@ from offpath_tools.cost import (
     load_measured,
     money,
     problems,
+    quota_cost_per_job,
     stats_call_cost,
 )
 
@@ -70,6 +72,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     setup.add_argument("--tracing", action="store_true", help="X-Ray active tracing on (the stack's tracing option)")
     setup.add_argument("--job-types", type=int, default=DEFAULTS.job_types, help="job types in use (metrics)")
     setup.add_argument("--measured", type=Path, metavar="FILE", help="measured counts (docs/measured_calls.json)")
+    setup.add_argument(
+        "--quotas",
+        choices=QUOTA_KINDS,
+        default="none",
+        help="per-tenant quotas on every job: the submit rate, the open/delayed counts, or all (default none)",
+    )
+    setup.add_argument(
+        "--quota-readers",
+        type=float,
+        default=10.0,
+        metavar="N",
+        help="api environments x counted tenants submitting each second (their counts' reads; default 10)",
+    )
     setup.add_argument("--json", action="store_true", help="print the estimate as JSON")
 
 
@@ -127,10 +142,19 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
             "total_monthly": result.monthly,
             "usage_per_job": result.usage,
             "alternatives": [asdict(a) for a in alternatives(measured, config)],
+            "quotas": args.quotas,
+            "quotas_per_million_jobs": quota_cost_per_job(config, args.quotas, readers=args.quota_readers) * MILLION,
         }
         out.write(json.dumps(document, indent=2) + "\n")
         return 0
     render_text(measured, config, out)
+    quotas = quota_cost_per_job(config, args.quotas, readers=args.quota_readers)
+    monthly = money(quotas * config.jobs_per_month)
+    out.write(
+        f"\nquotas ({args.quotas}): {money(quotas * MILLION)} per million jobs, {monthly} "
+        "a month on top of the above (DynamoDB: 1 write unit per submit for the rate, 2 per job for the open "
+        "count, 1 per delayed job, 8 read units per count read; --quotas, docs/decisions.md)\n"
+    )
     return 0
 
 

@@ -28,10 +28,12 @@ from offpath.domain.errors import (
     JobConflictError,
     JobNotFoundError,
     QueueUnavailableError,
+    StoreUnavailableError,
     TransitionError,
 )
 from offpath.domain.job import Job, JobStatus, Progress
 from offpath.domain.ports import CreateOutcome, Firing, JobMessage, JobPage, ScheduleState
+from offpath.domain.quotas import Usage
 from offpath.domain.registry import REGISTRY, JobType, Registry
 
 # -- the job store ------------------------------------------------------------------------------
@@ -513,3 +515,38 @@ def registry_with(scripted: ScriptedJob, base: Registry | None = None) -> Regist
 def queue_classes_only() -> Registry:
     """A registry with the project's queue classes and no job types."""
     return Registry(queues=dict(REGISTRY.queues))
+
+
+class InMemoryQuotaCounters:
+    """The quota counters (offpath.domain.quotas.QuotaCounters) in memory: the same token bucket (GCRA, one
+    number per tenant) and counts as adapters/dynamodb_quotas.py keeps in the table, and the calls made."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.tat: dict[str, int] = {}
+        self.counts: dict[str, Usage] = {}
+        self.reads = 0
+        self.failing_adds = 0
+
+    def take(self, tenant: str, *, per_s: float, bucket: int, now_us: int) -> float:
+        interval = max(1, round(1_000_000 / per_s))
+        tolerance = (bucket - 1) * interval
+        with self._lock:
+            tat = max(self.tat.get(tenant, now_us), now_us)
+            if tat - now_us > tolerance:
+                return (tat - tolerance - now_us) / 1_000_000
+            self.tat[tenant] = tat + interval
+            return 0.0
+
+    def usage(self, tenant: str) -> Usage:
+        with self._lock:
+            self.reads += 1
+            counted = self.counts.get(tenant, Usage())
+            return Usage(max(0, counted.open_jobs), max(0, counted.delayed_jobs))
+
+    def add(self, tenant: str, change: Usage) -> None:
+        with self._lock:
+            if self.failing_adds:
+                self.failing_adds -= 1
+                raise StoreUnavailableError("injected: the count is not written")
+            self.counts[tenant] = self.counts.get(tenant, Usage()).plus(change)

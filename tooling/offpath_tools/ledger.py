@@ -70,7 +70,9 @@ class LedgerRuntime(OffpathLocal):
         clock_speed: float = 60,
         alarm_interval_s: float = 1,
         quiet: bool = True,
+        quotas: Sequence[str] = (),
     ) -> LedgerRuntime:
+        """`quotas`: `--quota` options (TENANT:submits_per_s=N,open_jobs=M...), the ledger's tenant being TENANT."""
         args = ["--clock-speed", str(clock_speed), "--clock-tick", "0.2", "--alarm-interval", str(alarm_interval_s)]
         if test_timing:
             args += ["--timeout-scale", str(TIMEOUT_SCALE), "--visibility-scale", str(VISIBILITY_SCALE)]
@@ -84,6 +86,8 @@ class LedgerRuntime(OffpathLocal):
                 args += ["--fault", kind]
         for target in fault_jobs:
             args += ["--fault-job", target]
+        for quota in quotas:
+            args += ["--quota", quota]
         env = {EFFECTS_ENV: str(data_dir / EFFECTS_FILE), "OFFPATH_SWEEP_GRACE_S": str(sweep_grace_s)}
         started = OffpathLocal.start(data_dir, tokens={TENANT: TOKEN}, load=[LEDGER_JOBS], args=args, env=env)
         return cls(started.process, started.url, started.data_dir, started.console)
@@ -115,6 +119,7 @@ class Answer:
     status: int
     body: Any
     tries: int = 1
+    over_quota: int = 0  # answers 429 quota_exceeded met on the way (each retried, as any 429)
 
 
 class Api:
@@ -130,13 +135,15 @@ class Api:
 
     def call(self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None) -> Answer:
         answer = Answer(0, None, 0)
+        over_quota = 0
         for attempt in range(1, self.tries + 1):
             try:
                 status, data = self._once(method, path, body, headers or {})
             except (OSError, http.client.HTTPException):
                 self.close()
                 status, data = 0, None
-            answer = Answer(status, data, attempt)
+            over_quota += status == 429 and isinstance(data, dict) and "quota_exceeded" in json.dumps(data)
+            answer = Answer(status, data, attempt, over_quota)
             if status and status not in UNAVAILABLE:
                 return answer
             time.sleep(self.pause_s * attempt)
@@ -329,6 +336,8 @@ class Ledger:
     refused: int = 0  # still refused after the client's retries
     submit_retries: int = 0  # submits tried again after a 503 (or a dropped connection)
     written_despite_refusal: int = 0  # a submit answered 503 whose job existed all the same
+    over_quota: int = 0  # answers 429 quota_exceeded (with quotas on), each retried by the client
+    refused_jobs: list[str] = field(default_factory=list)  # the job ids of the submits still refused
     succeeded: int = 0
     failed: int = 0
     unexpected: list[str] = field(default_factory=list)  # final, but not in the state its type should end in
@@ -370,7 +379,7 @@ class Ledger:
             f"  job retries {self.retries}   sweeper re-sends {self.sweeper_resends}"
             f" (+ {self.sweeper_requeues} expired leases requeued)   duplicate deliveries {self.duplicate_deliveries}",
             f"  {self.elapsed_s:.1f} s from the first submit until every job was final",
-        ]
+        ] + ([f"  answers 429 quota_exceeded {self.over_quota} (each retried)"] if self.over_quota else [])
 
     def markdown_rows(self) -> list[tuple[str, str]]:
         faults = sum(self.faults.values())
@@ -420,12 +429,14 @@ def run_ledger(
     for job in planned:
         answer = answers[job.key]
         ledger.submit_retries += answer.tries - 1
+        ledger.over_quota += answer.over_quota
         if answer.status in (200, 202) and answer.body.get("job_id") == job.job_id:
             accepted.append(job)
             if answer.tries > 1 and answer.status == 200:
                 ledger.written_despite_refusal += 1
         else:
             ledger.refused += 1
+            ledger.refused_jobs.append(job.job_id)
     ledger.accepted = len(accepted)
 
     api = local.api()

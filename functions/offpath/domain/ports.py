@@ -11,6 +11,7 @@ from offpath.domain.job import Job, JobStatus, Progress
 
 if TYPE_CHECKING:
     from offpath.domain.clock import Clock
+    from offpath.domain.quotas import QuotaGate
     from offpath.domain.registry import Registry
 
 
@@ -193,6 +194,8 @@ class Ports:
     clock: Clock
     metrics: Metrics
     scheduler: JobScheduler | None = None
+    # The tenants' quotas, asked before a job is written (None: no quota configured).
+    quotas: QuotaGate | None = None
 
 
 # -- operations: per-minute statistics and alarms ------------------------------------------------

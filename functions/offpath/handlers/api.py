@@ -33,6 +33,7 @@ from offpath.domain.errors import (
 )
 from offpath.domain.job import JobStatus
 from offpath.domain.ports import AlarmSource, Ports, QueueMonitor, Redriver, StatsSource
+from offpath.domain.quotas import QuotaExceededError
 from offpath.domain.registry import Submitter
 from offpath.handlers.api_models import (
     AlarmChangeView,
@@ -53,6 +54,9 @@ from offpath.handlers.api_models import (
     OpenApiDocument,
     QueuesView,
     QueueView,
+    QuotaLimitsView,
+    QuotasView,
+    QuotaUsageView,
     RedriveTaskView,
     RedriveView,
     SchedulesView,
@@ -72,6 +76,7 @@ from offpath.handlers.http import (
     UnauthorizedError,
 )
 from offpath.logic import queries
+from offpath.logic.quotas import CachedQuotaGate
 from offpath.logic.schedules import SYSTEM_TENANT, describe_schedules, fire_schedule
 from offpath.logic.submit import (
     BODY_KEY,
@@ -224,8 +229,29 @@ def submit_many(request: Request, services: ApiServices) -> BatchView:
             results.append(BatchAccepted(index=item.index, status=status, job=JobView.of(item.submitted.job)))
         else:
             status, error = _error_body(item.error, key_field=BODY_KEY)
-            results.append(BatchRefused(index=item.index, status=status, error=error))
+            wait = item.error.retry_after_s if isinstance(item.error, QuotaExceededError) else None
+            results.append(BatchRefused(index=item.index, status=status, error=error, retry_after_s=wait))
     return BatchView(results=results)
+
+
+@handles("getQuotas")
+def get_quotas(request: Request, services: ApiServices) -> QuotasView:
+    quota = services.settings.quota_book.for_tenant(request.caller)
+    gate = services.ports.quotas
+    usage = gate.usage(request.caller) if isinstance(gate, CachedQuotaGate) else None
+    return QuotasView(
+        tenant=request.caller,
+        quotas=QuotaLimitsView(
+            submits_per_s=quota.submits_per_s,
+            burst=quota.bucket if quota.submits_per_s is not None else None,
+            open_jobs=quota.open_jobs,
+            delayed_jobs=quota.delayed_jobs,
+        ),
+        usage=QuotaUsageView(
+            open_jobs=usage.open_jobs if usage and quota.open_jobs is not None else None,
+            delayed_jobs=usage.delayed_jobs if usage and quota.delayed_jobs is not None else None,
+        ),
+    )
 
 
 @handles("getJob")
@@ -399,6 +425,8 @@ def _error_body(error: Exception | None, key_field: str = HEADER_KEY) -> tuple[i
     """`key_field`: where the request carried its idempotency key (the header, or a batch item's field)."""
     if isinstance(error, PayloadTooLargeError):
         return 413, ErrorBody(code="payload_too_large", message=str(error))
+    if isinstance(error, QuotaExceededError):
+        return 429, ErrorBody(code="quota_exceeded", message=str(error), field=error.field)
     if isinstance(error, ItemTooLargeError):
         return 413, ErrorBody(
             code="payload_too_large", message="the job is too large to store (DynamoDB's 400 KB item limit)"
@@ -434,6 +462,9 @@ def refusal(error: Exception) -> Response:
     ):
         status, body = _error_body(error)
         return Response(status, ErrorView(error=body))
+    if isinstance(error, QuotaExceededError):
+        status, body = _error_body(error)
+        return Response(status, ErrorView(error=body), {"Retry-After": str(error.retry_after_s)})
     if isinstance(error, MalformedBodyError):
         return _error(400, "malformed_json", "request body is not valid JSON", "body")
     if isinstance(error, UnauthorizedError):

@@ -285,11 +285,21 @@ class BatchAccepted(BaseModel):
 
 
 class BatchRefused(BaseModel):
+    """`retry_after_s`: an item over a quota (429) may be sent again after that many seconds."""
+
     model_config = _LAZY
 
     index: int
     status: int
     error: ErrorBody
+    retry_after_s: int | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_absent_fields(self, serialize: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = serialize(self)
+        if self.retry_after_s is None:
+            data.pop("retry_after_s", None)
+        return data
 
 
 class BatchView(BaseModel):
@@ -637,3 +647,37 @@ class OpenApiDocument(RootModel[dict[str, Any]]):
     """An OpenAPI 3.1 document."""
 
     model_config = _examples({"openapi": "3.1.0", "info": {"title": "offpath", "version": "1.0.0"}, "paths": {}})
+
+
+class QuotaLimitsView(BaseModel):
+    """A tenant's quotas; null is unlimited."""
+
+    model_config = _LAZY
+
+    submits_per_s: float | None = Field(description="submits a second, as a token bucket refilled at this rate")
+    burst: int | None = Field(description="the token bucket's size: submits at once after a pause")
+    open_jobs: int | None = Field(description="jobs not final (QUEUED, SCHEDULED, RUNNING, RETRYING) at once")
+    delayed_jobs: int | None = Field(description="jobs waiting for a run_at more than 15 minutes ahead (SCHEDULED)")
+
+
+class QuotaUsageView(BaseModel):
+    """The caller's counted jobs (null when neither open nor delayed jobs are limited, so not counted)."""
+
+    model_config = _LAZY
+
+    open_jobs: int | None
+    delayed_jobs: int | None
+
+
+class QuotasView(BaseModel):
+    model_config = _examples(
+        {
+            "tenant": "acme",
+            "quotas": {"submits_per_s": 50.0, "burst": 100, "open_jobs": 10000, "delayed_jobs": 1000},
+            "usage": {"open_jobs": 12, "delayed_jobs": 3},
+        }
+    )
+
+    tenant: str
+    quotas: QuotaLimitsView
+    usage: QuotaUsageView

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from offpath.adapters import sqs_queue
+from offpath.adapters.dynamodb_quotas import DynamoDbQuotaCounters
 from offpath.adapters.dynamodb_store import DynamoDbJobStore
 from offpath.adapters.scheduler import EventBridgeJobScheduler
 from offpath.adapters.sqs_queue import SqsJobQueue, SqsQueueMonitor, SqsRedriver
@@ -21,6 +22,7 @@ from offpath.domain.ports import JobScheduler, JobStore, Metrics, Ports
 from offpath.domain.registry import Registry
 from offpath.jobs import load_job_types
 from offpath.logic.process import WorkerPolicy, WorkerPorts
+from offpath.logic.quotas import CachedQuotaGate, CountingStore
 from offpath.logic.submit import SubmitPolicy
 from offpath.logic.sweep import SweepPolicy
 from offpath.observability import EmfMetrics
@@ -48,8 +50,14 @@ class Overrides:
     wrap_store: Callable[[JobStore], JobStore] | None = None
 
     def store(self, settings: Settings) -> JobStore:
-        store = DynamoDbJobStore(settings.table_name, client=self.dynamodb)
+        store: JobStore = DynamoDbJobStore(settings.table_name, client=self.dynamodb)
+        book = settings.quota_book
+        if book.counts:
+            store = CountingStore(store, book, self.quota_counters(settings))
         return self.wrap_store(store) if self.wrap_store else store
+
+    def quota_counters(self, settings: Settings) -> DynamoDbQuotaCounters:
+        return DynamoDbQuotaCounters(settings.table_name, client=self.dynamodb)
 
     def sqs_client(self) -> SQSClient:
         """The SQS client every SQS adapter of one set of services shares (made once, when first asked for)."""
@@ -60,14 +68,24 @@ class Overrides:
 
 def build_ports(settings: Settings, service: str, overrides: Overrides | None = None) -> Ports:
     o = overrides or Overrides()
+    clock = o.clock or SystemClock()
     return Ports(
         registry=o.registry or load_job_types(demo=settings.demo_jobs),
         store=o.store(settings),
         queue=SqsJobQueue(settings.queue_urls, settings.dlq_urls, client=o.sqs_client()),
-        clock=o.clock or SystemClock(),
+        clock=clock,
         metrics=o.metrics(service) if o.metrics else EmfMetrics(service),
         scheduler=build_scheduler(settings, o),
+        quotas=build_quota_gate(settings, clock, o),
     )
+
+
+def build_quota_gate(settings: Settings, clock: Clock, overrides: Overrides | None = None) -> CachedQuotaGate | None:
+    """The submit path's quota check; None when no quota is configured (nothing is counted or asked)."""
+    book = settings.quota_book
+    if not book.configured:
+        return None
+    return CachedQuotaGate(book, (overrides or Overrides()).quota_counters(settings), clock)
 
 
 def build_worker_ports(settings: Settings, overrides: Overrides | None = None) -> WorkerPorts:

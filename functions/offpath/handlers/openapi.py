@@ -48,7 +48,7 @@ GATEWAY_REFUSALS = (
 )
 THROTTLED = "API Gateway's throttling of the stage (GatewayErrorView)"
 # Statuses whose answer may come from API Gateway instead of the function.
-GATEWAY_STATUSES = {401, 403, 413, 503}
+GATEWAY_STATUSES = {401, 403, 413, 429, 503}
 RETRY_AFTER = {
     "description": "seconds to wait before retrying",
     "required": False,
@@ -140,7 +140,8 @@ def _operation(route: Route, documented: dict[str, type[BaseModel]], routes: lis
     refusals = [*route.refusals, *(GATEWAY_REFUSALS if route.access != "public" else ())]
     for refusal in refusals:
         responses[str(refusal.status)] = _refused(refusal)
-    responses["429"] = {
+    # A route's own 429 (a quota) is documented with API Gateway's throttling in its description and schema.
+    responses["429"] = responses.get("429") or {
         "description": THROTTLED,
         "content": {
             "application/json": {"schema": _ref("GatewayErrorView"), "example": {"message": "Too Many Requests"}}
@@ -179,7 +180,7 @@ def _refused(refusal: Refusal) -> dict[str, Any]:
         "description": refusal.description,
         "content": {"application/json": {"schema": schema, "example": example}},
     }
-    if refusal.status == 503:
+    if refusal.status in (429, 503):
         refused["headers"] = {"Retry-After": RETRY_AFTER}
     return refused
 

@@ -28,7 +28,8 @@ from offpath.domain.errors import (
     StoreUnavailableError,
 )
 from offpath.domain.job import Job, JobStatus, payload_json
-from offpath.domain.ports import JobMessage, Ports
+from offpath.domain.ports import CreateOutcome, JobMessage, Ports
+from offpath.domain.quotas import QuotaExceededError
 from offpath.domain.registry import NAME_PATTERN, Submitter
 
 logger = logging.getLogger(__name__)
@@ -206,13 +207,32 @@ def delay_seconds(job: Job, now: datetime) -> int:
 
 def submit_job(request: SubmitRequest, ports: Ports, policy: SubmitPolicy) -> Submitted:
     job = build_job(request, ports, policy, ports.clock.now())
-    outcome = ports.store.create(job)
+    replay = admit(job, ports)
+    outcome = CreateOutcome(replay, replayed=True) if replay is not None else ports.store.create(job)
     if outcome.replayed:
         ports.metrics.count("JobsDeduplicated", queue=job.queue, job_type=job.type)
         return Submitted(outcome.job, replayed=True)
     ports.metrics.count("JobsSubmitted", queue=job.queue, job_type=job.type)
     dispatch(ports, outcome.job)
     return Submitted(outcome.job, replayed=False)
+
+
+def admit(job: Job, ports: Ports) -> Job | None:
+    """Ask the tenant's quotas before the job is written (QuotaExceededError: nothing is written). Over a
+    quota, a replay of a job already accepted under the same key is still answered as one (one read, off
+    the path of a submit within its quotas): returns that job."""
+    if ports.quotas is None:
+        return None
+    try:
+        ports.quotas.admit(job.tenant, delayed=job.status is JobStatus.SCHEDULED)
+    except QuotaExceededError:
+        existing = ports.store.get(job.job_id) if job.idempotency_key is not None else None
+        if existing is None or existing.tenant != job.tenant:
+            raise
+        if not existing.same_submission(job):
+            raise IdempotencyConflictError(existing) from None
+        return existing
+    return None
 
 
 def dispatch(ports: Ports, job: Job) -> None:
@@ -251,6 +271,9 @@ def submit_batch(requests: Sequence[SubmitRequest], ports: Ports, policy: Submit
     def write(index: int) -> BatchItemResult:
         try:
             job = build_job(requests[index], ports, policy, now, key_field=BODY_KEY)
+            replay = admit(job, ports)
+            if replay is not None:
+                return BatchItemResult(index, Submitted(replay, replayed=True))
             outcome = ports.store.create(job)
             return BatchItemResult(index, Submitted(outcome.job, outcome.replayed))
         except (
@@ -260,6 +283,7 @@ def submit_batch(requests: Sequence[SubmitRequest], ports: Ports, policy: Submit
             ItemTooLargeError,
             IdempotencyConflictError,
             StoreUnavailableError,
+            QuotaExceededError,
         ) as error:
             # One item's failure stays that item's: the others were written and are reported as such.
             return BatchItemResult(index, error=error)

@@ -1,0 +1,142 @@
+"""Quota counters on the jobs table (items beside the jobs; no index carries them).
+
+- `QUOTA#RATE#<tenant>#<n>`: a token bucket as GCRA (the generic cell rate algorithm, a token bucket kept
+  as one number: `tat`, the theoretical arrival time, in microseconds). A submit is one conditional write
+  and no read: `tat = max(tat, now) + 1/rate`, allowed while `tat - now <= (bucket - 1)/rate`. A tenant's
+  rate above RATE_PER_ITEM is spread over ceil(rate / RATE_PER_ITEM) items, each with its share of the
+  rate and the bucket, chosen at random per submit: no item takes more than ~RATE_PER_ITEM writes a second
+  (DynamoDB allows 1,000 write units a second per partition key).
+- `QUOTA#USE#<tenant>#<n>` for n < USAGE_SHARDS: the tenant's open and delayed jobs, counted by `ADD` on a
+  random shard, summed over the shards on read (one BatchGetItem, eventually consistent).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import botocore.exceptions
+
+from offpath.adapters.dynamodb_store import CONFLICT, attribute_values, default_client, key_of, plain_values
+from offpath.domain.errors import StoreUnavailableError
+from offpath.domain.quotas import Usage
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.client import DynamoDBClient
+
+RATE_PER_ITEM = 500
+USAGE_SHARDS = 16
+# A token bucket item outlives an idle tenant by a day (TTL), then goes.
+RATE_ITEM_TTL_S = 86_400
+
+
+def rate_key(tenant: str, n: int) -> str:
+    return f"QUOTA#RATE#{tenant}#{n}"
+
+
+def usage_key(tenant: str, n: int) -> str:
+    return f"QUOTA#USE#{tenant}#{n}"
+
+
+def rate_items(per_s: float) -> int:
+    return max(1, math.ceil(per_s / RATE_PER_ITEM))
+
+
+class DynamoDbQuotaCounters:
+    def __init__(self, table_name: str, client: DynamoDBClient | None = None, rng: random.Random | None = None) -> None:
+        self.table_name = table_name
+        self.client = client or default_client()
+        self.rng = rng or random.Random()  # spreads writes; secures nothing
+        # Per bucket item, the tat this environment last wrote or saw.
+        self._seen_tat: dict[str, int] = {}
+
+    def take(self, tenant: str, *, per_s: float, bucket: int, now_us: int) -> float:
+        items = rate_items(per_s)
+        interval = max(1, round(1_000_000 * items / per_s))  # microseconds per token of one item
+        tolerance = (max(1, bucket // items) - 1) * interval
+        key = rate_key(tenant, self.rng.randrange(items))
+        ttl = now_us // 1_000_000 + RATE_ITEM_TTL_S
+        # Which write to try first: this environment's last sight of the bucket says whether it is in use.
+        in_use = self._seen_tat.get(key, 0) > now_us
+        for busy in (in_use, not in_use, in_use):
+            try:
+                self._seen_tat[key] = self._write(key, busy, interval, tolerance, now_us, ttl)
+                return 0.0
+            except _ConditionFailedError as failed:
+                tat = _tat(failed.item)
+            if tat is not None:
+                self._seen_tat[key] = tat
+                if tat > now_us + tolerance:
+                    return (tat - tolerance - now_us) / 1_000_000  # over: until one token is back
+        # Three writes met three changes by other environments: the bucket is contended; come back shortly.
+        return interval / 1_000_000
+
+    def _write(self, key: str, busy: bool, interval: int, tolerance: int, now_us: int, ttl: int) -> int:
+        if busy:
+            # In use (tat ahead of now): tat moves on by one interval while within the burst.
+            update, condition = "SET tat = tat + :i, expires_at = :ttl", "tat > :now AND tat <= :limit"
+            values = {":i": interval, ":now": now_us, ":limit": now_us + tolerance, ":ttl": ttl}
+        else:
+            # Full (new, or idle since tat): tat starts from now.
+            update, condition = "SET tat = :start, expires_at = :ttl", "attribute_not_exists(tat) OR tat <= :now"
+            values = {":start": now_us + interval, ":now": now_us, ":ttl": ttl}
+        response = self._call(
+            self.client.update_item,
+            TableName=self.table_name,
+            Key=key_of(key),
+            UpdateExpression=update,
+            ConditionExpression=condition,
+            ExpressionAttributeValues=attribute_values(values),
+            ReturnValues="UPDATED_NEW",
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+        return _tat(response.get("Attributes")) or now_us + interval
+
+    def usage(self, tenant: str) -> Usage:
+        keys = [key_of(usage_key(tenant, n)) for n in range(USAGE_SHARDS)]
+        total = Usage()
+        for _ in range(5):
+            if not keys:
+                break
+            response = self._call(self.client.batch_get_item, RequestItems={self.table_name: {"Keys": keys}})
+            for item in response.get("Responses", {}).get(self.table_name, []):
+                values = plain_values(item)
+                total = total.plus(Usage(int(values.get("open_jobs", 0)), int(values.get("delayed_jobs", 0))))
+            keys = list(response.get("UnprocessedKeys", {}).get(self.table_name, {}).get("Keys", []))
+        if keys:
+            raise StoreUnavailableError("DynamoDB kept some quota counts unprocessed")
+        return Usage(max(0, total.open_jobs), max(0, total.delayed_jobs))
+
+    def add(self, tenant: str, change: Usage) -> None:
+        if change == Usage():
+            return
+        self._call(
+            self.client.update_item,
+            TableName=self.table_name,
+            Key=key_of(usage_key(tenant, self.rng.randrange(USAGE_SHARDS))),
+            UpdateExpression="ADD open_jobs :o, delayed_jobs :d",
+            ExpressionAttributeValues=attribute_values({":o": change.open_jobs, ":d": change.delayed_jobs}),
+        )
+
+    def _call(self, operation: Callable[..., Any], **request: Any) -> Any:
+        try:
+            return operation(**request)
+        except botocore.exceptions.ClientError as error:
+            code = error.response.get("Error", {}).get("Code", "")
+            if code == CONFLICT:
+                raise _ConditionFailedError(error.response.get("Item") or {}) from None
+            raise StoreUnavailableError(f"DynamoDB {code or 'error'}") from error
+        except botocore.exceptions.BotoCoreError as error:
+            raise StoreUnavailableError(f"DynamoDB unreachable: {type(error).__name__}") from error
+
+
+class _ConditionFailedError(Exception):
+    def __init__(self, item: Any) -> None:
+        self.item = item
+
+
+def _tat(item: Any) -> int | None:
+    values = plain_values(item or {})
+    return int(values["tat"]) if "tat" in values else None
