@@ -113,14 +113,16 @@ class InMemoryJobStore:
             next_cursor = _encode_cursor(tenant, _sort_key(window[-1])) if more and window else None
             return JobPage(jobs, next_cursor)
 
-    def claim(self, job_id: str, *, tenant: str, now: datetime, lease_until: datetime) -> Job:
+    def claim(
+        self, job_id: str, *, tenant: str, now: datetime, lease_until: datetime, sweep_at: datetime | None = None
+    ) -> Job:
         with self._lock:
             self._enter("claim", write=True)
             current = self._jobs.get(job_id)
             if current is None:
                 raise JobNotFoundError(job_id)
             try:
-                claimed = transitions.claim(current, tenant=tenant, now=now, lease=lease_until - now)
+                claimed = transitions.claim(current, tenant=tenant, now=now, lease=lease_until - now, sweep_at=sweep_at)
             except TransitionError:
                 if current.tenant != tenant:
                     raise JobConflictError(None, "message tenant does not match the job") from None

@@ -199,16 +199,21 @@ class DynamoDbJobStore:
 
     # -- worker -----------------------------------------------------------------------------
 
-    def claim(self, job_id: str, *, tenant: str, now: datetime, lease_until: datetime) -> Job:
+    def claim(
+        self, job_id: str, *, tenant: str, now: datetime, lease_until: datetime, sweep_at: datetime | None = None
+    ) -> Job:
+        # Only a claim on one of its message's last receives enters the sweep index (logic/process.py).
+        swept = ", sweep_pk = :shard, sweep_at = :sweep" if sweep_at is not None else ""
+        sweep_values = {":shard": sweep_shard(job_id), ":sweep": iso(sweep_at)} if sweep_at is not None else {}
         try:
             return self._write(
                 CLAIM,
                 job_id,
                 Facts(now=now, tenant=tenant),
                 "SET #s = :status, attempt = attempt + :one, lease_until = :lease, "
-                "started_at = if_not_exists(started_at, :now), attempt_started_at = :now, updated_at = :now "
-                "REMOVE next_attempt_at",
-                {":one": 1, ":now": iso(now), ":lease": iso(lease_until)},
+                "started_at = if_not_exists(started_at, :now), attempt_started_at = :now, updated_at = :now"
+                f"{swept} REMOVE next_attempt_at",
+                {":one": 1, ":now": iso(now), ":lease": iso(lease_until), **sweep_values},
             )
         except _ConditionFailed as failed:
             if not failed.item:

@@ -305,8 +305,10 @@ TRANSITIONS = (
 # -- the pure transitions, each checked against its declaration --------------------------------
 
 
-def claim(job: Job, *, tenant: str, now: datetime, lease: timedelta) -> Job:
-    """QUEUED/RETRYING (or RUNNING with an expired lease) -> RUNNING with the next attempt number."""
+def claim(job: Job, *, tenant: str, now: datetime, lease: timedelta, sweep_at: datetime | None = None) -> Job:
+    """QUEUED/RETRYING (or RUNNING with an expired lease) -> RUNNING with the next attempt number.
+    `sweep_at`: the claim also puts the job in the sweep index (a claim on one of its message's last
+    receives, see logic/process.py); otherwise the job's sweep time is left as it is."""
     CLAIM.check(job, Facts(now=now, tenant=tenant))
     return job.replace(
         status=JobStatus.RUNNING,
@@ -316,6 +318,7 @@ def claim(job: Job, *, tenant: str, now: datetime, lease: timedelta) -> Job:
         attempt_started_at=now,
         updated_at=now,
         next_attempt_at=None,
+        sweep_at=sweep_at if sweep_at is not None else job.sweep_at,
     )
 
 

@@ -75,9 +75,12 @@ class JobStore(Protocol):
         self, tenant: str, *, status: JobStatus | None, job_type: str | None, limit: int, cursor: str | None
     ) -> JobPage: ...
 
-    def claim(self, job_id: str, *, tenant: str, now: datetime, lease_until: datetime) -> Job:
+    def claim(
+        self, job_id: str, *, tenant: str, now: datetime, lease_until: datetime, sweep_at: datetime | None = None
+    ) -> Job:
         """One conditional write takes the job for its next attempt (within the job's own
-        `max_attempts`, fixed when it was accepted) and returns it (no read).
+        `max_attempts`, fixed when it was accepted) and returns it (no read). With `sweep_at` the same
+        write puts the job in the sweep index at that time.
         JobConflictError carries the job as it is when it cannot be claimed."""
 
     # The outcome writes are fenced by the attempt number of the job they are given.
