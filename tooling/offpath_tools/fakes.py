@@ -241,7 +241,7 @@ class InMemoryJobStore:
             due = [
                 j for j in self._jobs.values() if j.sweep_at is not None and not j.status.is_final and j.sweep_at <= now
             ]
-            return sorted(due, key=lambda j: j.sweep_at or j.created_at)[:limit]
+            return transitions.fair_share(due, limit)
 
     def reschedule_sweep(self, job: Job, *, sweep_at: datetime, resent: bool) -> None:
         with self._lock:

@@ -55,6 +55,7 @@ from offpath.domain.job import (
     JobStatus,
     Progress,
     Transition,
+    fair_share,
     payload_json,
 )
 from offpath.domain.ports import CreateOutcome, Firing, JobPage, ScheduleState
@@ -430,10 +431,10 @@ class DynamoDbJobStore:
             }
             response = self._call(self.client.query, **request)
             keys.extend(plain_values(item)["pk"] for item in response.get("Items", []))
-        # The index holds keys only; the items themselves are read consistently.
+        # The index holds keys only; the items themselves are read consistently, then shared out fairly
+        # across tenants (each shard's `limit` oldest due keys are the window it is shared out of).
         due = [job for job in self._get_many(keys) if job.sweep_at is not None and job.sweep_at <= now]
-        due.sort(key=lambda job: job.sweep_at or job.created_at)
-        return due[:limit]
+        return fair_share(due, limit)
 
     def reschedule_sweep(self, job: Job, *, sweep_at: datetime, resent: bool) -> None:
         if job.sweep_at is None:

@@ -139,6 +139,21 @@ def payload_json(payload: Any) -> str:
     return json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
 
 
+def fair_share(due: list[Job], limit: int) -> list[Job]:
+    """Up to `limit` of `due` (oldest sweep time first), taken round-robin across tenants: one tenant's
+    flood of due jobs cannot crowd another tenant's out of a sweep. Within a tenant, oldest first; the
+    tenant whose oldest job is oldest goes first."""
+    queues: dict[str, list[Job]] = {}
+    for job in sorted(due, key=lambda j: (j.sweep_at or j.created_at, j.job_id)):
+        queues.setdefault(job.tenant, []).append(job)
+    chosen: list[Job] = []
+    depth = 0
+    while len(chosen) < limit and any(depth < len(jobs) for jobs in queues.values()):
+        chosen.extend(jobs[depth] for jobs in queues.values() if depth < len(jobs))
+        depth += 1
+    return chosen[:limit]
+
+
 # -- the declaration ------------------------------------------------------------------------------
 
 

@@ -114,7 +114,8 @@ class JobStore(Protocol):
     def requeue_expired_lease(self, job: Job, *, now: datetime, sweep_at: datetime) -> Job: ...
 
     def due_for_sweep(self, *, now: datetime, limit: int) -> list[Job]:
-        """Jobs whose sweep time has passed, through the sparse sweep index (never a scan)."""
+        """Up to `limit` jobs whose sweep time has passed, through the sparse sweep index (never a scan),
+        shared out round-robin across tenants (`domain.job.fair_share`)."""
 
     def reschedule_sweep(self, job: Job, *, sweep_at: datetime, resent: bool) -> None:
         """Move the job's sweep time on, fenced on the sweep time in `job`; JobConflictError if
