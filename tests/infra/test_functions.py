@@ -7,7 +7,7 @@ from pathlib import Path
 
 from infra.nag import RESOURCELESS_ACTIONS
 from infra.options import POWERTOOLS_LAYER_PARAMETER
-from offpath.domain.registry import MAX_WORKER_TIMEOUT_S, WORKER_TIMEOUT_MARGIN_S
+from offpath.domain.registry import MAX_WORKER_TIMEOUT_S, SUBMITTER_TIMEOUT_S, WORKER_TIMEOUT_MARGIN_S
 from offpath.naming import TABLE_INDEXES
 from offpath.settings import Settings
 from tests.infra.stacks import PINNED_LAYER, Synthesized
@@ -119,6 +119,15 @@ def test_a_full_batch_of_each_workers_slowest_job_type_fits_its_timeout(any_stac
         assert 1 <= batch <= settings.batch_size, name
 
 
+def test_the_functions_that_submit_end_within_the_time_the_worker_waits_for_a_jobs_write(
+    default_stack: Synthesized,
+) -> None:
+    """They send before they write: the worker drops a message whose job is unwritten after this bound."""
+    functions = functions_by_name(default_stack.json)
+    for kind in ("api", "enqueue"):
+        assert functions[f"offpath-{kind}"][1]["Timeout"] <= SUBMITTER_TIMEOUT_S, kind
+
+
 def test_every_function_is_arm64_python314_with_the_powertools_layer_from_ssm(default_stack: Synthesized) -> None:
     template = default_stack.json
     (parameter_id,) = [
@@ -218,7 +227,10 @@ def test_grants_stay_on_the_resources_each_function_uses(default_stack: Synthesi
 
     for name in default_stack.registry.queues:
         worker = grants(f"worker-{name}")
-        assert worker["sqs:SendMessage"] == {f"<{queues[f'offpath-{name}-dlq'][0]}.Arn>"}
+        assert worker["sqs:SendMessage"] == {
+            f"<{queues[f'offpath-{name}-dlq'][0]}.Arn>",
+            f"<{queues[f'offpath-{name}'][0]}.Arn>",  # a fresh copy of a message on its last receives
+        }
         assert worker["sqs:ReceiveMessage"] == {f"<{queues[f'offpath-{name}'][0]}.Arn>"}
         assert worker["dynamodb:UpdateItem"] == {f"<{table_id}.Arn>"}
     assert grants("sweeper")["dynamodb:Query"] == {f"<{table_id}.Arn>/index/sweep"}

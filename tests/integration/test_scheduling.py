@@ -289,14 +289,37 @@ def test_a_failed_query_of_due_jobs_ends_the_sweep_without_raising(timed: Pipeli
     assert timed.metrics.flushes == 1
 
 
+def test_a_job_whose_worker_died_runs_again_when_its_message_returns_without_the_sweeper(
+    timed: Pipeline, clock: ManualClock
+) -> None:
+    _, job, _ = timed.submit("demo.echo", {"v": 1})
+    # A worker claims the job and then its Lambda times out: the job is RUNNING with a lease, not in the
+    # sweep index, and its message (never deleted) comes back after its visibility timeout.
+    claimed = timed.store.claim(
+        job["job_id"], tenant="tenant-a", now=clock.now(), lease_until=clock.now() + timedelta(seconds=40)
+    )
+    assert claimed.sweep_at is None
+    clock.advance(GRACE_S + 1)
+
+    report = timed.sweep()
+    timed.drain()
+
+    assert report["requeued"] == 0
+    view = status_of(timed, job["job_id"])
+    assert view["status"] == "SUCCEEDED"
+    assert view["attempts"] == 2
+
+
 def test_expired_lease_with_attempts_left_is_requeued_and_retried(timed: Pipeline, clock: ManualClock) -> None:
     _, job, _ = timed.submit("demo.echo", {"v": 1})
-    # A worker claims the job and then its Lambda times out: the job is RUNNING with a lease.
+    # A worker claims the job on its message's last receives (so the claim enters it in the sweep index)
+    # and then its Lambda times out: the job is RUNNING with a lease.
     claimed = timed.store.claim(
         job["job_id"],
         tenant="tenant-a",
         now=clock.now(),
         lease_until=clock.now() + timedelta(seconds=40),
+        sweep_at=clock.now() + timedelta(seconds=41),
     )
     assert claimed.status is JobStatus.RUNNING
 
@@ -314,7 +337,8 @@ def test_expired_lease_on_the_last_attempt_fails_the_job_into_the_dlq(timed: Pip
     _, job, _ = timed.submit("demo.echo", {"v": 2})
     for _ in range(3):  # demo.echo allows 3 attempts; each worker died holding the lease
         now = clock.now()
-        timed.store.claim(job["job_id"], tenant="tenant-a", now=now, lease_until=now)
+        # The last claim on the message's last receives: it enters the job in the sweep index.
+        timed.store.claim(job["job_id"], tenant="tenant-a", now=now, lease_until=now, sweep_at=now)
     clock.advance(GRACE_S + 1)
 
     report = timed.sweep()

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from offpath.adapters.dynamodb_store import DynamoDbJobStore, to_item
-from offpath.domain.errors import ItemTooLargeError
+from offpath.domain.errors import ItemTooLargeError, QueueUnavailableError
 from offpath.domain.job import Job, JobStatus, Progress, payload_json
 from offpath.logic.process import MAX_ERROR_LENGTH, MAX_RESULT_BYTES
 from offpath.logic.submit import MAX_IDEMPOTENCY_KEY_LENGTH, SubmitPolicy, job_id_for
@@ -337,6 +337,10 @@ def test_a_run_at_that_is_not_rfc_3339_is_refused(pipeline: Pipeline, run_at: st
 # -- 1 (the store's half): one unreadable item never fails a listing or a sweep -------------------------
 
 
+def fail_send(*args: Any, **kwargs: Any) -> None:
+    raise QueueUnavailableError("SQS unreachable")
+
+
 def make_unreadable(pipeline: Pipeline, job_id: str) -> None:
     pipeline.clients["dynamodb"].update_item(
         TableName=pipeline.resources.table_name,
@@ -363,6 +367,8 @@ def test_a_listing_leaves_out_an_unreadable_item_and_shows_the_others(
 
 
 def test_a_sweep_goes_on_past_an_unreadable_item(pipeline: Pipeline) -> None:
+    # Jobs the sweeper watches: their sends failed, so they were written with a sweep time.
+    pipeline.queue.send = fail_send  # type: ignore[method-assign]
     ids = [pipeline.submit("demo.echo", {"n": n})[1]["job_id"] for n in range(3)]
     make_unreadable(pipeline, ids[0])
     later = datetime.now(UTC) + timedelta(hours=1)

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import boto3
 import pytest
 
+from offpath.domain.errors import QueueUnavailableError
+from offpath.logic.sweep import SweepPolicy, sweep
+from offpath_tools.clocks import ManualClock
 from offpath_tools.write_units import CapacityMeter
 from tests.integration.conftest import Pipeline, aws_calls
 
@@ -20,14 +26,37 @@ def meter(pipeline: Pipeline) -> Iterator[CapacityMeter]:
         meter.detach()
 
 
-def test_a_job_from_submit_to_success_costs_six_write_units(pipeline: Pipeline, meter: CapacityMeter) -> None:
+def test_a_job_from_submit_to_success_costs_four_write_units_and_none_in_the_sweep_index(
+    pipeline: Pipeline, meter: CapacityMeter
+) -> None:
     _, job, _ = pipeline.submit("demo.echo", {"n": 1})
     pipeline.drain()
 
     assert pipeline.store.get(job["job_id"]).status.value == "SUCCEEDED"  # type: ignore[union-attr]
     assert [w.operation for w in meter.writes] == ["PutItem", "UpdateItem", "UpdateItem"]
     assert meter.usage.table_write_units == 3
-    assert dict(meter.usage.index_write_units) == {"by_tenant": 1, "sweep": 2}
+    assert dict(meter.usage.index_write_units) == {"by_tenant": 1, "sweep": 0}
+    assert meter.usage.write_units == 4
+
+
+def test_a_job_whose_send_failed_is_in_the_sweep_index_until_it_succeeds(
+    pipeline: Pipeline, meter: CapacityMeter
+) -> None:
+    def fail(*args: Any, **kwargs: Any) -> None:
+        raise QueueUnavailableError("SQS unreachable")
+
+    sends = pipeline.queue.send
+    pipeline.queue.send = fail  # type: ignore[method-assign]
+    _, job, _ = pipeline.submit("demo.echo", {"n": 1})
+    pipeline.queue.send = sends  # type: ignore[method-assign]
+    later = ManualClock(datetime.now(UTC) + timedelta(hours=1))
+    sweep(dataclasses.replace(pipeline.ports, clock=later), SweepPolicy())
+    pipeline.drain()
+
+    assert pipeline.store.get(job["job_id"]).status.value == "SUCCEEDED"  # type: ignore[union-attr]
+    # Entering (1), the sweeper moving its sweep time on as it sends (2: the old entry out, the new one in),
+    # leaving at the success (1).
+    assert meter.usage.index_write_units["sweep"] == 4
 
 
 def test_a_replayed_submit_costs_the_existing_items_size_and_no_index_units(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import logging
@@ -738,3 +739,175 @@ def test_outcome_write_retries_stop_before_the_invocation_ends_and_inside_the_le
     unrecorded = stored(store, job)
     assert unrecorded.status is JobStatus.RUNNING
     assert unrecorded.lease_until is not None and clock.now() < unrecorded.lease_until
+
+
+# -- where SQS would stop bringing a job back (the api sends before it writes) --------------------
+
+
+def delivered(job: Job, *, receive_count: int = 1, sent_at: datetime | None = None) -> Delivery:
+    return dataclasses.replace(delivery_of(job), receive_count=receive_count, sent_at=sent_at)
+
+
+def last_receive(worker_ports: WorkerPorts, policy: WorkerPolicy) -> int:
+    """The receive count of the last delivery SQS makes before it moves the message to the DLQ."""
+    return worker_ports.registry.max_receive_count(policy.queue)
+
+
+def test_a_message_whose_job_is_not_written_yet_goes_back_briefly_then_until_the_bound(
+    ports: Ports, worker_ports: WorkerPorts, policy: WorkerPolicy, queue: InMemoryJobQueue, clock: ManualClock
+) -> None:
+    unwritten = submitted(ports).replace(job_id="e" * 32)
+    sent_at = clock.now()
+
+    first = run(delivered(unwritten, sent_at=sent_at), worker_ports, policy)
+    clock.advance(2)
+    second = run(delivered(unwritten, receive_count=2, sent_at=sent_at), worker_ports, policy)
+
+    assert (first, second) == (False, False)
+    bound_left_s = int(policy.unwritten_bound.total_seconds()) - 2
+    assert [v.timeout_s for v in queue.visibility_changes] == [2, bound_left_s]
+
+
+def test_a_message_whose_job_is_written_while_it_waits_runs_the_job_once(
+    ports: Ports,
+    worker_ports: WorkerPorts,
+    policy: WorkerPolicy,
+    store: InMemoryJobStore,
+    scripted: ScriptedJob,
+    clock: ManualClock,
+) -> None:
+    job = submitted(ports)
+    written = stored(store, job)
+    store._jobs.clear()  # as if the api's write had not landed yet
+    sent_at = clock.now()
+
+    assert run(delivered(job, sent_at=sent_at), worker_ports, policy) is False
+    store.put(written)  # the write lands
+    clock.advance(2)
+
+    assert run(delivered(job, receive_count=2, sent_at=sent_at), worker_ports, policy) is True
+    assert stored(store, job).status is JobStatus.SUCCEEDED
+    assert len(scripted.calls) == 1
+
+
+def test_a_message_whose_job_was_never_written_is_dropped_once_the_bound_has_passed(
+    ports: Ports,
+    worker_ports: WorkerPorts,
+    policy: WorkerPolicy,
+    queue: InMemoryJobQueue,
+    metrics: RecordingMetrics,
+    clock: ManualClock,
+) -> None:
+    unwritten = submitted(ports).replace(job_id="e" * 32)
+    sent_at = clock.now()
+    clock.advance(policy.unwritten_bound.total_seconds())
+
+    assert run(delivered(unwritten, receive_count=3, sent_at=sent_at), worker_ports, policy) is True
+
+    assert queue.visibility_changes == []
+    assert metrics.counts["MessagesUnwritten"] == 1
+
+
+def test_a_claim_before_the_messages_last_receives_writes_no_sweep_time(
+    ports: Ports, worker_ports: WorkerPorts, policy: WorkerPolicy, store: InMemoryJobStore, scripted: ScriptedJob
+) -> None:
+    scripted.action = fails(RuntimeError("transient"))
+    job = submitted(ports)
+
+    run(delivered(job, receive_count=last_receive(worker_ports, policy) - 2), worker_ports, policy)
+
+    assert stored(store, job).status is JobStatus.RETRYING
+    assert stored(store, job).sweep_at is None  # its message comes back after the backoff
+
+
+@pytest.mark.parametrize("from_the_end", [0, 1])
+def test_a_claim_on_the_messages_last_receives_enters_the_job_in_the_sweep_index(
+    ports: Ports,
+    worker_ports: WorkerPorts,
+    policy: WorkerPolicy,
+    store: InMemoryJobStore,
+    scripted: ScriptedJob,
+    clock: ManualClock,
+    from_the_end: int,
+) -> None:
+    scripted.action = fails(RuntimeError("transient"))
+    job = submitted(ports)
+
+    run(delivered(job, receive_count=last_receive(worker_ports, policy) - from_the_end), worker_ports, policy)
+
+    # SQS moves the message to the DLQ rather than deliver it again: the sweeper takes the job on.
+    retrying = stored(store, job)
+    assert retrying.status is JobStatus.RETRYING
+    assert retrying.sweep_at is not None and retrying.sweep_at > clock.now()
+    assert retrying.next_attempt_at is not None
+    clock.set(max(retrying.sweep_at, retrying.next_attempt_at + SweepPolicy().grace) + timedelta(seconds=1))
+    report = sweep(ports, SweepPolicy())
+    assert report.resent == 1
+
+
+def test_a_worker_that_dies_on_the_messages_last_receive_leaves_the_job_to_the_sweeper(
+    ports: Ports,
+    worker_ports: WorkerPorts,
+    policy: WorkerPolicy,
+    store: InMemoryJobStore,
+    queue: InMemoryJobQueue,
+    scripted: ScriptedJob,
+    clock: ManualClock,
+) -> None:
+    class Died(BaseException):
+        pass
+
+    def dies(payload: Any, ctx: Any) -> Any:
+        raise Died
+
+    scripted.action = dies
+    job = submitted(ports)
+    queue.sent.clear()
+
+    with pytest.raises(Died):
+        run(delivered(job, receive_count=last_receive(worker_ports, policy)), worker_ports, policy)
+    held = stored(store, job)
+    assert held.status is JobStatus.RUNNING and held.sweep_at is not None
+    clock.set(held.sweep_at + timedelta(seconds=1))
+
+    report = sweep(ports, SweepPolicy())
+
+    assert report.requeued == 1
+    assert [s.message.job_id for s in queue.sent] == [job.job_id]  # a fresh message, not the one in the DLQ
+
+
+def test_a_record_without_time_on_its_last_receive_goes_back_as_a_fresh_copy(
+    ports: Ports,
+    worker_ports: WorkerPorts,
+    policy: WorkerPolicy,
+    store: InMemoryJobStore,
+    queue: InMemoryJobQueue,
+    metrics: RecordingMetrics,
+) -> None:
+    job = submitted(ports)
+    queue.sent.clear()
+    almost_enough = SCRIPTED_TIMEOUT_S * 1000 + policy.start_margin_ms - 1
+    delivery = delivered(job, receive_count=last_receive(worker_ports, policy))
+
+    assert process_record(delivery, worker_ports, policy, lambda: almost_enough) is True
+
+    assert [s.message.job_id for s in queue.sent] == [job.job_id]
+    assert queue.visibility_changes == []
+    assert metrics.counts["MessagesRenewed"] == 1
+    assert stored(store, job).status is JobStatus.QUEUED
+
+
+def test_a_store_outage_on_the_last_receive_sends_a_fresh_copy_or_leaves_the_message_if_sqs_is_down_too(
+    ports: Ports, worker_ports: WorkerPorts, policy: WorkerPolicy, store: InMemoryJobStore, queue: InMemoryJobQueue
+) -> None:
+    job = submitted(ports)
+    queue.sent.clear()
+    delivery = delivered(job, receive_count=last_receive(worker_ports, policy))
+    store.fail_next("claim", StoreUnavailableError("DynamoDB ThrottlingException"))
+
+    assert run(delivery, worker_ports, policy) is True
+    assert [s.message.job_id for s in queue.sent] == [job.job_id]
+
+    store.fail_next("claim", StoreUnavailableError("DynamoDB ThrottlingException"))
+    queue.fail_sends(1)
+    assert run(delivery, worker_ports, policy) is False

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
-from offpath.domain.errors import IdempotencyConflictError, InvalidRequestError, PayloadTooLargeError
+from offpath.domain.errors import (
+    IdempotencyConflictError,
+    InvalidRequestError,
+    PayloadTooLargeError,
+    StoreUnavailableError,
+)
 from offpath.domain.job import JobStatus
 from offpath.domain.ports import JobMessage
 from offpath.logic.submit import (
@@ -125,7 +131,7 @@ def test_a_new_key_makes_a_new_job_and_sends_its_message(ports: Ports, queue: In
     assert [s.message for s in queue.sent] == [JobMessage.of(submitted.job)]
 
 
-def test_the_same_key_and_payload_replays_the_first_job_without_sending_again(
+def test_the_same_key_and_payload_replays_the_first_job_and_its_second_message_names_that_job(
     ports: Ports, queue: InMemoryJobQueue, metrics: RecordingMetrics
 ) -> None:
     first = submit_job(request(idempotency_key="k-1"), ports, SubmitPolicy())
@@ -134,7 +140,8 @@ def test_the_same_key_and_payload_replays_the_first_job_without_sending_again(
 
     assert again.replayed
     assert again.job == first.job
-    assert len(queue.sent) == 1
+    # The message goes out before the write tells a replay apart: a duplicate delivery of the same job.
+    assert [s.message for s in queue.sent] == [JobMessage.of(first.job)] * 2
     assert metrics.counts["JobsDeduplicated"] == 1
 
 
@@ -190,6 +197,42 @@ def test_a_failed_send_still_accepts_the_job_and_counts_the_failure(
     assert store.get(submitted.job.job_id) == submitted.job
     assert submitted.job.sweep_at is not None  # the sweeper will send it
     assert metrics.counts == {"JobsSubmitted": 1, "SendFailed": 1}
+
+
+def test_a_sent_job_is_written_without_a_sweep_time(
+    ports: Ports, store: InMemoryJobStore, queue: InMemoryJobQueue
+) -> None:
+    submitted = submit_job(request(), ports, SubmitPolicy())
+
+    stored = store.get(submitted.job.job_id)
+    assert stored is not None and stored.status is JobStatus.QUEUED
+    assert stored.sweep_at is None  # its message is on the queue: nothing for the sweeper to find
+    assert [s.message for s in queue.sent] == [JobMessage.of(stored)]
+
+
+def test_the_message_goes_out_before_the_write_so_a_failed_write_leaves_only_a_message(
+    ports: Ports, store: InMemoryJobStore, queue: InMemoryJobQueue
+) -> None:
+    store.fail_next("create", StoreUnavailableError("DynamoDB throttled"))
+
+    with pytest.raises(StoreUnavailableError):
+        submit_job(request(), ports, SubmitPolicy())
+
+    assert store.jobs() == []  # the caller got an error: nothing was accepted
+    assert len(queue.sent) == 1  # the worker drops it once it is older than the bound (test_process)
+
+
+def test_a_job_due_later_than_an_sqs_delay_is_written_with_its_sweep_time_and_sends_nothing(
+    ports: Ports, store: InMemoryJobStore, queue: InMemoryJobQueue
+) -> None:
+    submitted = submit_job(
+        request(run_at="2099-01-01T00:00:00Z"), ports, SubmitPolicy(max_schedule_ahead=timedelta(days=36500))
+    )
+
+    stored = store.get(submitted.job.job_id)
+    assert stored is not None and stored.status is JobStatus.SCHEDULED
+    assert stored.sweep_at is not None
+    assert queue.sent == []
 
 
 # -- batches ------------------------------------------------------------------------------------

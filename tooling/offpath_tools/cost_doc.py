@@ -144,7 +144,9 @@ def markdown(measured: Mapping[str, Any], base: Config | None = None) -> str:
         f"{plain['table_write_units']} in the table (submit, claim, success) and "
         + ", ".join(f"{n} in `{name}`" for name, n in index_units.items())
         + " (`by_tenant` projects keys only, so it is written once, when the job is submitted; the sparse "
-        "`sweep` index once when the job is submitted and once when it finishes). A scheduled job also "
+        "`sweep` index holds only jobs whose message may be missing: a job whose send failed, a delayed job, one "
+        "requeued, redriven or retried by hand, one claimed on its message's last receives; a plain job's message "
+        "goes out before its write, so it is never in it). A scheduled job also "
         "rewrites its schedule's item of 20 firings (about 3 KB: 3 write units) and reads it twice. X-Ray active "
         "tracing, off by default, would record about one trace per invocation below one job a second: at "
         f"{money(price('xray_trace') * MILLION)} per million traces it would cost about as much as DynamoDB.",

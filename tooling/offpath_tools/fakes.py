@@ -115,14 +115,16 @@ class InMemoryJobStore:
             next_cursor = _encode_cursor(tenant, _sort_key(window[-1])) if more and window else None
             return JobPage(jobs, next_cursor)
 
-    def claim(self, job_id: str, *, tenant: str, now: datetime, lease_until: datetime) -> Job:
+    def claim(
+        self, job_id: str, *, tenant: str, now: datetime, lease_until: datetime, sweep_at: datetime | None = None
+    ) -> Job:
         with self._lock:
             self._enter("claim", write=True)
             current = self._jobs.get(job_id)
             if current is None:
                 raise JobNotFoundError(job_id)
             try:
-                claimed = transitions.claim(current, tenant=tenant, now=now, lease=lease_until - now)
+                claimed = transitions.claim(current, tenant=tenant, now=now, lease=lease_until - now, sweep_at=sweep_at)
             except TransitionError:
                 if current.tenant != tenant:
                     raise JobConflictError(None, "message tenant does not match the job") from None
@@ -241,7 +243,7 @@ class InMemoryJobStore:
             due = [
                 j for j in self._jobs.values() if j.sweep_at is not None and not j.status.is_final and j.sweep_at <= now
             ]
-            return sorted(due, key=lambda j: j.sweep_at or j.created_at)[:limit]
+            return transitions.fair_share(due, limit)
 
     def reschedule_sweep(self, job: Job, *, sweep_at: datetime, resent: bool) -> None:
         with self._lock:

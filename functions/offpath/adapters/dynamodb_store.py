@@ -55,6 +55,7 @@ from offpath.domain.job import (
     JobStatus,
     Progress,
     Transition,
+    fair_share,
     payload_json,
 )
 from offpath.domain.ports import CreateOutcome, Firing, JobPage, ScheduleState
@@ -199,16 +200,21 @@ class DynamoDbJobStore:
 
     # -- worker -----------------------------------------------------------------------------
 
-    def claim(self, job_id: str, *, tenant: str, now: datetime, lease_until: datetime) -> Job:
+    def claim(
+        self, job_id: str, *, tenant: str, now: datetime, lease_until: datetime, sweep_at: datetime | None = None
+    ) -> Job:
+        # Only a claim on one of its message's last receives enters the sweep index (logic/process.py).
+        swept = ", sweep_pk = :shard, sweep_at = :sweep" if sweep_at is not None else ""
+        sweep_values = {":shard": sweep_shard(job_id), ":sweep": iso(sweep_at)} if sweep_at is not None else {}
         try:
             return self._write(
                 CLAIM,
                 job_id,
                 Facts(now=now, tenant=tenant),
                 "SET #s = :status, attempt = attempt + :one, lease_until = :lease, "
-                "started_at = if_not_exists(started_at, :now), attempt_started_at = :now, updated_at = :now "
-                "REMOVE next_attempt_at",
-                {":one": 1, ":now": iso(now), ":lease": iso(lease_until)},
+                "started_at = if_not_exists(started_at, :now), attempt_started_at = :now, updated_at = :now"
+                f"{swept} REMOVE next_attempt_at",
+                {":one": 1, ":now": iso(now), ":lease": iso(lease_until), **sweep_values},
             )
         except _ConditionFailed as failed:
             if not failed.item:
@@ -425,10 +431,10 @@ class DynamoDbJobStore:
             }
             response = self._call(self.client.query, **request)
             keys.extend(plain_values(item)["pk"] for item in response.get("Items", []))
-        # The index holds keys only; the items themselves are read consistently.
+        # The index holds keys only; the items themselves are read consistently, then shared out fairly
+        # across tenants (each shard's `limit` oldest due keys are the window it is shared out of).
         due = [job for job in self._get_many(keys) if job.sweep_at is not None and job.sweep_at <= now]
-        due.sort(key=lambda job: job.sweep_at or job.created_at)
-        return due[:limit]
+        return fair_share(due, limit)
 
     def reschedule_sweep(self, job: Job, *, sweep_at: datetime, resent: bool) -> None:
         if job.sweep_at is None:

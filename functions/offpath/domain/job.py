@@ -139,6 +139,21 @@ def payload_json(payload: Any) -> str:
     return json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
 
 
+def fair_share(due: list[Job], limit: int) -> list[Job]:
+    """Up to `limit` of `due` (oldest sweep time first), taken round-robin across tenants: one tenant's
+    flood of due jobs cannot crowd another tenant's out of a sweep. Within a tenant, oldest first; the
+    tenant whose oldest job is oldest goes first."""
+    queues: dict[str, list[Job]] = {}
+    for job in sorted(due, key=lambda j: (j.sweep_at or j.created_at, j.job_id)):
+        queues.setdefault(job.tenant, []).append(job)
+    chosen: list[Job] = []
+    depth = 0
+    while len(chosen) < limit and any(depth < len(jobs) for jobs in queues.values()):
+        chosen.extend(jobs[depth] for jobs in queues.values() if depth < len(jobs))
+        depth += 1
+    return chosen[:limit]
+
+
 # -- the declaration ------------------------------------------------------------------------------
 
 
@@ -305,8 +320,10 @@ TRANSITIONS = (
 # -- the pure transitions, each checked against its declaration --------------------------------
 
 
-def claim(job: Job, *, tenant: str, now: datetime, lease: timedelta) -> Job:
-    """QUEUED/RETRYING (or RUNNING with an expired lease) -> RUNNING with the next attempt number."""
+def claim(job: Job, *, tenant: str, now: datetime, lease: timedelta, sweep_at: datetime | None = None) -> Job:
+    """QUEUED/RETRYING (or RUNNING with an expired lease) -> RUNNING with the next attempt number.
+    `sweep_at`: the claim also puts the job in the sweep index (a claim on one of its message's last
+    receives, see logic/process.py); otherwise the job's sweep time is left as it is."""
     CLAIM.check(job, Facts(now=now, tenant=tenant))
     return job.replace(
         status=JobStatus.RUNNING,
@@ -316,6 +333,7 @@ def claim(job: Job, *, tenant: str, now: datetime, lease: timedelta) -> Job:
         attempt_started_at=now,
         updated_at=now,
         next_attempt_at=None,
+        sweep_at=sweep_at if sweep_at is not None else job.sweep_at,
     )
 
 

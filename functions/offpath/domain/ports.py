@@ -76,9 +76,12 @@ class JobStore(Protocol):
         self, tenant: str, *, status: JobStatus | None, job_type: str | None, limit: int, cursor: str | None
     ) -> JobPage: ...
 
-    def claim(self, job_id: str, *, tenant: str, now: datetime, lease_until: datetime) -> Job:
+    def claim(
+        self, job_id: str, *, tenant: str, now: datetime, lease_until: datetime, sweep_at: datetime | None = None
+    ) -> Job:
         """One conditional write takes the job for its next attempt (within the job's own
-        `max_attempts`, fixed when it was accepted) and returns it (no read).
+        `max_attempts`, fixed when it was accepted) and returns it (no read). With `sweep_at` the same
+        write puts the job in the sweep index at that time.
         JobConflictError carries the job as it is when it cannot be claimed."""
 
     # The outcome writes are fenced by the attempt number of the job they are given.
@@ -112,7 +115,8 @@ class JobStore(Protocol):
     def requeue_expired_lease(self, job: Job, *, now: datetime, sweep_at: datetime) -> Job: ...
 
     def due_for_sweep(self, *, now: datetime, limit: int) -> list[Job]:
-        """Jobs whose sweep time has passed, through the sparse sweep index (never a scan)."""
+        """Up to `limit` jobs whose sweep time has passed, through the sparse sweep index (never a scan),
+        shared out round-robin across tenants (`domain.job.fair_share`)."""
 
     def reschedule_sweep(self, job: Job, *, sweep_at: datetime, resent: bool) -> None:
         """Move the job's sweep time on, fenced on the sweep time in `job`; JobConflictError if

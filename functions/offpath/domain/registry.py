@@ -40,6 +40,11 @@ START_MARGIN_S = 5
 LEASE_MARGIN_S = 30
 # maxReceiveCount is a safety net for crashes, kept above every job type's max_attempts.
 RECEIVE_COUNT_HEADROOM = 3
+# The longest a function that submits (the api, the enqueue function) runs, so the longest it can take
+# between a job's send and its write (logic/submit.py sends first); the stack holds its functions to it.
+SUBMITTER_TIMEOUT_S = 30
+# A message whose job is still not written this long after it was sent was never accepted.
+UNWRITTEN_BOUND_S = SUBMITTER_TIMEOUT_S + 30
 
 # Who may submit a job type, least authority first: any tenant, admins, or the system (schedules) only.
 Submitter = Literal["tenant", "admin", "system"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from offpath.adapters.sqs_queue import REASON_ATTRIBUTE
@@ -35,6 +36,14 @@ def build_services(settings: Settings, overrides: Overrides | None = None) -> Wo
     return WorkerServices(ports=build_worker_ports(settings, overrides), policy=worker_policy(settings))
 
 
+def sent_at(record: dict[str, Any]) -> datetime | None:
+    """SQS's SentTimestamp of a record (epoch milliseconds), if it carries a readable one."""
+    try:
+        return datetime.fromtimestamp(int(record["attributes"]["SentTimestamp"]) / 1000, UTC)
+    except (KeyError, TypeError, ValueError, OverflowError, OSError):
+        return None
+
+
 def handler(event: dict[str, Any], context: Any, services: WorkerServices | None = None) -> dict[str, Any]:
     services = services or default_services()
     deliveries = [
@@ -44,6 +53,7 @@ def handler(event: dict[str, Any], context: Any, services: WorkerServices | None
             body=record["body"],
             receive_count=int(record.get("attributes", {}).get("ApproximateReceiveCount", "1")),
             redriven=REASON_ATTRIBUTE in (record.get("messageAttributes") or {}),
+            sent_at=sent_at(record),
         )
         for record in event.get("Records", [])
     ]

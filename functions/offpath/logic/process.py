@@ -7,12 +7,24 @@ redrive policy moves it to the DLQ after maxReceiveCount receives. The rest of t
 
 A claim's lease outlives the invocation that holds it, so no second worker can claim the job while
 the first can still be running it, even when the job function ignores its timeout.
+
+The message is what brings a job back: while a job is QUEUED, RUNNING or RETRYING its message stays
+on the queue (a retry changes its visibility; a worker that dies leaves it to return after its
+visibility timeout), so such a job needs no sweep-index entry. Where SQS would stop delivering it,
+the worker takes over:
+- A message for a job not written yet (the api sends before it writes, logic/submit.py) goes back
+  until `UNWRITTEN_BOUND_S` has passed since it was sent, and is then dropped as never accepted.
+- On one of the message's last `LAST_RECEIVES` receives (SQS moves it to the DLQ after
+  maxReceiveCount), a claim also writes the job's sweep time, so the sweeper finds the job if this
+  attempt's worker dies or retries; a message that would go back unclaimed is sent again as a fresh
+  copy (a new receive count) and this one acknowledged.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -35,7 +47,7 @@ from offpath.domain.errors import (
 )
 from offpath.domain.job import Job, JobStatus
 from offpath.domain.ports import JobMessage, JobQueue, JobStore, Metrics
-from offpath.domain.registry import LEASE_MARGIN_S, START_MARGIN_S, JobType, Registry
+from offpath.domain.registry import LEASE_MARGIN_S, START_MARGIN_S, UNWRITTEN_BOUND_S, JobType, Registry
 from offpath.domain.timeout import JobTimeout, run_with_timeout
 from offpath.observability import bound_job_id
 
@@ -48,6 +60,13 @@ MAX_RESULT_BYTES = 64 * 1024
 # Retries of an outcome write through a store outage (full jitter; see _write_outcome).
 OUTCOME_BACKOFF = Backoff(base_s=0.2, cap_s=2.0)
 UNKNOWN = "unknown"
+# A message is on one of its last receives when SQS may deliver it at most this many times more, counting
+# this one: two, so that one receive the worker never sees (a throttled invocation of the event source
+# mapping still counts a receive) cannot take the message to the DLQ unwatched.
+LAST_RECEIVES = 2
+# A message whose job is not written yet goes back for this long first (the api's write is usually
+# milliseconds behind its send), then until UNWRITTEN_BOUND_S has passed.
+UNWRITTEN_FIRST_RETRY_S = 2
 
 
 @dataclass(frozen=True)
@@ -60,6 +79,8 @@ class Delivery:
     receive_count: int = 1
     # The message carries the failure reason the worker put on its DLQ copy: it was redriven.
     redriven: bool = False
+    # When the message was sent (SQS's SentTimestamp); None when the record does not say.
+    sent_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -76,6 +97,8 @@ class WorkerPolicy:
     # rest of the batch).
     finish_reserve_ms: int = 2_000
     sweep_grace: timedelta = timedelta(minutes=2)
+    # How long after its send a message's job may still be written (logic/submit.py).
+    unwritten_bound: timedelta = timedelta(seconds=UNWRITTEN_BOUND_S)
 
 
 @dataclass
@@ -145,13 +168,36 @@ def _process(
         # Never claimed, so no attempt is spent; visible again at once, so it waits for no visibility timeout.
         logger.info("not enough time left in this invocation to start the job; it goes back at once, unclaimed")
         ports.metrics.count("RecordsReturnedUnrun", queue=policy.queue, job_type=job_type.name)
+        if _on_last_receives(delivery, ports, policy):
+            return _send_fresh_copy(message, ports, policy)
         ports.queue.change_visibility(policy.queue, delivery.receipt_handle, 0)
         return False
     try:
         return _claim_and_run(delivery, message, job_type, ports, policy, remaining_ms)
     except (StoreUnavailableError, QueueUnavailableError):
         logger.exception("store or queue unavailable; the message returns after its visibility timeout")
+        if _on_last_receives(delivery, ports, policy):
+            return _send_fresh_copy(message, ports, policy)
         return False
+
+
+def _on_last_receives(delivery: Delivery, ports: WorkerPorts, policy: WorkerPolicy) -> bool:
+    """SQS may deliver this message at most LAST_RECEIVES times more, this one included: left on the
+    queue, it may next be moved to the DLQ (maxReceiveCount) rather than delivered."""
+    return delivery.receive_count > ports.registry.max_receive_count(policy.queue) - LAST_RECEIVES
+
+
+def _send_fresh_copy(message: JobMessage, ports: WorkerPorts, policy: WorkerPolicy) -> bool:
+    """A message that must go back on one of its last receives is sent again (the copy's receive count
+    starts at 0) and this one acknowledged. If the copy cannot be sent, this one goes back."""
+    try:
+        ports.queue.send(policy.queue, message)
+    except QueueUnavailableError:
+        logger.exception("the fresh copy of a message on its last receives could not be sent; it goes back")
+        return False
+    ports.metrics.count("MessagesRenewed", queue=policy.queue, job_type=message.type)
+    logger.warning("message on its last receives went back as a fresh copy")
+    return True
 
 
 def _claim_and_run(
@@ -165,17 +211,19 @@ def _claim_and_run(
     now = ports.clock.now()
     # The invocation ends within `remaining_ms()`: the lease outlives it, however the job function behaves.
     lease_until = now + timedelta(milliseconds=remaining_ms()) + policy.lease_margin
+    # On one of the message's last receives the claim enters the job in the sweep index: if this attempt's
+    # worker dies or retries, SQS may move the message to the DLQ, and the sweeper takes the job on.
+    sweep_at = lease_until + policy.sweep_grace if _on_last_receives(delivery, ports, policy) else None
     try:
-        job = _claim(message, ports, now, lease_until)
+        job = _claim(message, ports, now, lease_until, sweep_at)
     except JobNotFoundError:
-        logger.warning("message for a job that does not exist (expired or never written); dropped")
-        return True
+        return _not_written(delivery, ports, policy, now)
     except JobConflictError as conflict:
         if conflict.job is None:
             return True
         if conflict.job.status is JobStatus.FAILED and delivery.redriven:
             try:
-                job = _redrive_and_claim(message, ports, policy, now, lease_until)
+                job = _redrive_and_claim(message, ports, policy, now, lease_until, sweep_at)
             except JobConflictError as again:
                 return again.job is None or _not_claimed(delivery, again.job, ports, policy, now)
         else:
@@ -224,12 +272,37 @@ def _claim_and_run(
     return True
 
 
-def _claim(message: JobMessage, ports: WorkerPorts, now: datetime, lease_until: datetime) -> Job:
-    return ports.store.claim(message.job_id, tenant=message.tenant, now=now, lease_until=lease_until)
+def _claim(
+    message: JobMessage, ports: WorkerPorts, now: datetime, lease_until: datetime, sweep_at: datetime | None
+) -> Job:
+    return ports.store.claim(message.job_id, tenant=message.tenant, now=now, lease_until=lease_until, sweep_at=sweep_at)
+
+
+def _not_written(delivery: Delivery, ports: WorkerPorts, policy: WorkerPolicy, now: datetime) -> bool:
+    """A message whose job does not exist. Sent less than `unwritten_bound` ago, its job may still be
+    being written (the api sends first): it goes back, first briefly, then until the bound has passed, so
+    it is received at most twice before the bound (maxReceiveCount is at least 4: max_attempts + 3). After
+    the bound, or when the record does not say when it was sent: dropped (never accepted, or expired)."""
+    # A sent time ahead of this clock (skew) counts as just sent.
+    waited = max(timedelta(0), now - delivery.sent_at) if delivery.sent_at is not None else None
+    if waited is None or waited >= policy.unwritten_bound:
+        logger.warning("message for a job that does not exist (expired or never written); dropped")
+        ports.metrics.count("MessagesUnwritten", queue=policy.queue, job_type=UNKNOWN)
+        return True
+    left_s = math.ceil((policy.unwritten_bound - waited).total_seconds())
+    wait_s = min(left_s, UNWRITTEN_FIRST_RETRY_S) if delivery.receive_count == 1 else left_s
+    logger.info("message for a job not written yet; it goes back", extra={"retry_in_s": wait_s})
+    ports.queue.change_visibility(policy.queue, delivery.receipt_handle, wait_s)
+    return False
 
 
 def _redrive_and_claim(
-    message: JobMessage, ports: WorkerPorts, policy: WorkerPolicy, now: datetime, lease_until: datetime
+    message: JobMessage,
+    ports: WorkerPorts,
+    policy: WorkerPolicy,
+    now: datetime,
+    lease_until: datetime,
+    sweep_at: datetime | None,
 ) -> Job:
     """A redriven message for a FAILED job: a fresh attempt budget (one conditional write, so a
     redrive resets the job once), then the usual claim."""
@@ -238,7 +311,7 @@ def _redrive_and_claim(
     )
     ports.metrics.count("JobsRedriven", queue=reset.queue, job_type=reset.type)
     logger.info("redriven job reset to QUEUED (redrive %d)", reset.redrives)
-    return _claim(message, ports, now, lease_until)
+    return _claim(message, ports, now, lease_until, sweep_at)
 
 
 def _run(job: Job, job_type: JobType, ports: WorkerPorts, remaining_ms: Callable[[], int]) -> Any:

@@ -170,8 +170,10 @@ class CountingStore:
     ) -> JobPage:
         return self.store.list_jobs(tenant, status=status, job_type=job_type, limit=limit, cursor=cursor)
 
-    def claim(self, job_id: str, *, tenant: str, now: datetime, lease_until: datetime) -> Job:
-        return self.store.claim(job_id, tenant=tenant, now=now, lease_until=lease_until)
+    def claim(
+        self, job_id: str, *, tenant: str, now: datetime, lease_until: datetime, sweep_at: datetime | None = None
+    ) -> Job:
+        return self.store.claim(job_id, tenant=tenant, now=now, lease_until=lease_until, sweep_at=sweep_at)
 
     def record_success(self, job: Job, *, result: Any, now: datetime, expires_at: datetime) -> None:
         self.store.record_success(job, result=result, now=now, expires_at=expires_at)

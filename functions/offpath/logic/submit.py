@@ -206,14 +206,31 @@ def delay_seconds(job: Job, now: datetime) -> int:
 
 
 def submit_job(request: SubmitRequest, ports: Ports, policy: SubmitPolicy) -> Submitted:
-    job = build_job(request, ports, policy, ports.clock.now())
+    """A job for its queue is sent first, then written (send-then-write): once the write lands its
+    message is already on the queue, so the job needs no sweep-index entry. When the send fails the job
+    is written with its sweep time, as before, and the sweeper sends it. A job due later than an SQS
+    delay reaches is written first and gets its one-time schedule (`dispatch`). The tenant's quotas are
+    asked before anything is sent or written (`admit`).
+
+    A message whose write never lands (the write failed, or the function died between the two) names
+    a job that does not exist: the worker returns it until `UNWRITTEN_BOUND_S` (domain/registry.py) has
+    passed since it was sent, then drops it as never accepted (logic/process.py). A replay sends a
+    second message for the existing job: a duplicate delivery, acknowledged without running."""
+    now = ports.clock.now()
+    job = build_job(request, ports, policy, now)
     replay = admit(job, ports)
-    outcome = CreateOutcome(replay, replayed=True) if replay is not None else ports.store.create(job)
+    if replay is not None:
+        outcome = CreateOutcome(replay, replayed=True)
+    else:
+        if job.status is JobStatus.QUEUED:
+            job = _send_first(ports, job, now)
+        outcome = ports.store.create(job)
     if outcome.replayed:
         ports.metrics.count("JobsDeduplicated", queue=job.queue, job_type=job.type)
         return Submitted(outcome.job, replayed=True)
     ports.metrics.count("JobsSubmitted", queue=job.queue, job_type=job.type)
-    dispatch(ports, outcome.job)
+    if outcome.job.status is JobStatus.SCHEDULED:
+        dispatch(ports, outcome.job)
     return Submitted(outcome.job, replayed=False)
 
 
@@ -233,6 +250,18 @@ def admit(job: Job, ports: Ports) -> Job | None:
             raise IdempotencyConflictError(existing) from None
         return existing
     return None
+
+
+def _send_first(ports: Ports, job: Job, now: datetime) -> Job:
+    """Send a new job's message before it is written. Sent: the job is written without a sweep time.
+    Not sent: it keeps its sweep time, and the sweeper sends it once that has passed."""
+    try:
+        ports.queue.send(job.queue, JobMessage.of(job), delay_s=delay_seconds(job, now))
+    except QueueUnavailableError:
+        logger.warning("send failed; the job is written for the sweeper to send", extra={"job_id": job.job_id})
+        ports.metrics.count("SendFailed", queue=job.queue, job_type=job.type)
+        return job
+    return job.replace(sweep_at=None)
 
 
 def dispatch(ports: Ports, job: Job) -> None:

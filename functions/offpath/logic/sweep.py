@@ -10,6 +10,11 @@ looks at the job and acts on what it finds:
 Before acting it moves the sweep time on with a write fenced on the time it saw, so when two
 sweeps overlap only one of them acts on a job.
 
+A sweep of limited size (`max_jobs`) is shared out round-robin across tenants (`domain.job.fair_share`):
+one tenant's flood of due jobs does not keep another tenant's due job out of it. The window it is shared out
+of is each shard's `max_jobs` oldest due keys (the index holds keys only; a tenant is known once its item is
+read), so a flood larger than that delays another tenant's job by the sweeps it takes to move the flood on.
+
 One job never stops a sweep: whatever sweeping it raises is logged with its job id and counted
 (`SweepErrors`), the job stays due and the sweep goes on with the next. A query of due jobs that
 fails is logged and counted the same way, and the sweep ends without raising.
