@@ -197,6 +197,11 @@ class LocalRuntime:
         self._set_env({**resources.environment(), "OFFPATH_LOG_LEVEL": config.log_level, "OFFPATH_DEMO_JOBS": "1"})
         timing = TestTiming(config.timeout_scale, config.visibility_scale)
         timing.apply_visibility(clients["sqs"], registry, resources.queue_urls)
+        if resources.delivery_queue_url and config.visibility_scale != 1:
+            visibility = max(1, round(6 * DELIVERY_FUNCTION_TIMEOUT_S * config.visibility_scale))
+            clients["sqs"].set_queue_attributes(
+                QueueUrl=resources.delivery_queue_url, Attributes={"VisibilityTimeout": str(visibility)}
+            )
         sources = self._state_sources(clients, resources, registry)
         saved = self._restore(sources)
         if config.faults is not None:

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from offpath_tools.launcher import OffpathLocal
+from offpath_tools.webhook_receiver import Receiver
 from tests.e2e.conftest import ROOT, Local, wait_for
-from tests.e2e.receiver import Receiver
 
 TENANTS = [f"notice-{i}" for i in range(10)]
 

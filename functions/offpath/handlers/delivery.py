@@ -53,6 +53,11 @@ def handler(event: dict[str, Any], context: Any, services: DeliveryServices | No
         logger.info(
             "delivery %s",
             outcome.result,
-            extra={"event_id": delivery.event_id, "endpoint": delivery.endpoint, "status": outcome.status},
+            extra={
+                "event_id": delivery.event_id,
+                "endpoint": delivery.endpoint,
+                "status": outcome.status,
+                "job_id": delivery.data.get("job_id"),
+            },
         )
     return {"batchItemFailures": failures}

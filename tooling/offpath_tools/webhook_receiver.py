@@ -1,9 +1,11 @@
-"""A webhook receiver on 127.0.0.1 for the end-to-end tests: it records every request it gets and answers
-what the test scripts for its path (200 by default). Signatures are verified with `standardwebhooks`, as a
-receiver would, by the tests (they know each endpoint's secrets)."""
+"""A webhook receiver on 127.0.0.1 for the end-to-end tests and the fault ledger: it records every request it
+gets and answers what the caller scripts for its path (200 by default; `fail_every`: every n-th request on a
+path answered 503). Signatures are verified with `standardwebhooks`, as a receiver would, by whoever knows the
+endpoint's secrets."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -21,6 +23,7 @@ class Received:
     headers: dict[str, str]
     body: str
     at: float  # time.monotonic()
+    status: int = 0  # what the receiver answered
 
     @property
     def event(self) -> dict[str, Any]:
@@ -48,7 +51,8 @@ class Script:
 
 
 class Receiver:
-    def __init__(self) -> None:
+    def __init__(self, fail_every: int = 0) -> None:
+        self.fail_every = fail_every
         self.received: list[Received] = []
         self.scripts: dict[str, Script] = {}
         self._lock = threading.Lock()
@@ -59,7 +63,7 @@ class Receiver:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length).decode()
                 headers = {k.lower(): v for k, v in self.headers.items()}
-                status, extra = receiver._answer(self.path, Received(self.path, headers, body, time.monotonic()))
+                status, extra = receiver._answer(Received(self.path, headers, body, time.monotonic()))
                 self.send_response(status)
                 for name, value in extra.items():
                     self.send_header(name, value)
@@ -82,15 +86,21 @@ class Receiver:
         with self._lock:
             self.scripts[path] = Script(list(answers), then)
 
-    def _answer(self, path: str, received: Received) -> tuple[int, dict[str, str]]:
+    def _answer(self, received: Received) -> tuple[int, dict[str, str]]:
         with self._lock:
-            self.received.append(received)
-            script = self.scripts.get(path)
-            if script is None:
-                return 200, {}
-            if script.answers:
-                return script.answers.pop(0)
-            return script.then, {}
+            status, extra = self._decide(received.path, len(self.received) + 1)
+            self.received.append(dataclasses.replace(received, status=status))
+            return status, extra
+
+    def _decide(self, path: str, count: int) -> tuple[int, dict[str, str]]:
+        if self.fail_every and count % self.fail_every == 0:
+            return 503, {}
+        script = self.scripts.get(path)
+        if script is None:
+            return 200, {}
+        if script.answers:
+            return script.answers.pop(0)
+        return script.then, {}
 
     def at(self, path: str) -> list[Received]:
         with self._lock:
