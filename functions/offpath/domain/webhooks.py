@@ -125,7 +125,7 @@ DELIVERY_TIMEOUT_S = 10.0
 MAX_RETRY_AFTER_S = max(RETRY_DELAYS_S)
 # An endpoint whose deliveries have failed for this long without one success is disabled.
 FAILING_DISABLES_AFTER = timedelta(days=5)
-ATTEMPTS_KEPT = 20  # GET /webhooks/{name}/deliveries shows the latest attempts
+ATTEMPTS_KEPT = 10  # GET /webhooks/{name}/deliveries shows the latest attempts
 HONOURS_RETRY_AFTER = frozenset({429, 503})
 GONE = 410
 
