@@ -424,7 +424,7 @@ def put_webhook(request: Request, services: ApiServices) -> Response:
         webhooks.EndpointRequest(
             name=request.path_parameters["name"],
             url=body.url,
-            events=tuple(body.events),
+            events=tuple(kind.value for kind in body.events),
             job_types=tuple(body.job_types or ()),
             include_payload=body.include_payload,
         ),

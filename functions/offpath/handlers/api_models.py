@@ -17,10 +17,12 @@ from pydantic import (
     RootModel,
     SerializerFunctionWrapHandler,
     ValidationError,
+    WithJsonSchema,
     model_serializer,
 )
 
 from offpath.domain.errors import InvalidRequestError
+from offpath.domain.events import EventType
 from offpath.domain.job import AttemptRecord, Job, JobStatus
 from offpath.domain.ports import AlarmChange, AlarmState, MinuteStats, QueueStats, RedriveTask
 from offpath.domain.webhooks import Attempt, Endpoint
@@ -643,15 +645,28 @@ class OpenApiDocument(RootModel[dict[str, Any]]):
 # -- webhooks (notices) -------------------------------------------------------------------------
 
 
+# A receiver's URL as the document states it (what else is refused depends on where its host resolves).
+WEBHOOK_URL_PATTERN = r"^https?://[!-~]+$"
+# A registered job type's name, documented as the document's JobTypeName (the registry's names).
+JobTypeNameText = Annotated[str, Field(max_length=64), WithJsonSchema({"$ref": "#/components/schemas/JobTypeName"})]
+
+
 class WebhookBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    url: str = Field(min_length=1, max_length=2048, description="https (locally also http://127.0.0.1:PORT)")
-    events: list[str] = Field(min_length=1, max_length=20, description="job event types, e.g. job.succeeded")
-    job_types: list[Annotated[str, Field(max_length=64)]] | None = Field(
+    url: str = Field(
+        min_length=1,
+        max_length=2048,
+        pattern=WEBHOOK_URL_PATTERN,
+        description="https (locally also http://127.0.0.1:PORT); its host must resolve to public addresses only",
+    )
+    events: list[EventType] = Field(min_length=1, max_length=20, description="job event types, e.g. job.succeeded")
+    job_types: list[JobTypeNameText] | None = Field(
         default=None, max_length=50, description="only these job types (default: all)"
     )
-    include_payload: bool = Field(default=False, description="a delivery's data also holds the job's payload")
+    include_payload: bool = Field(
+        default=False, strict=True, description="a delivery's data also holds the job's payload"
+    )
 
 
 WEBHOOK_EXAMPLE: dict[str, Any] = {
