@@ -20,8 +20,6 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 from urllib.parse import SplitResult, urlsplit
 
-from standardwebhooks import Webhook
-
 from offpath.domain.events import EventType, JobEvent
 
 # -- endpoints ---------------------------------------------------------------------------------
@@ -98,7 +96,10 @@ def body_of(kind: str, timestamp: datetime, data: dict[str, Any]) -> str:
 
 
 def signature(secrets_: Sequence[str], message_id: str, timestamp: datetime, body: str) -> str:
-    """`webhook-signature`: one `v1,<base64 HMAC-SHA256 of id.timestamp.body>` per secret, space-separated."""
+    """`webhook-signature`: one `v1,<base64 HMAC-SHA256 of id.timestamp.body>` per secret, space-separated.
+    (Imported here: only the delivery function signs, so only its package needs `standardwebhooks`.)"""
+    from standardwebhooks import Webhook
+
     return " ".join(Webhook(secret).sign(message_id, timestamp, body) for secret in secrets_)
 
 
