@@ -14,6 +14,12 @@ tests/integration (test_scheduling.py, test_submit_api.py):
   set by the test from the pages of the jobs it seeded). Those are the caller's own listing's: a request that
   lists another tenant's jobs (`tenant=system`, admins) is sent for its first page, without a cursor.
 
+- A webhook receiver's URL is refused unless its host resolves to allowed addresses (the embedded runtime
+  resolves no names and allows only 127.0.0.1), and a tenant has at most 10 endpoints: a `PUT
+  /webhooks/{name}` whose URL fits the document's pattern is given a loopback receiver's URL (a closed port:
+  its deliveries fail and are retried, on loopback only), and a name that fits is one of 8. The rules are
+  tested in tests/unit/test_webhooks.py and tests/e2e/test_notices.py.
+
 A value that breaks the document's pattern is sent as generated: the refusals of those are what is checked.
 """
 
@@ -29,7 +35,8 @@ from typing import Any
 import schemathesis
 from hypothesis import strategies as st
 
-from offpath.contract import CURSOR_PATTERN, IDEMPOTENCY_KEY_PATTERN
+from offpath.contract import CURSOR_PATTERN, IDEMPOTENCY_KEY_PATTERN, WEBHOOK_NAME_PATTERN
+from offpath.handlers.api_models import WEBHOOK_URL_PATTERN
 from offpath.logic.submit import EARLIEST_RUN_AT
 
 # A day inside either end, so the clock moving on during the run changes nothing.
@@ -39,6 +46,10 @@ MAX_OFFSET_MIN = 23 * 60 + 59
 
 _KEY = re.compile(IDEMPOTENCY_KEY_PATTERN)
 _CURSOR = re.compile(CURSOR_PATTERN)
+_WEBHOOK_NAME = re.compile(WEBHOOK_NAME_PATTERN)
+_WEBHOOK_URL = re.compile(WEBHOOK_URL_PATTERN)
+LOOPBACK_RECEIVER = "http://127.0.0.1:9/fuzzed"
+WEBHOOK_NAMES = 8
 _sent = itertools.count(1)
 _cursors = itertools.cycle(json.loads(os.environ.get("FUZZ_CURSORS") or "[]") or [None])
 
@@ -75,3 +86,15 @@ def before_call(context: Any, case: Any, kwargs: dict[str, Any]) -> None:
         real = next(_cursors)
         if real is not None:
             case.query["cursor"] = real
+    _steer_webhook(case)
+
+
+def _steer_webhook(case: Any) -> None:
+    if case.method.upper() != "PUT" or case.path != "/webhooks/{name}":
+        return
+    name = (case.path_parameters or {}).get("name")
+    if isinstance(name, str) and _WEBHOOK_NAME.fullmatch(name):
+        case.path_parameters["name"] = f"fuzz-{next(_sent) % WEBHOOK_NAMES}"
+    body = case.body
+    if isinstance(body, dict) and isinstance(body.get("url"), str) and _WEBHOOK_URL.search(body["url"]):
+        body["url"] = LOOPBACK_RECEIVER

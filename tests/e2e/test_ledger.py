@@ -126,3 +126,19 @@ def test_with_quotas_on_nothing_accepted_is_lost_and_a_429_left_no_job(
     assert result.duplicate_effects == []
     assert result.written_despite_refusal == 0
     assert set(refused_lookups) <= {404}
+
+
+def test_no_final_state_is_without_its_delivery_or_its_deliverys_dlq_entry(
+    ledger: tuple[Ledger, LedgerRuntime],
+) -> None:
+    """The notifier and the delivery path under the same faults: every final job's final event reached the
+    tenant's endpoint, signed (or its delivery was dead-lettered), though the receiver answered every tenth
+    request 503."""
+    result, _ = ledger
+    webhooks = result.webhooks
+
+    assert webhooks is not None
+    assert webhooks.finals == JOBS
+    assert webhooks.undelivered == []
+    assert webhooks.unverified == 0
+    assert webhooks.answered_503 > 0

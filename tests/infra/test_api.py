@@ -29,6 +29,14 @@ EXPECTED_ROUTES = {
     "GET /stats",
     "GET /alarms",
     "GET /quotas",
+    # Webhooks (notices).
+    "PUT /webhooks/{name}",
+    "GET /webhooks",
+    "GET /webhooks/{name}",
+    "DELETE /webhooks/{name}",
+    "POST /webhooks/{name}/rotate-secret",
+    "POST /webhooks/{name}/test",
+    "GET /webhooks/{name}/deliveries",
 }
 
 

@@ -32,6 +32,7 @@ from offpath_tools.cost import (
     estimate,
     load_measured,
     money,
+    notices_rows,
     problems,
     quota_cost_per_job,
     stats_call_cost,
@@ -215,6 +216,12 @@ def render_text(measured: Mapping[str, Any], config: Config, out: TextIO) -> Non
         for a in alternatives(measured, config)
     ]
     _table(out, ["SAME WORK ON", "PER JOB", "FEES PER MILLION", "TOTAL PER MILLION", ""], others)
+    out.write("\n")
+    _table(
+        out,
+        ["NOTICES (one webhook endpoint; apart from the total)", "PER MILLION JOBS"],
+        [[part, money(cost)] for part, cost in notices_rows()],
+    )
 
 
 def _table(out: TextIO, header: list[str], rows: list[list[str]]) -> None:
