@@ -18,12 +18,17 @@ class TableIndex:
     sort_key: str
     projection: str  # "KEYS_ONLY" or "INCLUDE"
     attributes: tuple[str, ...] = ()
+    # Write sharding: the partition key's value is `<value>#<shard>`, the shard (0..shards-1) from the item's
+    # job id, so one value's writes spread over `shards` partitions; a query merges the shards (1: unsharded).
+    shards: int = 1
 
 
 TABLE_INDEXES = (
     # A tenant's jobs, newest first. Keys only: written once, when the job is created; a listing
-    # reads its page's items and filters them by status and type.
-    TableIndex("by_tenant", "gsi1pk", "gsi_sk", "KEYS_ONLY"),
+    # reads its page's items and filters them by status and type. Sharded 8 ways (`<tenant>#<0..7>`):
+    # one partition key takes at most 1,000 write units a second, so one tenant could otherwise submit
+    # at most 1,000 jobs a second (docs/decisions.md).
+    TableIndex("by_tenant", "gsi1pk", "gsi_sk", "KEYS_ONLY", shards=8),
     # Sparse: only unfinished jobs carry sweep_pk; keys only, so claims do not rewrite it.
     TableIndex("sweep", "sweep_pk", "sweep_at", "KEYS_ONLY"),
 )

@@ -12,6 +12,8 @@ Two corrections to moto's queues, made where they are defined: a queue's message
 one change at a time (moto's server could lose a message sent while another was deleted, or bring a deleted
 one back); and, for speed only, they count their visible, in-flight and delayed messages reading the clock
 once per count rather than once per message (with thousands of messages queued, each receive took a second).
+One addition: a standard queue hands out its visible messages as an SQS fair queue does, quiet tenants'
+(`MessageGroupId`) before a noisy one's; a stand-in, described with its differences in fair_queues.py.
 
 `QueuePeek` reads queue depths and message ages from moto's own state, without receiving any message
 (a receive would count towards the redrive policy's maxReceiveCount). `export_messages` and
@@ -27,6 +29,7 @@ import functools
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +37,7 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
+from offpath_local.fair_queues import fair_order
 from offpath_local.move_tasks import MOVE_TASK_TARGETS, MessageMoveTasks
 from offpath_local.resources import ACCOUNT_ID, REGION
 
@@ -139,6 +143,7 @@ class Emulator:
         self._app = _EmulatorApp(dispatcher, self.move_tasks)
         wsgi_server.app = self._app
         _count_queue_messages_at_one_instant()
+        _hand_out_quiet_tenants_first()
         _change_queue_messages_one_at_a_time()
         # moto keeps its state per process: start from nothing.
         import urllib.request
@@ -286,6 +291,43 @@ def _count_queue_messages_at_one_instant() -> None:
     Queue.approximate_number_of_messages_delayed = property(delayed)
     Queue.approximate_number_of_messages_not_visible = property(not_visible)
     Queue._offpath_counts_at_one_instant = True
+
+
+def _hand_out_quiet_tenants_first() -> None:
+    """The stand-in for SQS fair queues (fair_queues.py). moto's receive takes a queue's visible messages in the
+    order of `Queue.messages`: on a standard queue that order is the fair one, computed from the messages in
+    flight per `MessageGroupId` in the same pass that lists the visible ones (the clock read once). FIFO queues
+    keep moto's order (their groups are ordering groups, not fair-queue tenants)."""
+    try:
+        from moto.core.utils import unix_time_millis
+        from moto.sqs.models import Queue
+    except ImportError:  # another moto layout: left as it is
+        return
+    if getattr(Queue, "_offpath_fair_delivery", False):
+        return
+
+    def messages(queue: Any) -> list[Any]:
+        now = unix_time_millis()
+        visible: list[Any] = []
+        in_flight: Counter[str] = Counter()
+        for message in queue._messages:
+            if now < message.delayed_until:
+                continue
+            if now > message.visible_at:
+                visible.append(message)
+            elif message.group_id:
+                in_flight[message.group_id] += 1
+        if queue.fifo_queue or not in_flight or not visible:
+            return visible
+        return fair_order(visible, in_flight, _group_of)
+
+    Queue.messages = property(messages)
+    Queue._offpath_fair_delivery = True
+
+
+def _group_of(message: Any) -> str | None:
+    group = message.group_id
+    return str(group) if group else None
 
 
 def _change_queue_messages_one_at_a_time() -> None:

@@ -4,7 +4,8 @@ As on SQS: `StartMessageMoveTask` starts an asynchronous task that moves the mes
 queue holds when it starts, at most `MaxNumberOfMessagesPerSecond` a second, to `DestinationArn` or
 else back to their source queue; one active task per source queue; `ListMessageMoveTasks` shows the
 most recent tasks first; `CancelMessageMoveTask` stops a running task. A moved message is a new
-message on its destination (receive count 0) with the same body and message attributes.
+message on its destination (receive count 0) with the same body and message attributes, and the same
+`MessageGroupId` (its fair-queue tenant), if it had one.
 
 The source queue of a message is the queue whose redrive policy names this DLQ. SQS records where a
 message came from when its redrive policy moved it; the emulator does not, so a DLQ that serves more
@@ -183,6 +184,7 @@ class MessageMoveTasks:
                     MaxNumberOfMessages=wanted,
                     VisibilityTimeout=RECEIVE_VISIBILITY_S,
                     MessageAttributeNames=["All"],
+                    MessageSystemAttributeNames=["MessageGroupId"],
                 ).get("Messages", [])
                 if not messages:
                     break
@@ -193,6 +195,9 @@ class MessageMoveTasks:
                     attributes = _sendable(message.get("MessageAttributes") or {})
                     if attributes:
                         request["MessageAttributes"] = attributes
+                    group = (message.get("Attributes") or {}).get("MessageGroupId")
+                    if group:
+                        request["MessageGroupId"] = group
                     self.sqs.send_message(**request)
                     self.sqs.delete_message(QueueUrl=source_url, ReceiptHandle=message["ReceiptHandle"])
                     task.moved += 1

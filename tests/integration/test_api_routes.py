@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from openapi_spec_validator import validate
 
+from offpath.adapters.dynamodb_store import TENANT_SHARDS
 from offpath.domain.registry import Registry
 from offpath.handlers import api
 from offpath.handlers.openapi import openapi_document
@@ -68,7 +69,7 @@ def test_listing_reads_an_index_and_never_scans_the_table(timed: Pipeline, clock
     listed = [page(timed, "limit=100")[0], page(timed, "status=QUEUED")[0], page(timed, "type=demo.echo")[0]]
 
     assert listed == [ids[::-1]] * 3
-    assert calls["DynamoDB.Query"] == 3
+    assert calls["DynamoDB.Query"] == 3 * TENANT_SHARDS  # each listing queries each of the tenant's shards once
     assert "DynamoDB.Scan" not in calls
 
 

@@ -11,6 +11,7 @@ import botocore.endpoint
 import pytest
 from botocore.awsrequest import AWSPreparedRequest
 
+from offpath.adapters.dynamodb_store import TENANT_SHARDS, encode_cursor
 from tests.integration.conftest import Answer, Pipeline, operation_of
 
 
@@ -56,8 +57,9 @@ def forged(plain: dict[str, str]) -> str:
         forged({"pk": "JOB#" + "a" * 32, "gsi1pk": "tenant-a", "gsi_sk": "x" * 2000}),
         forged({"pk": "JOB#" + "a" * 32, "gsi1pk": "tenant-b", "gsi_sk": "2026-01-01T00:00:00.000000Z#" + "a" * 32}),
         "not-base64-!!",
+        encode_cursor("tenant-b", [None] * TENANT_SHARDS),
     ],
-    ids=["empty-keys", "oversized-key", "other-tenant", "garbage"],
+    ids=["empty-keys", "oversized-key", "other-tenant", "garbage", "other-tenant-shards"],
 )
 def test_a_cursor_the_api_did_not_hand_out_is_rejected(pipeline: Pipeline, cursor: str) -> None:
     status, body, _ = pipeline.call("GET", f"/jobs?cursor={cursor}")

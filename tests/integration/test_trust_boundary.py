@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from offpath.adapters.dynamodb_store import DynamoDbJobStore, to_item
+from offpath.adapters.dynamodb_store import DynamoDbJobStore, tenant_partition, tenant_shard, to_item
 from offpath.domain.errors import ItemTooLargeError, QueueUnavailableError
 from offpath.domain.job import Job, JobStatus, Progress, payload_json
 from offpath.logic.process import MAX_ERROR_LENGTH, MAX_RESULT_BYTES
@@ -383,7 +383,7 @@ def test_a_raw_item_missing_its_attributes_is_left_out_of_a_listing(pipeline: Pi
     good = pipeline.submit("demo.echo", {"n": 1})[1]["job_id"]
     item = to_item(largest_job(100))
     raw = {name: item[name] for name in ("pk", "gsi1pk", "gsi_sk")}
-    raw["gsi1pk"] = {"S": "tenant-a"}
+    raw["gsi1pk"] = {"S": tenant_partition("tenant-a", tenant_shard("f" * 32))}
     pipeline.clients["dynamodb"].put_item(TableName=pipeline.resources.table_name, Item=raw)
 
     status, page, _ = pipeline.call("GET", "/jobs")

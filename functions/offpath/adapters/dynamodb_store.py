@@ -5,17 +5,23 @@ read with boto3's TypeSerializer/TypeDeserializer.
 Item layout (key `pk`):
 - `JOB#<job_id>`: the job, which is also its idempotency record (the id derives from tenant + key).
 - `ONCE#<job_id>#<name>`: a `ctx.once` mark.
-Indexes (offpath.naming.TABLE_INDEXES): `by_tenant` (tenant, created) for listings and the sparse
-`sweep` index (shard, sweep time) for the sweeper.
+Indexes (offpath.naming.TABLE_INDEXES): `by_tenant` (tenant and shard, created) for listings and the sparse
+`sweep` index (shard, sweep time) for the sweeper. A tenant's `by_tenant` entries are spread over the index's
+shards (`<tenant>#<shard>`, the shard from the job id); a listing queries every shard and merges them, newest
+first, and its cursor holds the position reached in each shard.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
+import heapq
+import itertools
 import json
 import logging
 import re
 import uuid
+import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -59,12 +65,15 @@ from offpath.domain.job import (
     payload_json,
 )
 from offpath.domain.ports import CreateOutcome, Firing, JobPage, ScheduleState
+from offpath.naming import TABLE_INDEXES
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
     from mypy_boto3_dynamodb.type_defs import AttributeValueTypeDef
 
 INDEX_BY_TENANT = "by_tenant"
+# How many partition key values one tenant's listing entries are spread over (offpath.naming.TABLE_INDEXES).
+TENANT_SHARDS = {index.name: index for index in TABLE_INDEXES}[INDEX_BY_TENANT].shards
 INDEX_SWEEP = "sweep"
 # The sweep index's partition key is spread over shards so no single partition takes every write.
 SWEEP_SHARDS = 4
@@ -74,8 +83,9 @@ CONFLICT = "ConditionalCheckFailedException"
 ITEM_TOO_LARGE = re.compile(r"item size .*exceeded", re.IGNORECASE)
 # A cursor as handed out (contract.CURSOR_PATTERN): base64url without padding, of the key's JSON.
 CURSOR_TEXT = re.compile(r"[A-Za-z0-9_-]{1,2048}")
-CURSOR_PK = re.compile(r"JOB#[0-9a-f]{32}")
 CURSOR_SORT_KEY = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z#[0-9a-f]{32}")
+# A cursor names its listing's tenant by a digest (a tenant may be 1,024 characters; the cursor stays short).
+CURSOR_TENANT_CHARS = 16
 # total_max_attempts counts the first try: 3 attempts in all ("max_attempts" would mean 3 retries).
 SDK_CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 3}, connect_timeout=2, read_timeout=5)
 
@@ -135,30 +145,60 @@ class DynamoDbJobStore:
     def list_jobs(
         self, tenant: str, *, status: JobStatus | None, job_type: str | None, limit: int, cursor: str | None
     ) -> JobPage:
-        """One query of the keys-only index for `limit` keys, then one batch read of their items,
-        filtered by status and type. A filtered page can hold fewer than `limit` jobs and still
-        have a cursor."""
-        request: dict[str, Any] = {
-            "TableName": self.table_name,
-            "IndexName": INDEX_BY_TENANT,
-            "KeyConditionExpression": "gsi1pk = :k",
-            "ExpressionAttributeValues": attribute_values({":k": tenant}),
-            "ScanIndexForward": False,
-            "Limit": limit,
-        }
-        if cursor is not None:
-            request["ExclusiveStartKey"] = decode_cursor(cursor, "gsi1pk", tenant)
-        response = self._call(self.client.query, **request)
-        last = response.get("LastEvaluatedKey")
-        keys = [plain_values(item)["pk"] for item in response.get("Items", [])]
+        """The tenant's jobs, newest first: each of its `by_tenant` shards is queried for up to `limit` keys
+        after the position the cursor holds for it, the shards' keys are merged, and the newest `limit` are
+        read with one batch read and filtered by status and type. A filtered page can hold fewer than `limit`
+        jobs and still have a cursor."""
+        positions = decode_cursor(cursor, tenant) if cursor is not None else [None] * TENANT_SHARDS
+        fetched: dict[int, list[str]] = {}
+        exhausted: set[int] = set()
+        for shard, position in enumerate(positions):
+            if position is False:
+                continue
+            keys, more = self._shard_keys(tenant, shard, position, limit)
+            fetched[shard] = keys
+            if not more:
+                exhausted.add(shard)
+        merged = heapq.merge(
+            *([(sort_key, shard) for sort_key in keys] for shard, keys in fetched.items()), reverse=True
+        )
+        page = list(itertools.islice(merged, limit))
+        taken = {shard: sum(1 for _, of in page if of == shard) for shard in fetched}
+        following: list[str | Literal[False] | None] = list(positions)
+        for shard, keys in fetched.items():
+            if taken[shard]:
+                following[shard] = keys[taken[shard] - 1]
+            if shard in exhausted and taken[shard] == len(keys):
+                following[shard] = False
         jobs = [
             job
-            for job in self._get_many(keys)
+            for job in self._get_many([job_key(job_id_of_sort_key(sort_key)) for sort_key, _ in page])
             if job.tenant == tenant
             and (status is None or job.status is status)
             and (job_type is None or job.type == job_type)
         ]
-        return JobPage(jobs, encode_cursor(last) if last else None)
+        done = all(position is False for position in following)
+        return JobPage(jobs, None if done else encode_cursor(tenant, following))
+
+    def _shard_keys(self, tenant: str, shard: int, after: str | None, limit: int) -> tuple[list[str], bool]:
+        """Up to `limit` sort keys of one shard of the tenant's listing, newest first, after `after`; and
+        whether the shard may hold more."""
+        partition = tenant_partition(tenant, shard)
+        request: dict[str, Any] = {
+            "TableName": self.table_name,
+            "IndexName": INDEX_BY_TENANT,
+            "KeyConditionExpression": "gsi1pk = :k",
+            "ExpressionAttributeValues": attribute_values({":k": partition}),
+            "ScanIndexForward": False,
+            "Limit": limit,
+        }
+        if after is not None:
+            request["ExclusiveStartKey"] = attribute_values(
+                {"pk": job_key(job_id_of_sort_key(after)), "gsi1pk": partition, "gsi_sk": after}
+            )
+        response = self._call(self.client.query, **request)
+        keys = [str(plain_values(item)["gsi_sk"]) for item in response.get("Items", [])]
+        return keys, "LastEvaluatedKey" in response
 
     def _get_many(self, keys: list[str]) -> list[Job]:
         """BatchGetItem in chunks of 100, retrying unprocessed keys; returns jobs in `keys` order. An item
@@ -613,6 +653,25 @@ def key_of(pk: str) -> Item:
     return attribute_values({"pk": pk})
 
 
+def tenant_shard(job_id: str) -> int:
+    """The `by_tenant` shard of a job's listing entry: from its id, so a job's entry never moves."""
+    return zlib.crc32(job_id.encode()) % TENANT_SHARDS
+
+
+def tenant_partition(tenant: str, shard: int) -> str:
+    """The `by_tenant` partition key of one shard of a tenant's listing."""
+    return f"{tenant}#{shard}"
+
+
+def listing_sort_key(created: str, job_id: str) -> str:
+    """The `by_tenant` sort key: the creation time (fixed-width UTC text) and the job id."""
+    return f"{created}#{job_id}"
+
+
+def job_id_of_sort_key(sort_key: str) -> str:
+    return sort_key.rpartition("#")[2]
+
+
 def sweep_shard(job_id: str) -> str:
     return f"SWEEP#{int(job_id[:2], 16) % SWEEP_SHARDS}"
 
@@ -771,9 +830,9 @@ def to_item(job: Job) -> Item:
             "redrives": job.redrives,
             "resends": job.resends,
             "retries": job.retries,
-            # The by_tenant index's keys (offpath.naming.TABLE_INDEXES).
-            "gsi1pk": job.tenant,
-            "gsi_sk": f"{created}#{job.job_id}",
+            # The by_tenant index's keys (offpath.naming.TABLE_INDEXES): the tenant's shard, created time + id.
+            "gsi1pk": tenant_partition(job.tenant, tenant_shard(job.job_id)),
+            "gsi_sk": listing_sort_key(created, job.job_id),
             "idempotency_key": job.idempotency_key,
             "schedule_name": job.schedule_name,
             "error": job.error,
@@ -872,24 +931,39 @@ def attempts_from_json(text: str | None) -> tuple[AttemptRecord, ...]:
     )
 
 
-def encode_cursor(key: Mapping[str, Any]) -> str:
-    plain = plain_values(key)
+def encode_cursor(tenant: str, positions: list[str | Literal[False] | None]) -> str:
+    """A listing's cursor: its tenant (a digest) and, per shard, where the next page starts: `null` at the
+    newest entry, a sort key after that entry, `false` when the shard is done. Base64url of the JSON."""
+    plain = {"t": tenant_digest(tenant), "p": positions}
     return base64.urlsafe_b64encode(json.dumps(plain, separators=(",", ":")).encode()).decode().rstrip("=")
 
 
-def decode_cursor(cursor: str, key_name: str, key_value: str) -> Item:
-    """A cursor is only accepted for the listing (and tenant) it came from."""
+def tenant_digest(tenant: str) -> str:
+    return hashlib.sha256(tenant.encode()).hexdigest()[:CURSOR_TENANT_CHARS]
+
+
+def decode_cursor(cursor: str, tenant: str) -> list[str | Literal[False] | None]:
+    """The per-shard positions of a cursor; only accepted for the listing (and tenant) it came from, with
+    one position per shard, each a key of that shard."""
     try:
         if not CURSOR_TEXT.fullmatch(cursor):
             raise ValueError("not base64url")
         padded = cursor + "=" * (-len(cursor) % 4)
         plain = json.loads(base64.urlsafe_b64decode(padded.encode()))
-        if not isinstance(plain, dict) or plain.get(key_name) != key_value:
-            raise ValueError("cursor belongs to another listing")
-        if set(plain) != {"pk", key_name, "gsi_sk"} or not all(isinstance(v, str) for v in plain.values()):
+        if not isinstance(plain, dict) or set(plain) != {"t", "p"}:
             raise ValueError("cursor has the wrong keys")
-        if not CURSOR_PK.fullmatch(plain["pk"]) or not CURSOR_SORT_KEY.fullmatch(plain["gsi_sk"]):
-            raise ValueError("cursor keys are not keys this table makes")
+        if plain["t"] != tenant_digest(tenant):
+            raise ValueError("cursor belongs to another listing")
+        positions = plain["p"]
+        if not isinstance(positions, list) or len(positions) != TENANT_SHARDS:
+            raise ValueError("cursor does not have a position per shard")
+        for shard, position in enumerate(positions):
+            if position is None or position is False:
+                continue
+            if not isinstance(position, str) or not CURSOR_SORT_KEY.fullmatch(position):
+                raise ValueError("cursor keys are not keys this table makes")
+            if tenant_shard(job_id_of_sort_key(position)) != shard:
+                raise ValueError("cursor key is not in its shard")
     except (ValueError, TypeError, RecursionError):  # RecursionError: JSON nested thousands deep
         raise InvalidRequestError("cursor", "cursor is not one this listing returned", code="invalid_cursor") from None
-    return attribute_values(plain)
+    return cast("list[str | Literal[False] | None]", positions)

@@ -1,7 +1,13 @@
-"""The job queues on SQS: one queue and one DLQ per queue class."""
+"""The job queues on SQS: one queue and one DLQ per queue class.
+
+Every message carries `MessageGroupId` = its job's tenant (`message_group_of`): on a standard queue that makes
+it an SQS fair queue, which serves quiet tenants' messages before those of a tenant holding a large share of
+the messages in flight (docs/local.md, "Fair delivery"). Nothing changes for the consumer.
+"""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +26,19 @@ SDK_CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 3}, conne
 MAX_DELAY_S = 900
 SEND_BATCH_LIMIT = 10
 REASON_ATTRIBUTE = "offpath-failure-reason"
+# SQS takes a MessageGroupId of at most 128 characters (letters, digits, punctuation); a tenant may be longer
+# (an IAM principal ARN is up to 1,024).
+MESSAGE_GROUP_ID_MAX = 128
+_GROUP_DIGEST_CHARS = 32
+
+
+def message_group_of(tenant: str) -> str:
+    """The fair-queue tenant of a job's messages: the tenant itself, or, past 128 characters, its first 95
+    followed by `~` and 32 hex characters of its SHA-256 (stable, and distinct for distinct tenants)."""
+    if len(tenant) <= MESSAGE_GROUP_ID_MAX:
+        return tenant
+    digest = hashlib.sha256(tenant.encode()).hexdigest()[:_GROUP_DIGEST_CHARS]
+    return f"{tenant[: MESSAGE_GROUP_ID_MAX - _GROUP_DIGEST_CHARS - 1]}~{digest}"
 
 
 def _call(operation: Callable[..., Any], **request: Any) -> Any:
@@ -53,6 +72,7 @@ class SqsJobQueue:
             QueueUrl=self.queue_urls[queue],
             MessageBody=message.to_body(),
             DelaySeconds=max(0, min(MAX_DELAY_S, delay_s)),
+            MessageGroupId=message_group_of(message.tenant),
         )
 
     def send_batch(self, queue: str, messages: list[JobMessage]) -> list[JobMessage]:
@@ -63,7 +83,10 @@ class SqsJobQueue:
                 response = _call(
                     self.client.send_message_batch,
                     QueueUrl=self.queue_urls[queue],
-                    Entries=[{"Id": str(i), "MessageBody": m.to_body()} for i, m in enumerate(chunk)],
+                    Entries=[
+                        {"Id": str(i), "MessageBody": m.to_body(), "MessageGroupId": message_group_of(m.tenant)}
+                        for i, m in enumerate(chunk)
+                    ],
                 )
             except QueueUnavailableError:
                 unsent.extend(chunk)
@@ -85,7 +108,16 @@ class SqsJobQueue:
             QueueUrl=self.dlq_urls[queue],
             MessageBody=message.to_body(),
             MessageAttributes={REASON_ATTRIBUTE: {"DataType": "String", "StringValue": reason[:1000] or "failed"}},
+            MessageGroupId=message_group_of(message.tenant),
         )
+
+
+def _group_of_body(body: str) -> dict[str, str]:
+    """A re-sent job message's MessageGroupId (its tenant), from its body; nothing for a body that is not one."""
+    try:
+        return {"MessageGroupId": message_group_of(JobMessage.from_body(body).tenant)}
+    except (ValueError, KeyError, TypeError):
+        return {}
 
 
 class SqsQueueMonitor:
@@ -265,6 +297,7 @@ class SqsRedriver:
                     QueueUrl=self.queue_urls[queue],
                     MessageBody=message["Body"],
                     MessageAttributes=message.get("MessageAttributes", {}),
+                    **_group_of_body(message["Body"]),
                 )
                 _call(self.client.delete_message, QueueUrl=self.dlq_urls[queue], ReceiptHandle=message["ReceiptHandle"])
                 moved += 1

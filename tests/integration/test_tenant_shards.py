@@ -1,0 +1,209 @@
+"""The `by_tenant` index is sharded: one tenant's listing entries spread over the index's shards (no hot partition
+for a big tenant), and a listing merges the shards newest first, page after page, with its filters, for a tenant
+as for an admin's listing of the jobs schedules made."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from offpath.adapters.dynamodb_store import (
+    INDEX_BY_TENANT,
+    TENANT_SHARDS,
+    DynamoDbJobStore,
+    attribute_values,
+    encode_cursor,
+    tenant_partition,
+    to_item,
+)
+from offpath.domain.errors import InvalidRequestError
+from offpath.domain.job import Job, JobStatus
+from offpath.tenancy import SYSTEM_TENANT
+from offpath_local.resources import ACCOUNT_ID, REGION, Resources
+from tests.integration.conftest import Pipeline
+
+BIG = "tenant-big"
+JOBS = 10_000
+T0 = datetime(2026, 12, 1, tzinfo=UTC)
+ADMIN = ["offpath/admin"]
+
+
+def job(n: int, job_id: str, *, tenant: str = BIG) -> Job:
+    """Job n of a tenant, created n milliseconds after T0; every third one finished, every fifth a demo.sleep."""
+    created = T0 + timedelta(milliseconds=n)
+    return Job(
+        job_id=job_id,
+        tenant=tenant,
+        type="demo.sleep" if n % 5 == 0 else "demo.echo",
+        queue="default",
+        payload={"n": n},
+        payload_hash="h",
+        status=JobStatus.SUCCEEDED if n % 3 == 0 else JobStatus.QUEUED,
+        created_at=created,
+        updated_at=created,
+        max_attempts=3,
+        submission_id="s",
+    )
+
+
+def write_all(clients: dict[str, Any], table: str, jobs: list[Job]) -> None:
+    """The store's own items (to_item), written 25 to a BatchWriteItem."""
+    dynamodb = clients["dynamodb"]
+    for start in range(0, len(jobs), 25):
+        pending: Any = {table: [{"PutRequest": {"Item": to_item(j)}} for j in jobs[start : start + 25]]}
+        while pending:
+            pending = dynamodb.batch_write_item(RequestItems=pending).get("UnprocessedItems") or None
+
+
+def put_directly(table: str, jobs: list[Job]) -> None:
+    """The store's own items (to_item), put into moto's table by moto's own put_item, without the HTTP round trip
+    of each BatchWriteItem: 10,000 jobs in seconds."""
+    from moto.dynamodb.models import dynamodb_backends
+
+    backend = dynamodb_backends[ACCOUNT_ID][REGION]
+    for j in jobs:
+        backend.put_item(table, to_item(j))
+
+
+def tenant_jobs(tenant: str, count: int, seed: int) -> list[Job]:
+    """`count` jobs of a tenant with random ids (as uuid4 makes them), oldest first."""
+    rng = random.Random(seed)
+    return [job(n, f"{rng.getrandbits(128):032x}", tenant=tenant) for n in range(count)]
+
+
+@pytest.fixture
+def tenant_240(clients: dict[str, Any], resources: Resources) -> list[Job]:
+    """240 jobs of BIG: about 30 a shard, enough to page across every shard many times."""
+    jobs = tenant_jobs(BIG, 240, seed=5)
+    write_all(clients, resources.table_name, jobs)
+    return jobs
+
+
+def shard_count(clients: dict[str, Any], table: str, tenant: str, shard: int) -> int:
+    request: dict[str, Any] = {
+        "TableName": table,
+        "IndexName": INDEX_BY_TENANT,
+        "KeyConditionExpression": "gsi1pk = :k",
+        "ExpressionAttributeValues": attribute_values({":k": tenant_partition(tenant, shard)}),
+        "Select": "COUNT",
+    }
+    count = 0
+    while True:
+        response = clients["dynamodb"].query(**request)
+        count += int(response["Count"])
+        if "LastEvaluatedKey" not in response:
+            return count
+        request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+
+def listing(
+    store: DynamoDbJobStore, tenant: str, *, limit: int, status: JobStatus | None = None, job_type: str | None = None
+) -> tuple[list[str], int]:
+    """Every job id of the listing, page after page, and how many pages it took."""
+    ids: list[str] = []
+    cursor, pages = None, 0
+    while True:
+        page = store.list_jobs(tenant, status=status, job_type=job_type, limit=limit, cursor=cursor)
+        pages += 1
+        ids.extend(j.job_id for j in page.jobs)
+        cursor = page.cursor
+        if cursor is None:
+            return ids, pages
+
+
+def test_ten_thousand_jobs_of_one_tenant_spread_over_the_shards_and_list_newest_first(
+    clients: dict[str, Any], resources: Resources, store: DynamoDbJobStore
+) -> None:
+    jobs = tenant_jobs(BIG, JOBS, seed=13)
+    put_directly(resources.table_name, jobs)
+
+    per_shard = Counter(str(to_item(j)["gsi1pk"]["S"]) for j in jobs)  # type: ignore[index]
+    first = store.list_jobs(BIG, status=None, job_type=None, limit=100, cursor=None)
+    second = store.list_jobs(BIG, status=None, job_type=None, limit=100, cursor=first.cursor)
+
+    assert TENANT_SHARDS == 8
+    assert set(per_shard) == {tenant_partition(BIG, shard) for shard in range(TENANT_SHARDS)}
+    even = JOBS / TENANT_SHARDS
+    assert all(abs(count - even) < 0.1 * even for count in per_shard.values()), per_shard
+    # The index holds what the items say (one shard counted: moto sorts a shard's entries on every query).
+    assert shard_count(clients, resources.table_name, BIG, 0) == per_shard[tenant_partition(BIG, 0)]
+    newest_first = [j.job_id for j in reversed(jobs)]
+    assert [j.job_id for j in first.jobs + second.jobs] == newest_first[:200]
+    assert second.cursor is not None
+
+
+@pytest.mark.parametrize("limit", [7, 100])
+def test_the_listing_merges_the_shards_newest_first_across_pages(
+    tenant_240: list[Job], store: DynamoDbJobStore, limit: int
+) -> None:
+    every, pages = listing(store, BIG, limit=limit)
+
+    assert every == [j.job_id for j in reversed(tenant_240)]
+    assert pages in {-(-240 // limit), -(-240 // limit) + 1}  # DynamoDB may hand out a cursor to an empty page
+
+
+def test_filters_apply_to_the_merged_listing(tenant_240: list[Job], store: DynamoDbJobStore) -> None:
+    finished, _ = listing(store, BIG, limit=30, status=JobStatus.SUCCEEDED)
+    sleeps, _ = listing(store, BIG, limit=30, job_type="demo.sleep")
+
+    assert finished == [j.job_id for j in reversed(tenant_240) if j.status is JobStatus.SUCCEEDED]
+    assert sleeps == [j.job_id for j in reversed(tenant_240) if j.type == "demo.sleep"]
+
+
+def test_a_short_tenant_listing_ends_without_a_cursor(store: DynamoDbJobStore) -> None:
+    for n in range(3):
+        store.create(job(n, f"{n + 1:032x}", tenant="tenant-small"))
+
+    page = store.list_jobs("tenant-small", status=None, job_type=None, limit=10, cursor=None)
+
+    assert [j.job_id for j in page.jobs] == [f"{n:032x}" for n in (3, 2, 1)]
+    assert page.cursor is None
+
+
+def test_an_admin_pages_through_the_jobs_schedules_made(pipeline: Pipeline) -> None:
+    jobs = tenant_jobs(SYSTEM_TENANT, 25, seed=3)
+    write_all(pipeline.clients, pipeline.resources.table_name, jobs)
+
+    ids: list[str] = []
+    path = "/jobs?tenant=system&limit=7"
+    while path:
+        code, page, _ = pipeline.call("GET", path, scopes=ADMIN)
+        assert code == 200, page
+        ids.extend(j["job_id"] for j in page["jobs"])
+        path = f"/jobs?tenant=system&limit=7&cursor={page['cursor']}" if page.get("cursor") else ""
+
+    assert ids == [j.job_id for j in reversed(jobs)]
+
+
+@pytest.mark.parametrize(
+    "positions",
+    [
+        [None] * (TENANT_SHARDS - 1),  # a shard missing
+        [None] * (TENANT_SHARDS - 1) + ["2026-12-01T00:00:00.000000Z#" + "0" * 31],  # not a key the table makes
+        [True] * TENANT_SHARDS,  # neither a position nor done
+    ],
+    ids=["shard-missing", "bad-key", "bad-position"],
+)
+def test_a_cursor_with_a_bad_position_is_refused(store: DynamoDbJobStore, positions: list[Any]) -> None:
+    with pytest.raises(InvalidRequestError):
+        store.list_jobs(BIG, status=None, job_type=None, limit=10, cursor=encode_cursor(BIG, positions))
+
+
+def test_a_cursor_key_from_another_shard_is_refused(tenant_240: list[Job], store: DynamoDbJobStore) -> None:
+    cursor = store.list_jobs(BIG, status=None, job_type=None, limit=50, cursor=None).cursor
+    assert cursor is not None
+    positions = decode(cursor)
+    moved = positions[1:] + positions[:1]  # every key now sits in a shard it does not belong to
+
+    with pytest.raises(InvalidRequestError):
+        store.list_jobs(BIG, status=None, job_type=None, limit=10, cursor=encode_cursor(BIG, moved))
+
+
+def decode(cursor: str) -> list[Any]:
+    from offpath.adapters.dynamodb_store import decode_cursor
+
+    return list(decode_cursor(cursor, BIG))
