@@ -19,6 +19,9 @@
 | `OFFPATH_TENANT_CLAIMS` | api | comma-separated JWT claims naming the tenant, first present wins (default `tenant`) |
 | `OFFPATH_ADMIN_PRINCIPALS` | api | comma-separated IAM principal ARNs (users, roles) that are admins (default none) |
 | `OFFPATH_DEMO_JOBS` | all | `1`: the demo job types (`demo.*`) are loaded (default off; `offpath local` sets it) |
+| `OFFPATH_EVENT_BUS_NAME` | notifier | the EventBridge bus events go to (absent: none) |
+| `OFFPATH_DELIVERY_QUEUE_URL` | notifier, delivery | the webhook delivery queue |
+| `OFFPATH_REALTIME_URL` | notifier | the AppSync Events API's HTTP endpoint events are published to (absent: none) |
 | `AWS_ENDPOINT_URL` | all | boto3's own: points every client at an emulator |
 """
 
@@ -58,6 +61,10 @@ class Settings(BaseModel):
     admin_principals: tuple[str, ...] = ()
     demo_jobs: bool = False
     stack_prefix: str = "offpath"
+    # Notices (job events): the bus, the webhook delivery queue, the realtime endpoint.
+    event_bus_name: str | None = None
+    delivery_queue_url: str | None = None
+    realtime_url: str | None = None
 
     @field_validator("queue_urls", "dlq_urls", mode="before")
     @classmethod

@@ -19,8 +19,10 @@ from offpath.naming import (  # noqa: F401  (names re-exported for the runtime's
     TABLE_PARTITION_KEY,
     TTL_ATTRIBUTE,
     api_function_name,
+    delivery_dlq_name,
     dlq_name,
     enqueue_function_name,
+    notifier_failures_queue_name,
     queue_name,
     recurring_input,
     schedule_group_name,
@@ -215,7 +217,8 @@ def create_schedules(scheduler: Any, registry: Registry, prefix: str, schedule_d
 
 def alarm_specs(registry: Registry, prefix: str) -> list[AlarmSpec]:
     """The stack's alarms: per queue class its DLQ depth, oldest message age, stuck jobs, worker errors and
-    throttles; then API 5xx, the Scheduler's DLQ and the asynchronous invocation failures."""
+    throttles; then API 5xx, the Scheduler's DLQ, the asynchronous invocation failures, the webhook delivery DLQ
+    and the notifier's stream failures (a queue the runtime has not made reads as empty)."""
 
     def sqs(name: str, description: str, threshold: float, queue: str, metric: str, source: str) -> AlarmSpec:
         return AlarmSpec(
@@ -305,6 +308,22 @@ def alarm_specs(registry: Registry, prefix: str) -> list[AlarmSpec]:
             "or a delayed job may not have been enqueued.",
             1,
             f"{prefix}-async-failures",
+            "ApproximateNumberOfMessagesVisible",
+            "queue_visible",
+        ),
+        sqs(
+            "webhooks-dlq-depth",
+            "Webhook deliveries the delivery function kept failing on are parked in the delivery DLQ.",
+            1,
+            delivery_dlq_name(prefix),
+            "ApproximateNumberOfMessagesVisible",
+            "queue_visible",
+        ),
+        sqs(
+            "notifier-failures",
+            "The notifier gave up on a batch of the job table's stream: its events may not have been sent.",
+            1,
+            notifier_failures_queue_name(prefix),
             "ApproximateNumberOfMessagesVisible",
             "queue_visible",
         ),

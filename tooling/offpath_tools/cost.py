@@ -230,9 +230,10 @@ class Assumptions:
     # DynamoDB storage: per-item overhead and the by_tenant entry of a job.
     item_overhead_bytes: int = 100
     index_entry_bytes: int = 250
-    # Alarms the stack creates: 5 per queue class, plus API 5xx, Scheduler DLQ and async failures.
+    # Alarms the stack creates: 5 per queue class, plus API 5xx, Scheduler DLQ, async failures, the webhook
+    # delivery DLQ and the notifier's stream failures.
     alarms_per_queue_class: int = 5
-    other_alarms: int = 3
+    other_alarms: int = 5
     dashboards: int = 1
 
 
