@@ -42,6 +42,8 @@ NOTIFIER_HANDLER = "offpath.handlers.notifier.handler"
 DELIVERY_HANDLER = "offpath.handlers.delivery.handler"
 NOTIFIER_TIMEOUT = cdk.Duration.seconds(60)
 NOTIFIER_BATCH_SIZE = 100
+# Fewer, fuller invocations; a realtime event waits at most this long for its batch.
+NOTIFIER_BATCHING_WINDOW = cdk.Duration.seconds(1)
 # A batch that keeps failing is split in two (bisection) and retried, at most this often, while its oldest
 # record is younger than the maximum age (the stream keeps records 24 hours); then its record goes to the
 # on-failure queue, which alarms.
@@ -49,6 +51,8 @@ NOTIFIER_RETRY_ATTEMPTS = 10
 NOTIFIER_MAX_RECORD_AGE = cdk.Duration.hours(6)
 # A delivery waits at most 10 s for its receiver: a batch of 10 fits the timeout with room to spare.
 DELIVERY_BATCH_SIZE = 10
+# How many batches of deliveries run at once (SQS event sources take 2 to 1,000).
+DELIVERY_MAX_CONCURRENCY = 10
 DELIVERY_TIMEOUT = cdk.Duration.seconds(120)
 # Each retry of a delivery is a new message (sent back with its delay), so a message fails here only when
 # the function does: after this many receives it is parked in the DLQ.
@@ -112,7 +116,11 @@ def subscribe_handler(tenant_claims: tuple[str, ...]) -> str:
 
 
 class Notices(Construct):
-    def __init__(self, scope: Construct, construct_id: str, *, kit: FunctionKit, table: JobTable) -> None:
+    def __init__(
+        self, scope: Construct, construct_id: str, *, kit: FunctionKit, table: JobTable, api: ServiceFunction
+    ) -> None:
+        """`api`: the api function, which sends a test delivery (POST /webhooks/{name}/test) to the delivery
+        queue and deletes an endpoint's delivery log (DELETE /webhooks/{name})."""
         super().__init__(scope, construct_id)
         options = kit.options
         prefix = options.prefix
@@ -179,8 +187,8 @@ class Notices(Construct):
             memory_mb=NOTICES_MEMORY_MB["notifier"],
             environment=notifier_environment,
         )
-        # The tenants' endpoints and the jobs are read from the table; the deliveries go to the delivery queue.
-        table.grant(self.notifier, ["GetItem"], query_table=True)
+        # The tenants' endpoints are read from the table; the deliveries go to the delivery queue.
+        table.grant(self.notifier, ["GetItem"])
         self.notifier.grant(["sqs:SendMessage"], [self.delivery_queue.queue_arn])
         if self.bus is not None:
             self.notifier.grant(["events:PutEvents"], [self._bus_arn(stack, bus_name or "")])
@@ -201,6 +209,7 @@ class Notices(Construct):
                 max_record_age=NOTIFIER_MAX_RECORD_AGE,
                 report_batch_item_failures=True,
                 on_failure=event_sources.SqsDlq(self.stream_failures),
+                max_batching_window=NOTIFIER_BATCHING_WINDOW,
                 filters=[lambda_.FilterCriteria.filter(NOTIFIER_STREAM_FILTER)],
             )
         )
@@ -216,16 +225,25 @@ class Notices(Construct):
             description="offpath: delivers signed webhooks to the tenants' endpoints, retrying with delays",
             timeout=DELIVERY_TIMEOUT,
             memory_mb=NOTICES_MEMORY_MB["delivery"],
-            environment=environment,
+            environment={**environment, "OFFPATH_DELIVERY_DLQ_URL": self.delivery_dlq.queue_url},
         )
-        # Endpoints and the delivery log in the table; a retry is sent back to the queue with its delay.
-        table.grant(self.delivery, ["GetItem", "PutItem", "UpdateItem"])
-        self.delivery.grant(["sqs:SendMessage"], [self.delivery_queue.queue_arn])
+        # Endpoints and the delivery log in the table; a retry is sent back to the queue with its delay, the
+        # last failure (or a disabled endpoint's delivery) to the DLQ with its reason.
+        table.grant(self.delivery, ["GetItem", "PutItem"])
+        self.delivery.grant(["sqs:SendMessage"], [self.delivery_queue.queue_arn, self.delivery_dlq.queue_arn])
         self.delivery.function.add_event_source(
             event_sources.SqsEventSource(
-                self.delivery_queue, batch_size=DELIVERY_BATCH_SIZE, report_batch_item_failures=True
+                self.delivery_queue,
+                batch_size=DELIVERY_BATCH_SIZE,
+                max_concurrency=DELIVERY_MAX_CONCURRENCY,
+                report_batch_item_failures=True,
             )
         )
+
+        # The api: a test delivery to the queue; an endpoint's delivery log deleted with it.
+        api.function.add_environment("OFFPATH_DELIVERY_QUEUE_URL", self.delivery_queue.queue_url)
+        table.grant(api, ["DeleteItem"])
+        api.grant(["sqs:SendMessage"], [self.delivery_queue.queue_arn])
         acknowledge(self.delivery, "Serverless-LambdaDLQ", SYNC_REASON)
         acknowledge(self.delivery, "Serverless-LambdaEventSourceMappingDestination", DELIVERY_DESTINATION_REASON)
 

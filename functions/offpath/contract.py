@@ -106,6 +106,97 @@ _TOO_LARGE = Refusal(
 )
 _NO_JOB = Refusal(404, "no such job", "not_found", "no such job")
 
+# -- webhooks (notices): a tenant's endpoints; another tenant's are not found ----------------------------
+WEBHOOK_NAME_PATTERN = "^[a-z0-9][a-z0-9_-]{0,63}$"
+_WEBHOOK_NAME = Parameter("name", "path", {"type": "string", "pattern": WEBHOOK_NAME_PATTERN}, required=True)
+_NO_WEBHOOK = Refusal(404, "no such endpoint (or another tenant's)", "not_found", "no such webhook endpoint")
+WEBHOOK_ROUTES: tuple[Route, ...] = (
+    Route(
+        "PUT",
+        "/webhooks/{name}",
+        "putWebhook",
+        "tenant",
+        "Register or replace a webhook endpoint; its signing secret is shown at creation only",
+        answers=(
+            Answer(201, "WebhookSecretView", "registered, with its secret"),
+            Answer(200, "WebhookView", "replaced (its secret unchanged, enabled again)"),
+        ),
+        refusals=(
+            _MALFORMED,
+            Refusal(
+                422,
+                "invalid body, a refused receiver address, or too many endpoints",
+                "invalid_request",
+                "url is refused: 10.0.0.1 is private",
+                "url",
+            ),
+        ),
+        request="WebhookBody",
+        parameters=(_WEBHOOK_NAME,),
+    ),
+    Route(
+        "GET",
+        "/webhooks",
+        "listWebhooks",
+        "tenant",
+        "The caller's webhook endpoints",
+        answers=(Answer(200, "WebhooksView", "every endpoint of the caller"),),
+    ),
+    Route(
+        "GET",
+        "/webhooks/{name}",
+        "getWebhook",
+        "tenant",
+        "One webhook endpoint (disabled ones say why)",
+        answers=(Answer(200, "WebhookView", "the endpoint"),),
+        refusals=(_NO_WEBHOOK,),
+        parameters=(_WEBHOOK_NAME,),
+    ),
+    Route(
+        "DELETE",
+        "/webhooks/{name}",
+        "deleteWebhook",
+        "tenant",
+        "Delete a webhook endpoint",
+        answers=(Answer(204, "NoContent", "deleted"),),
+        refusals=(_NO_WEBHOOK,),
+        parameters=(_WEBHOOK_NAME,),
+    ),
+    Route(
+        "POST",
+        "/webhooks/{name}/rotate-secret",
+        "rotateWebhookSecret",
+        "tenant",
+        "A new signing secret; the previous one also signs for 24 hours",
+        answers=(Answer(200, "WebhookSecretView", "the endpoint with its new secret"),),
+        refusals=(_NO_WEBHOOK,),
+        parameters=(_WEBHOOK_NAME,),
+    ),
+    Route(
+        "POST",
+        "/webhooks/{name}/test",
+        "testWebhook",
+        "tenant",
+        "Send a webhook.test event to the endpoint",
+        answers=(Answer(202, "WebhookTestView", "queued for delivery"),),
+        refusals=(
+            _NO_WEBHOOK,
+            Refusal(503, "no delivery queue configured", "unavailable", "a backing service is unavailable"),
+        ),
+        parameters=(_WEBHOOK_NAME,),
+    ),
+    Route(
+        "GET",
+        "/webhooks/{name}/deliveries",
+        "listWebhookDeliveries",
+        "tenant",
+        "The endpoint's latest delivery attempts, newest first",
+        answers=(Answer(200, "DeliveriesView", "latest attempts"),),
+        refusals=(_NO_WEBHOOK,),
+        parameters=(_WEBHOOK_NAME,),
+    ),
+)
+
 ROUTES: tuple[Route, ...] = (
     Route(
         "POST",
@@ -341,4 +432,5 @@ ROUTES: tuple[Route, ...] = (
         answers=(Answer(200, "OpenApiDocument", "this document"),),
     ),
     Route("GET", "/health", "health", "public", "Liveness", answers=(Answer(200, "HealthView", "alive"),)),
+    *WEBHOOK_ROUTES,
 )

@@ -19,8 +19,11 @@
 | `OFFPATH_TENANT_CLAIMS` | api | comma-separated JWT claims naming the tenant, first present wins (default `tenant`) |
 | `OFFPATH_ADMIN_PRINCIPALS` | api | comma-separated IAM principal ARNs (users, roles) that are admins (default none) |
 | `OFFPATH_DEMO_JOBS` | all | `1`: the demo job types (`demo.*`) are loaded (default off; `offpath local` sets it) |
-| `OFFPATH_EVENT_BUS_NAME` | notifier | the EventBridge bus events go to (absent: none) |
-| `OFFPATH_DELIVERY_QUEUE_URL` | notifier, delivery | the webhook delivery queue |
+| `OFFPATH_EVENT_BUS_NAME` | notifier | the EventBridge bus job events are put on (absent: none) |
+| `OFFPATH_DELIVERY_QUEUE_URL` | api, notifier, delivery | the webhook delivery queue |
+| `OFFPATH_DELIVERY_DLQ_URL` | delivery | the delivery queue's DLQ (deliveries given up, with the reason) |
+| `OFFPATH_ALLOW_LOOPBACK_RECEIVERS` | api, delivery | `1`: http://127.0.0.1 receivers allowed (local only) |
+| `OFFPATH_WEBHOOK_RETRY_SCALE` | delivery | retry schedule factor (default 1; shorter in tests) |
 | `OFFPATH_REALTIME_URL` | notifier | the AppSync Events API's HTTP endpoint events are published to (absent: none) |
 | `AWS_ENDPOINT_URL` | all | boto3's own: points every client at an emulator |
 """
@@ -61,9 +64,13 @@ class Settings(BaseModel):
     admin_principals: tuple[str, ...] = ()
     demo_jobs: bool = False
     stack_prefix: str = "offpath"
-    # Notices (job events): the bus, the webhook delivery queue, the realtime endpoint.
+    # Notices (job events, webhooks).
     event_bus_name: str | None = None
     delivery_queue_url: str | None = None
+    delivery_dlq_url: str | None = None
+    allow_loopback_receivers: bool = False
+    webhook_retry_scale: float = Field(default=1.0, gt=0, le=1)
+    # Realtime: the AppSync Events API's HTTP publish endpoint (absent: none).
     realtime_url: str | None = None
 
     @field_validator("queue_urls", "dlq_urls", mode="before")

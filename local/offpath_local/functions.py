@@ -98,13 +98,17 @@ class ApiFunction:
         *,
         stats: Any = None,
         alarms: Any = None,
+        resolver: Any = None,
     ) -> None:
-        """`stats`, `alarms`: the runtime's stand-ins for what moto's CloudWatch cannot answer (operations.py)."""
+        """`stats`, `alarms`: the runtime's stand-ins for what moto's CloudWatch cannot answer (operations.py);
+        `resolver`: the webhook routes' resolver (offpath_local.notices.LoopbackResolver, a stand-in for DNS)."""
         self.name = name
         self._module = importlib.import_module(API_MODULE)
         base = self._module.default_services()
         overrides = {"stats": stats, "alarms": alarms}
         base = dataclasses.replace(base, **{k: v for k, v in overrides.items() if v is not None})
+        if resolver is not None and getattr(base, "webhooks", None) is not None:
+            base = dataclasses.replace(base, webhooks=dataclasses.replace(base.webhooks, resolver=resolver))
         # Clients that adapters create on first use are created now, on one thread.
         base.monitor.stats()
         self._services = dataclasses.replace(observed(base, events, "api", tap), sleep=self._pause)

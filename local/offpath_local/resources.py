@@ -17,12 +17,16 @@ from offpath.naming import (  # noqa: F401  (names re-exported for the runtime's
     SWEEP_INPUT,
     TABLE_INDEXES,
     TABLE_PARTITION_KEY,
+    TABLE_STREAM_VIEW,
     TTL_ATTRIBUTE,
     api_function_name,
     delivery_dlq_name,
+    delivery_function_name,
+    delivery_queue_name,
     dlq_name,
     enqueue_function_name,
     notifier_failures_queue_name,
+    notifier_function_name,
     queue_name,
     recurring_input,
     schedule_group_name,
@@ -67,6 +71,10 @@ class Resources:
     async_failures_url: str | None = None
     alarms: tuple[AlarmSpec, ...] = field(default_factory=tuple)
     prefix: str = "offpath"
+    # Notices: the webhook delivery queue and its DLQ, and the table's stream.
+    delivery_queue_url: str | None = None
+    delivery_dlq_url: str | None = None
+    stream_arn: str | None = None
 
     def environment(self) -> dict[str, str]:
         """What the handlers read (offpath.settings)."""
@@ -86,6 +94,11 @@ class Resources:
             )
         if self.schedule_dlq_url:
             env["OFFPATH_SCHEDULE_DLQ_ARN"] = queue_arn_of(self.schedule_dlq_url)
+        if self.delivery_queue_url:
+            env["OFFPATH_DELIVERY_QUEUE_URL"] = self.delivery_queue_url
+            env["OFFPATH_ALLOW_LOOPBACK_RECEIVERS"] = "1"
+        if self.delivery_dlq_url:
+            env["OFFPATH_DELIVERY_DLQ_URL"] = self.delivery_dlq_url
         return env
 
 
@@ -115,6 +128,8 @@ def create_table(dynamodb: Any, table_name: str) -> None:
         BillingMode="PAY_PER_REQUEST",
         AttributeDefinitions=[{"AttributeName": name, "AttributeType": "S"} for name in sorted(attributes)],
         KeySchema=[{"AttributeName": TABLE_PARTITION_KEY, "KeyType": "HASH"}],
+        # The notifier's source: the table's change stream with both images (moto records it).
+        StreamSpecification={"StreamEnabled": True, "StreamViewType": TABLE_STREAM_VIEW},
         GlobalSecondaryIndexes=[
             {
                 "IndexName": index.name,
@@ -170,6 +185,34 @@ def create_scheduling_queues(sqs: Any, prefix: str) -> tuple[str, str]:
     schedule_dlq = sqs.create_queue(QueueName=f"{prefix}-schedule-dlq", Attributes=attributes)["QueueUrl"]
     async_failures = sqs.create_queue(QueueName=f"{prefix}-async-failures", Attributes=attributes)["QueueUrl"]
     return schedule_dlq, async_failures
+
+
+# The delivery queue as the stack declares it (the infra constructs own the numbers on AWS): a visibility
+# timeout of 6 x the delivery function's timeout, a DLQ kept 14 days, five receives before a message that
+# keeps crashing the function is parked there.
+DELIVERY_FUNCTION_TIMEOUT_S = 120
+DELIVERY_BATCH_SIZE = 10
+DELIVERY_MAX_RECEIVES = 5
+DELIVERY_RETENTION_DAYS = 4
+DELIVERY_DLQ_RETENTION_DAYS = 14
+
+
+def create_delivery_queues(sqs: Any, prefix: str) -> tuple[str, str]:
+    """The webhook delivery queue and its DLQ."""
+    dlq_url = sqs.create_queue(
+        QueueName=delivery_dlq_name(prefix),
+        Attributes={"MessageRetentionPeriod": str(DELIVERY_DLQ_RETENTION_DAYS * 86400)},
+    )["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    queue_url = sqs.create_queue(
+        QueueName=delivery_queue_name(prefix),
+        Attributes={
+            "VisibilityTimeout": str(6 * DELIVERY_FUNCTION_TIMEOUT_S),
+            "MessageRetentionPeriod": str(DELIVERY_RETENTION_DAYS * 86400),
+            "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": DELIVERY_MAX_RECEIVES}),
+        },
+    )["QueueUrl"]
+    return queue_url, dlq_url
 
 
 def create_schedules(scheduler: Any, registry: Registry, prefix: str, schedule_dlq_url: str) -> str:
@@ -355,8 +398,10 @@ def create_local_resources(clients: dict[str, Any], registry: Registry, prefix: 
     base = create_resources(clients["dynamodb"], clients["sqs"], registry, prefix)
     schedule_dlq, async_failures = create_scheduling_queues(clients["sqs"], prefix)
     group = create_schedules(clients["scheduler"], registry, prefix, schedule_dlq)
+    delivery_queue, delivery_dlq = create_delivery_queues(clients["sqs"], prefix)
     specs = alarm_specs(registry, prefix)
     create_alarms(clients["cloudwatch"], specs)
+    stream_arn = clients["dynamodb"].describe_table(TableName=base.table_name)["Table"].get("LatestStreamArn")
     return Resources(
         table_name=base.table_name,
         queue_urls=base.queue_urls,
@@ -366,4 +411,7 @@ def create_local_resources(clients: dict[str, Any], registry: Registry, prefix: 
         async_failures_url=async_failures,
         alarms=tuple(specs),
         prefix=prefix,
+        delivery_queue_url=delivery_queue,
+        delivery_dlq_url=delivery_dlq,
+        stream_arn=stream_arn,
     )

@@ -48,22 +48,28 @@ from offpath_local.functions import (
 )
 from offpath_local.gateway import Authorizer, Gateway
 from offpath_local.job_events import ConsoleSummary, JobEvents
+from offpath_local.notices import DeliveryFunction, LoopbackResolver, NotifierFunction
 from offpath_local.operations import AlarmChanges, LocalAlarms, LocalStats
 from offpath_local.output import Output
 from offpath_local.pollers import QueuePoller
 from offpath_local.prometheus import LocalMetrics
 from offpath_local.resources import (
+    DELIVERY_BATCH_SIZE,
+    DELIVERY_FUNCTION_TIMEOUT_S,
     REGION,
     Resources,
     api_function_name,
     create_local_resources,
+    delivery_function_name,
     enqueue_function_name,
     function_name_of,
+    notifier_function_name,
     sweeper_function_name,
     worker_function_name,
 )
 from offpath_local.scheduler_clock import SchedulerClock, VirtualTime
 from offpath_local.state import DataLock, Snapshot, StateSaver, StateSources, restore
+from offpath_local.streams import StreamPlayer
 
 logger = logging.getLogger("offpath.local.runtime")
 
@@ -72,6 +78,7 @@ DEFAULT_DATA_DIR = Path(".offpath")
 TOKEN_FILE = "token"  # noqa: S105 - a file name
 ENQUEUE = AsyncConfig(timeout_s=30, retry_attempts=2, max_event_age_s=3600)
 SWEEPER = AsyncConfig(timeout_s=50, retry_attempts=0, max_event_age_s=60)
+DELIVERY_CONCURRENCY = 2
 # Environment variables that could point this process's SDK at a real account or another endpoint.
 _FOREIGN_AWS_SETTINGS = ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS")
 # The runtime's own: where the resources are. Other OFFPATH_* settings of the environment (payload limit,
@@ -89,6 +96,10 @@ _RESOURCE_SETTINGS = frozenset(
         "OFFPATH_STACK_PREFIX",
         "OFFPATH_LOG_LEVEL",
         "OFFPATH_DEMO_JOBS",
+        "OFFPATH_DELIVERY_QUEUE_URL",
+        "OFFPATH_DELIVERY_DLQ_URL",
+        "OFFPATH_ALLOW_LOOPBACK_RECEIVERS",
+        "OFFPATH_EVENT_BUS_NAME",
     }
 )
 
@@ -147,6 +158,8 @@ class LocalRuntime:
         self._state_live = False  # the emulator holds the data directory's state: it is saved at stop
         self._wrote_server_file = False
         self._hurry = threading.Event()
+        # The table's stream, played to the notifier; `streams.subscribe(f)` gives f every record's job events.
+        self.streams: StreamPlayer | None = None
 
     # -- life cycle ---------------------------------------------------------------------------
 
@@ -184,6 +197,11 @@ class LocalRuntime:
         self._set_env({**resources.environment(), "OFFPATH_LOG_LEVEL": config.log_level, "OFFPATH_DEMO_JOBS": "1"})
         timing = TestTiming(config.timeout_scale, config.visibility_scale)
         timing.apply_visibility(clients["sqs"], registry, resources.queue_urls)
+        if resources.delivery_queue_url and config.visibility_scale != 1:
+            visibility = max(1, round(6 * DELIVERY_FUNCTION_TIMEOUT_S * config.visibility_scale))
+            clients["sqs"].set_queue_attributes(
+                QueueUrl=resources.delivery_queue_url, Attributes={"VisibilityTimeout": str(visibility)}
+            )
         sources = self._state_sources(clients, resources, registry)
         saved = self._restore(sources)
         if config.faults is not None:
@@ -207,6 +225,7 @@ class LocalRuntime:
             self.counts.add,
             stats=LocalStats(self.metrics),
             alarms=LocalAlarms(CloudWatchAlarms(config.prefix, client=clients["cloudwatch"]), self.alarm_changes),
+            resolver=LoopbackResolver(),
         )
         self._parts.append(api)
         send_failure = destination_sender(clients["sqs"], resources.async_failures_url or "")
@@ -268,6 +287,9 @@ class LocalRuntime:
             poller.start()
             self._pollers.append(poller)
 
+        # Notices: the table's stream played to the notifier, and the delivery queue polled for the delivery function.
+        self._start_notices(settings, resources)
+
         # The scheduler clock.
         def invoke(target_arn: str, event: dict[str, Any]) -> None:
             function = async_functions.get(function_name_of(target_arn))
@@ -323,6 +345,31 @@ class LocalRuntime:
         self._parts.append(self.gateway)
         if self.faults is not None:
             self.faults.arm()
+
+    def _start_notices(self, settings: Any, resources: Resources) -> None:
+        if resources.stream_arn:
+            self.streams = StreamPlayer(
+                self.emulator.client("dynamodbstreams"),
+                resources.stream_arn,
+                NotifierFunction(settings, self.data_dir),
+                function_name=notifier_function_name(self.config.prefix),
+            )
+            self.streams.start()
+            self._parts.append(self.streams)
+        if resources.delivery_queue_url:
+            source = SqsEventSource(
+                self.emulator.client("sqs"),
+                resources.delivery_queue_url,
+                DeliveryFunction(settings, DELIVERY_CONCURRENCY),
+                function_name=delivery_function_name(self.config.prefix),
+                batch_size=DELIVERY_BATCH_SIZE,
+                batching_window_s=0,
+                function_timeout_s=DELIVERY_FUNCTION_TIMEOUT_S,
+                region=REGION,
+            )
+            poller = QueuePoller(source, queue_class="webhooks", max_concurrency=DELIVERY_CONCURRENCY)
+            poller.start()
+            self._pollers.append(poller)
 
     def stop(self) -> None:
         """Stops everything started; safe to call twice. In order: the HTTP API; receiving, the scheduler clock,
@@ -537,6 +584,7 @@ class LocalRuntime:
 
         queue_urls = [*resources.queue_urls.values(), *resources.dlq_urls.values()]
         queue_urls += [url for url in (resources.schedule_dlq_url, resources.async_failures_url) if url]
+        queue_urls += [url for url in (resources.delivery_queue_url, resources.delivery_dlq_url) if url]
         return StateSources(
             scheduler=clients["scheduler"],
             table_name=resources.table_name,

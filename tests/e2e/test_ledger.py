@@ -86,3 +86,19 @@ def test_jobs_whose_worker_died_after_the_side_effect_finished_without_repeating
         assert view["status"] == "SUCCEEDED"
         assert view["attempts"] >= 2
         assert emails[f"{view['result']['user_id']}@example.com"] == 1
+
+
+def test_no_final_state_is_without_its_delivery_or_its_deliverys_dlq_entry(
+    ledger: tuple[Ledger, LedgerRuntime],
+) -> None:
+    """The notifier and the delivery path under the same faults: every final job's final event reached the
+    tenant's endpoint, signed (or its delivery was dead-lettered), though the receiver answered every tenth
+    request 503."""
+    result, _ = ledger
+    webhooks = result.webhooks
+
+    assert webhooks is not None
+    assert webhooks.finals == JOBS
+    assert webhooks.undelivered == []
+    assert webhooks.unverified == 0
+    assert webhooks.answered_503 > 0

@@ -28,6 +28,14 @@ EXPECTED_ROUTES = {
     "POST /schedules/{name}/trigger",
     "GET /stats",
     "GET /alarms",
+    # Webhooks (notices).
+    "PUT /webhooks/{name}",
+    "GET /webhooks",
+    "GET /webhooks/{name}",
+    "DELETE /webhooks/{name}",
+    "POST /webhooks/{name}/rotate-secret",
+    "POST /webhooks/{name}/test",
+    "GET /webhooks/{name}/deliveries",
 }
 
 

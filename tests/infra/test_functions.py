@@ -46,6 +46,8 @@ EXPECTED_ACTIONS = {
         "scheduler:CreateSchedule",
         "scheduler:DeleteSchedule",
         "iam:PassRole",
+        # DELETE /webhooks/{name}: the endpoint's delivery log.
+        "dynamodb:DeleteItem",
     },
     "worker": {
         "dynamodb:UpdateItem",
@@ -73,7 +75,6 @@ EXPECTED_ACTIONS = {
     # + events:PutEvents with a bus, appsync:EventPublish with realtime (notifier_actions).
     "notifier": {
         "dynamodb:GetItem",
-        "dynamodb:Query",
         "sqs:SendMessage",
         # The stream event source mapping's grant on the table's stream, and its on-failure destination's.
         "dynamodb:DescribeStream",
@@ -86,7 +87,6 @@ EXPECTED_ACTIONS = {
     "delivery": {
         "dynamodb:GetItem",
         "dynamodb:PutItem",
-        "dynamodb:UpdateItem",
         "sqs:SendMessage",
         "sqs:ReceiveMessage",
         "sqs:ChangeMessageVisibility",

@@ -57,7 +57,8 @@ def test_the_notifier_reads_the_stream_filtered_with_partial_failures_and_an_on_
     assert mapping["BisectBatchOnFunctionError"] is True
     assert 1 <= mapping["MaximumRetryAttempts"] <= 10
     assert 60 <= mapping["MaximumRecordAgeInSeconds"] < 24 * 3600  # inside the stream's 24 hours
-    assert mapping["StartingPosition"] == "TRIM_HORIZON"
+    assert mapping["StartingPosition"] == "TRIM_HORIZON"  # nothing written before the mapping is missed
+    assert mapping["MaximumBatchingWindowInSeconds"] == 1
     assert render(mapping["DestinationConfig"]["OnFailure"]["Destination"]) == f"<{failures_id}.Arn>"
     (criteria,) = mapping["FilterCriteria"]["Filters"]
     assert json.loads(criteria["Pattern"]) == NOTIFIER_STREAM_FILTER
@@ -84,6 +85,7 @@ def test_the_delivery_queue_has_a_dlq_and_feeds_the_delivery_function(any_stack:
     assert render(mapping["EventSourceArn"]) == f"<{queue_id}.Arn>"
     assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     assert mapping["BatchSize"] * 10 < delivery["Timeout"]  # a batch of 10-second deliveries fits
+    assert mapping["ScalingConfig"]["MaximumConcurrency"] >= 2
 
 
 def test_the_delivery_dlq_and_the_stream_failures_alarm_on_the_alarm_topic(any_stack: Synthesized) -> None:
@@ -113,12 +115,20 @@ def test_notices_grants_stay_on_their_resources(any_stack: Synthesized) -> None:
 
     assert notifier["sqs:SendMessage"] == {delivery_queue, failures}
     assert notifier["dynamodb:GetRecords"] == {f"<{table_id}.StreamArn>"}
-    assert notifier["dynamodb:Query"] == {f"<{table_id}.Arn>"}
-    assert delivery["sqs:SendMessage"] == {delivery_queue}
+    assert notifier["dynamodb:GetItem"] == {f"<{table_id}.Arn>"}
+    delivery_dlq = f"<{queues[f'{prefix}-webhooks-dlq'][0]}.Arn>"
+    assert delivery["sqs:SendMessage"] == {delivery_queue, delivery_dlq}
     assert delivery["sqs:ReceiveMessage"] == {delivery_queue}
-    assert delivery["dynamodb:UpdateItem"] == {f"<{table_id}.Arn>"}
-    variables = functions[f"{prefix}-notifier"][1]["Environment"]["Variables"]
-    assert render(variables["OFFPATH_DELIVERY_QUEUE_URL"]) == f"<{queues[f'{prefix}-webhooks'][0]}>"
+    assert delivery["dynamodb:PutItem"] == {f"<{table_id}.Arn>"}
+    api = grants_of_role(template, role_of(functions[f"{prefix}-api"][1]))
+    assert delivery_queue in api["sqs:SendMessage"]
+    assert api["dynamodb:DeleteItem"] == {f"<{table_id}.Arn>"}
+    queue_url = f"<{queues[f'{prefix}-webhooks'][0]}>"
+    for kind in ("notifier", "delivery", "api"):
+        variables = functions[f"{prefix}-{kind}"][1]["Environment"]["Variables"]
+        assert render(variables["OFFPATH_DELIVERY_QUEUE_URL"]) == queue_url, kind
+    delivery_variables = functions[f"{prefix}-delivery"][1]["Environment"]["Variables"]
+    assert render(delivery_variables["OFFPATH_DELIVERY_DLQ_URL"]) == f"<{queues[f'{prefix}-webhooks-dlq'][0]}>"
 
 
 def test_the_default_bus_by_default(default_stack: Synthesized) -> None:

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from offpath.domain.registry import REGISTRY
 from offpath.logic.submit import BATCH_WRITERS
-from offpath.naming import FUNCTION_MEMORY_MB, LOG_RETENTION_DAYS
+from offpath.naming import FUNCTION_MEMORY_MB, LOG_RETENTION_DAYS, NOTICES_MEMORY_MB
 from offpath.settings import Settings
 from offpath_tools.write_units import read_units_for, write_units_for
 
@@ -718,6 +718,79 @@ def knob_rows(measured: Mapping[str, Any], base: Config | None = None) -> Iterab
     """(label, dollars per million jobs) for each row of the knob table."""
     for label, config in knobs(base or Config()):
         yield label, estimate(measured, config).per_million
+
+
+# -- notices: the notifier, the event bus and webhook deliveries (issue 12) -------------------------------
+# Kept apart from the job's own estimate: they cost only when a tenant registers an endpoint or the stack puts
+# events on a bus. Sizes come from the adapters' own serialisers (a typical attempt, a one-endpoint item).
+
+EVENTBRIDGE_EVENT_PRICE = 1.00 / MILLION  # Amazon EventBridge pricing: custom events, $1.00 per million (64 KB)
+NOTIFIER_MEMORY_MB = NOTICES_MEMORY_MB["notifier"]
+DELIVERY_MEMORY_MB = NOTICES_MEMORY_MB["delivery"]
+
+
+@dataclass(frozen=True)
+class NoticesAssumptions:
+    # Stream records (job item changes) per job, every one an event: QUEUED, RUNNING, SUCCEEDED.
+    events_per_job: float = 3.0
+    # Records per notifier invocation (the mapping's batching) and its time per invocation (endpoint item
+    # read once per tenant and batch, one SendMessageBatch, PutEvents per 10 events).
+    records_per_notifier_batch: float = 10.0
+    notifier_ms: float = 40.0
+    # Deliveries per job: one subscribed endpoint, final events only.
+    deliveries_per_job: float = 1.0
+    # Messages per delivery-function batch, and the receiver's answer time per delivery (sent one by one).
+    deliveries_per_batch: float = 5.0
+    receiver_ms: float = 150.0
+    # Share of deliveries that fail once and are retried (each retry is one more of everything).
+    retried_share: float = 0.02
+
+
+def notices_per_million(bus: bool = True, assumptions: NoticesAssumptions = NoticesAssumptions()) -> dict[str, float]:
+    """Dollars per million jobs, by part: the notifier (stream reads by Lambda are not billed), the event bus
+    (when on), and the webhook deliveries (SQS, the delivery function, the endpoint and log items)."""
+    from datetime import UTC, datetime
+
+    from offpath.adapters.webhook_store import attempt_to_json
+    from offpath.domain.webhooks import ATTEMPTS_KEPT, Attempt
+
+    a = assumptions
+    lambda_gb_s = price("lambda_gb_second_arm64")
+    notifier_invocations = a.events_per_job / a.records_per_notifier_batch
+    notifier = (
+        MILLION
+        * notifier_invocations
+        * (price("lambda_request") + a.notifier_ms / 1000 * NOTIFIER_MEMORY_MB / 1024 * lambda_gb_s)
+    )
+    bus_cost = MILLION * a.events_per_job * EVENTBRIDGE_EVENT_PRICE if bus else 0.0
+
+    deliveries = a.deliveries_per_job * (1 + a.retried_share)
+    # SendMessageBatch by the notifier, ReceiveMessage and DeleteMessageBatch by the mapping: each per batch.
+    sqs_requests = deliveries * (1 / a.records_per_notifier_batch + 2 / a.deliveries_per_batch)
+    delivery_invocations = deliveries / a.deliveries_per_batch
+    delivery_lambda = delivery_invocations * price("lambda_request") + deliveries * (
+        (a.receiver_ms + 3 * ASSUMPTIONS.latency_ms["DynamoDB"]) / 1000 * DELIVERY_MEMORY_MB / 1024 * lambda_gb_s
+    )
+    attempt = Attempt("evt_" + "0" * 32, "job.succeeded", 1, datetime(2026, 1, 1, tzinfo=UTC), 200, 120, None, None)
+    log_bytes = ATTEMPTS_KEPT * (len(json.dumps(attempt_to_json(attempt))) + 2) + ASSUMPTIONS.item_overhead_bytes
+    # Per delivery: the endpoints item read (consistent), the log read (consistent) and written whole.
+    dynamodb = deliveries * (
+        2 * read_units_for(log_bytes, consistent=True) * price("dynamodb_rru")
+        + write_units_for(log_bytes) * price("dynamodb_wru")
+    )
+    return {
+        "notifier (Lambda)": notifier,
+        "event bus (EventBridge PutEvents)": bus_cost,
+        "deliveries: SQS": MILLION * sqs_requests * price("sqs_request"),
+        "deliveries: delivery function (Lambda)": MILLION * delivery_lambda,
+        "deliveries: endpoint and log items (DynamoDB)": MILLION * dynamodb,
+    }
+
+
+def notices_rows(bus: bool = True) -> list[tuple[str, float]]:
+    """(part, dollars per million jobs) rows and their total, for `offpath cost` and the benchmarks page."""
+    parts = notices_per_million(bus)
+    return [*parts.items(), ("notices in all", sum(parts.values()))]
 
 
 # -- waiting for a job and realtime events (issue 12) ----------------------------------------------

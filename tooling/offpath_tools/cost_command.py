@@ -32,6 +32,7 @@ from offpath_tools.cost import (
     load_measured,
     long_poll_cost,
     money,
+    notices_rows,
     problems,
     realtime_cost,
     stats_call_cost,
@@ -194,6 +195,12 @@ def render_text(measured: Mapping[str, Any], config: Config, out: TextIO) -> Non
         for a in alternatives(measured, config)
     ]
     _table(out, ["SAME WORK ON", "PER JOB", "FEES PER MILLION", "TOTAL PER MILLION", ""], others)
+    out.write("\n")
+    _table(
+        out,
+        ["NOTICES (one webhook endpoint; apart from the total)", "PER MILLION JOBS"],
+        [[part, money(cost)] for part, cost in notices_rows()],
+    )
 
 
 def render_waiting(config: Config, out: TextIO) -> None:

@@ -9,6 +9,11 @@ by the transport `offpath_tools/ledger_jobs.py` puts in place), the faults injec
 the jobs' retries, the sweeper's re-sends and the duplicate deliveries the workers acknowledged (from the
 functions' log).
 
+Notices: before the first submit the ledger's tenant registers a webhook endpoint for the final events
+(`job.succeeded`, `job.failed`, `job.cancelled`) on a receiver on 127.0.0.1 that answers every tenth request
+503; every final job must then have a delivery of its final event that verifies with the endpoint's secret
+(standardwebhooks), or a dead-lettered delivery (counted apart; with a receiver that recovers it stays 0).
+
 Burst: jobs submitted in batches of 100 to the `bulk` queue class (maximum concurrency 2), then every one
 must succeed and the queue's DLQ must stay empty.
 
@@ -32,6 +37,7 @@ from typing import Any
 
 from offpath.logic.submit import job_id_for
 from offpath_tools.launcher import OffpathLocal
+from offpath_tools.webhook_receiver import Receiver
 
 TENANT, TOKEN = "ledger", "ledger-token-0123456789"
 FINAL = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
@@ -48,6 +54,12 @@ VISIBILITY_SCALE = 0.025
 SWEEP_GRACE_S = 5
 UNAVAILABLE = frozenset({429, 500, 502, 503, 504})
 LIST_EVERY_ROUND_UP_TO = 300
+# Notices: the ledger's endpoint, its receiver's failures, and the delivery schedule's scale (5 s -> 1 s).
+WEBHOOK_NAME = "ledger"
+WEBHOOK_PATH = "/ledger"
+RECEIVER_FAILS_EVERY = 10
+WEBHOOK_RETRY_SCALE = 0.01
+FINAL_EVENTS = {"SUCCEEDED": "job.succeeded", "FAILED": "job.failed", "CANCELLED": "job.cancelled"}
 
 
 # -- the runtime ------------------------------------------------------------------------------
@@ -84,7 +96,11 @@ class LedgerRuntime(OffpathLocal):
                 args += ["--fault", kind]
         for target in fault_jobs:
             args += ["--fault-job", target]
-        env = {EFFECTS_ENV: str(data_dir / EFFECTS_FILE), "OFFPATH_SWEEP_GRACE_S": str(sweep_grace_s)}
+        env = {
+            EFFECTS_ENV: str(data_dir / EFFECTS_FILE),
+            "OFFPATH_SWEEP_GRACE_S": str(sweep_grace_s),
+            "OFFPATH_WEBHOOK_RETRY_SCALE": str(WEBHOOK_RETRY_SCALE),
+        }
         started = OffpathLocal.start(data_dir, tokens={TENANT: TOKEN}, load=[LEDGER_JOBS], args=args, env=env)
         return cls(started.process, started.url, started.data_dir, started.console)
 
@@ -99,6 +115,10 @@ class LedgerRuntime(OffpathLocal):
 
     def log(self) -> LogFacts:
         return LogFacts.read(self.data_dir / "offpath.log")
+
+    def dead_lettered_deliveries(self) -> list[str]:
+        """Job ids of the deliveries the delivery function gave up (the log line of each dead-lettered one)."""
+        return LogFacts.dead_lettered_deliveries(self.data_dir / "offpath.log")
 
 
 def _json_lines(path: Path) -> list[dict[str, Any]]:
@@ -286,6 +306,24 @@ class LogFacts:
                     facts.acknowledged[str(entry["job_id"])] += 1
         return facts
 
+    @staticmethod
+    def dead_lettered_deliveries(path: Path) -> list[str]:
+        """Job ids of webhook deliveries the delivery function gave up (its "delivery dead_lettered" lines)."""
+        found: list[str] = []
+        if not path.exists():
+            return found
+        with path.open(encoding="utf-8", errors="replace") as log:
+            for line in log:
+                if '"delivery dead_lettered"' not in line and "delivery disabled" not in line:
+                    continue
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    continue
+                if entry.get("job_id"):
+                    found.append(str(entry["job_id"]))
+        return found
+
 
 # -- the ledger -------------------------------------------------------------------------------
 
@@ -343,6 +381,8 @@ class Ledger:
     duplicate_deliveries: int = 0
     elapsed_s: float = 0.0
     views: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Notices (None: no endpoint was registered for this run).
+    webhooks: WebhookFacts | None = None
 
     @property
     def expected(self) -> Counter[str]:
@@ -350,7 +390,15 @@ class Ledger:
 
     @property
     def clean(self) -> bool:
-        return not (self.lost or self.unexpected or self.duplicate_effects or self.missing_effects or self.refused)
+        undelivered = self.webhooks is not None and (self.webhooks.undelivered or self.webhooks.unverified)
+        return not (
+            self.lost
+            or self.unexpected
+            or self.duplicate_effects
+            or self.missing_effects
+            or self.refused
+            or undelivered
+        )
 
     def lines(self) -> list[str]:
         faults = sum(self.faults.values())
@@ -370,6 +418,7 @@ class Ledger:
             f"  job retries {self.retries}   sweeper re-sends {self.sweeper_resends}"
             f" (+ {self.sweeper_requeues} expired leases requeued)   duplicate deliveries {self.duplicate_deliveries}",
             f"  {self.elapsed_s:.1f} s from the first submit until every job was final",
+            *([self.webhooks.line()] if self.webhooks else []),
         ]
 
     def markdown_rows(self) -> list[tuple[str, str]]:
@@ -390,6 +439,7 @@ class Ledger:
             ("sweeper re-sends (+ expired leases requeued)", f"{self.sweeper_resends} (+ {self.sweeper_requeues})"),
             ("duplicate deliveries acknowledged", str(self.duplicate_deliveries)),
             ("first submit until every job final", f"{self.elapsed_s:.1f} s"),
+            *(self.webhooks.markdown_rows() if self.webhooks else []),
         ]
 
 
@@ -402,11 +452,14 @@ def run_ledger(
     clients: int = 4,
     timeout_s: float = 120,
     tag: str = "ledger",
+    webhooks: bool = True,
 ) -> Ledger:
     planned = plan(jobs, tag)
     ledger = Ledger(jobs=jobs, seed=seed, fault_rate=fault_rate, submitted=len(planned))
     answers: dict[str, Answer] = {}
     lock = threading.Lock()
+    receiver = Receiver(fail_every=RECEIVER_FAILS_EVERY) if webhooks else None
+    secret = _register_endpoint(local, receiver) if receiver is not None else None
 
     def submit(api: Api, job: Planned) -> None:
         body = {"type": job.job_type, "payload": job.payload}
@@ -464,7 +517,95 @@ def run_ledger(
     ledger.sweeper_resends = facts.sweeper_resends
     ledger.sweeper_requeues = facts.sweeper_requeues
     ledger.duplicate_deliveries = facts.duplicate_deliveries
+    if receiver is not None and secret is not None:
+        try:
+            ledger.webhooks = account_deliveries(local, receiver, secret, views, timeout_s)
+        finally:
+            receiver.stop()
     return ledger
+
+
+# -- notices: every final state delivered -------------------------------------------------------
+
+
+@dataclass
+class WebhookFacts:
+    finals: int  # jobs in a final state
+    requests: int  # requests the receiver got
+    undelivered: list[str]  # final jobs with neither a verified delivery of their final event nor a DLQ entry
+    dead_lettered: list[str]  # final jobs whose delivery was given up (the delivery DLQ)
+    unverified: int  # requests whose signature did not verify
+    redelivered: int  # requests for an event already delivered (the same webhook-id)
+    answered_503: int
+    last_delivery_s: float  # from every job final to the last final event delivered
+
+    def line(self) -> str:
+        return (
+            f"  webhooks: {self.finals} final states, {self.requests} requests ({self.answered_503} answered 503), "
+            f"undelivered {len(self.undelivered)}   dead-lettered {len(self.dead_lettered)}   unverified "
+            f"{self.unverified}   redelivered {self.redelivered}   last delivery {self.last_delivery_s:.1f} s later"
+        )
+
+    def markdown_rows(self) -> list[tuple[str, str]]:
+        return [
+            ("**final states without a delivery or a DLQ entry**", f"**{len(self.undelivered)}**"),
+            ("webhook requests (answered 503 by the receiver)", f"{self.requests} ({self.answered_503})"),
+            (
+                "deliveries dead-lettered / unverified / redelivered",
+                f"{len(self.dead_lettered)} / {self.unverified} / {self.redelivered}",
+            ),
+        ]
+
+
+def _register_endpoint(local: LedgerRuntime, receiver: Receiver) -> str:
+    api = local.api()
+    try:
+        answer = api.call(
+            "PUT",
+            f"/webhooks/{WEBHOOK_NAME}",
+            {"url": receiver.url(WEBHOOK_PATH), "events": sorted(FINAL_EVENTS.values())},
+        )
+    finally:
+        api.close()
+    if answer.status != 201:
+        raise RuntimeError(f"the ledger's webhook endpoint was refused: {answer.status} {answer.body}")
+    return str(answer.body["secret"])
+
+
+def account_deliveries(
+    local: LedgerRuntime, receiver: Receiver, secret: str, views: dict[str, dict[str, Any]], timeout_s: float
+) -> WebhookFacts:
+    """Waits (up to `timeout_s`) until every final job's final event was delivered or dead-lettered."""
+    finals = {job_id: FINAL_EVENTS[v["status"]] for job_id, v in views.items() if v.get("status") in FINAL_EVENTS}
+    started = time.monotonic()
+    deadline = started + timeout_s
+
+    def delivered() -> set[str]:
+        return {
+            r.event["data"]["job_id"]
+            for r in receiver.at(WEBHOOK_PATH)
+            if r.status == 200 and r.event.get("type") == finals.get(r.event.get("data", {}).get("job_id"))
+        }
+
+    while time.monotonic() < deadline:
+        missing = set(finals) - delivered() - set(local.dead_lettered_deliveries())
+        if not missing:
+            break
+        time.sleep(0.2)
+    received = receiver.at(WEBHOOK_PATH)
+    done = delivered()
+    dead = sorted(set(local.dead_lettered_deliveries()) & set(finals))
+    seen: Counter[str] = Counter(r.webhook_id for r in received if r.status == 200)
+    return WebhookFacts(
+        finals=len(finals),
+        requests=len(received),
+        undelivered=sorted(set(finals) - done - set(dead)),
+        dead_lettered=dead,
+        unverified=sum(1 for r in received if not r.verified_by(secret)),
+        redelivered=sum(count - 1 for count in seen.values()),
+        answered_503=sum(1 for r in received if r.status == 503),
+        last_delivery_s=time.monotonic() - started,
+    )
 
 
 def _settle(local: LedgerRuntime, quiet_s: float = 1.0, limit_s: float = 10.0) -> None:

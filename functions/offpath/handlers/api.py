@@ -43,6 +43,8 @@ from offpath.handlers.api_models import (
     BatchBody,
     BatchRefused,
     BatchView,
+    DeliveriesView,
+    DeliveryAttemptView,
     ErrorBody,
     ErrorView,
     HealthView,
@@ -51,6 +53,7 @@ from offpath.handlers.api_models import (
     JobTypeView,
     JobView,
     MinuteView,
+    NoContent,
     OpenApiDocument,
     QueuesView,
     QueueView,
@@ -60,9 +63,22 @@ from offpath.handlers.api_models import (
     StatsView,
     SubmitBody,
     TriggerView,
+    WebhookBody,
+    WebhookSecretView,
+    WebhooksView,
+    WebhookTestView,
+    WebhookView,
     parse_body,
 )
-from offpath.handlers.composition import Overrides, build_monitor, build_ports, build_redriver, submit_policy
+from offpath.handlers.composition import (
+    Overrides,
+    WebhookServices,
+    build_monitor,
+    build_ports,
+    build_redriver,
+    build_webhook_services,
+    submit_policy,
+)
 from offpath.handlers.http import (
     Caller,
     ForbiddenError,
@@ -72,7 +88,7 @@ from offpath.handlers.http import (
     Router,
     UnauthorizedError,
 )
-from offpath.logic import queries, waiting
+from offpath.logic import queries, waiting, webhooks
 from offpath.logic.schedules import SYSTEM_TENANT, describe_schedules, fire_schedule
 from offpath.logic.submit import (
     BODY_KEY,
@@ -83,6 +99,7 @@ from offpath.logic.submit import (
     submit_job,
     unknown_job_type,
 )
+from offpath.logic.webhooks import WebhookNotFoundError
 from offpath.observability import bind_request_id, configure_logging
 from offpath.settings import Settings
 from offpath.tenancy import is_admin, tenant_of
@@ -109,6 +126,8 @@ class ApiServices:
     # GET /stats and GET /alarms (None: not configured, answered 503).
     stats: StatsSource | None = None
     alarms: AlarmSource | None = None
+    # The webhook routes (notices).
+    webhooks: WebhookServices | None = None
     # GET /jobs/{id}?wait=N pauses between its reads with these (tests and the local runtime replace them).
     sleep: Callable[[float], None] = time.sleep
     monotonic: Callable[[], float] = time.monotonic
@@ -131,6 +150,7 @@ def build_services(settings: Settings, overrides: Overrides | None = None) -> Ap
         settings=settings,
         stats=CloudWatchStats(),
         alarms=CloudWatchAlarms(settings.stack_prefix),
+        webhooks=build_webhook_services(settings, overrides),
     )
 
 
@@ -401,6 +421,84 @@ def trigger_schedule(request: Request, services: ApiServices) -> Response:
     return Response(202 if outcome.job else 200, view)
 
 
+# -- webhooks (notices) -----------------------------------------------------------------------
+
+
+def _webhooks(services: ApiServices) -> WebhookServices:
+    if services.webhooks is None:
+        raise QueueUnavailableError("webhooks are not configured")
+    return services.webhooks
+
+
+@handles("putWebhook")
+def put_webhook(request: Request, services: ApiServices) -> Response:
+    body: WebhookBody = parse_body(WebhookBody, _decoded_json(request))
+    hooks = _webhooks(services)
+    outcome = webhooks.put_endpoint(
+        request.caller,
+        webhooks.EndpointRequest(
+            name=request.path_parameters["name"],
+            url=body.url,
+            events=tuple(body.events),
+            job_types=tuple(body.job_types or ()),
+            include_payload=body.include_payload,
+        ),
+        store=hooks.store,
+        resolver=hooks.resolver,
+        policy=hooks.policy,
+        known_job_types=set(services.ports.registry.job_types),
+        clock=services.ports.clock,
+    )
+    if outcome.replaced:
+        return Response(200, WebhookView.of(outcome.endpoint))
+    return Response(201, WebhookSecretView.with_secret(outcome.endpoint))
+
+
+@handles("listWebhooks")
+def list_webhooks(request: Request, services: ApiServices) -> WebhooksView:
+    endpoints = _webhooks(services).store.endpoints(request.caller)
+    return WebhooksView(webhooks=[WebhookView.of(e) for e in sorted(endpoints, key=lambda e: e.name)])
+
+
+@handles("getWebhook")
+def get_webhook(request: Request, services: ApiServices) -> WebhookView:
+    store = _webhooks(services).store
+    return WebhookView.of(webhooks.get_endpoint(request.caller, request.path_parameters["name"], store))
+
+
+@handles("deleteWebhook")
+def delete_webhook(request: Request, services: ApiServices) -> Response:
+    webhooks.delete_endpoint(request.caller, request.path_parameters["name"], _webhooks(services).store)
+    return Response(204, NoContent())
+
+
+@handles("rotateWebhookSecret")
+def rotate_webhook_secret(request: Request, services: ApiServices) -> WebhookSecretView:
+    endpoint = webhooks.rotate_secret(
+        request.caller, request.path_parameters["name"], store=_webhooks(services).store, clock=services.ports.clock
+    )
+    return WebhookSecretView.with_secret(endpoint)
+
+
+@handles("testWebhook")
+def send_test_webhook(request: Request, services: ApiServices) -> Response:
+    hooks = _webhooks(services)
+    name = request.path_parameters["name"]
+    webhooks.get_endpoint(request.caller, name, hooks.store)
+    if hooks.queue is None:
+        raise QueueUnavailableError("no delivery queue configured")
+    delivery = webhooks.send_test(
+        request.caller, name, store=hooks.store, queue=hooks.queue, clock=services.ports.clock
+    )
+    return Response(202, WebhookTestView(event_id=delivery.event_id, type=delivery.type))
+
+
+@handles("listWebhookDeliveries")
+def list_webhook_deliveries(request: Request, services: ApiServices) -> DeliveriesView:
+    log = webhooks.delivery_log(request.caller, request.path_parameters["name"], _webhooks(services).store)
+    return DeliveriesView(deliveries=[DeliveryAttemptView.of(a) for a in log.attempts], failing_since=log.failing_since)
+
+
 def _checked_job_id(job_id: str) -> str:
     if len(job_id) != JOB_ID_LENGTH or not all(c in "0123456789abcdef" for c in job_id):
         raise JobNotFoundError("no such job")
@@ -457,6 +555,8 @@ def refusal(error: Exception) -> Response:
         return _error(403, "forbidden", "this route is for admins (the admin scope, or a listed IAM principal)")
     if isinstance(error, TenantRefusedError):
         return _error(403, "tenant_refused", str(error))
+    if isinstance(error, WebhookNotFoundError):
+        return _error(404, "not_found", "no such webhook endpoint")
     if isinstance(error, UnknownScheduleError):
         return _error(404, "not_found", "no such schedule")
     if isinstance(error, RedriveInProgressError):

@@ -23,6 +23,7 @@ from pydantic import (
 from offpath.domain.errors import InvalidRequestError
 from offpath.domain.job import AttemptRecord, Job, JobStatus
 from offpath.domain.ports import AlarmChange, AlarmState, MinuteStats, QueueStats, RedriveTask
+from offpath.domain.webhooks import Attempt, Endpoint
 from offpath.logic.submit import validation_error
 
 _LAZY = ConfigDict(defer_build=True)
@@ -637,3 +638,161 @@ class OpenApiDocument(RootModel[dict[str, Any]]):
     """An OpenAPI 3.1 document."""
 
     model_config = _examples({"openapi": "3.1.0", "info": {"title": "offpath", "version": "1.0.0"}, "paths": {}})
+
+
+# -- webhooks (notices) -------------------------------------------------------------------------
+
+
+class WebhookBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    url: str = Field(min_length=1, max_length=2048, description="https (locally also http://127.0.0.1:PORT)")
+    events: list[str] = Field(min_length=1, max_length=20, description="job event types, e.g. job.succeeded")
+    job_types: list[Annotated[str, Field(max_length=64)]] | None = Field(
+        default=None, max_length=50, description="only these job types (default: all)"
+    )
+    include_payload: bool = Field(default=False, description="a delivery's data also holds the job's payload")
+
+
+WEBHOOK_EXAMPLE: dict[str, Any] = {
+    "name": "orders",
+    "url": "https://example.com/hooks/offpath",
+    "events": ["job.succeeded", "job.failed"],
+    "job_types": [],
+    "include_payload": False,
+    "enabled": True,
+    "disabled_reason": None,
+    "disabled_at": None,
+    "created_at": "2026-12-01T09:00:00Z",
+    "updated_at": "2026-12-01T09:00:00Z",
+    "previous_secret_expires_at": None,
+}
+
+
+class WebhookView(BaseModel):
+    """An endpoint; `enabled` false with `disabled_reason` once a 410 or 5 days of failures disabled it (a PUT
+    enables it again)."""
+
+    model_config = _examples(WEBHOOK_EXAMPLE)
+
+    name: str
+    url: str
+    events: list[str]
+    job_types: list[str]
+    include_payload: bool
+    enabled: bool
+    disabled_reason: str | None = None
+    disabled_at: Timestamp | None = None
+    created_at: Timestamp | None = None
+    updated_at: Timestamp | None = None
+    # While a secret's rotation overlaps: when the previous secret stops signing.
+    previous_secret_expires_at: Timestamp | None = None
+
+    @classmethod
+    def of(cls, endpoint: Endpoint) -> WebhookView:
+        previous = [s.expires_at for s in endpoint.secrets[1:] if s.expires_at is not None]
+        return cls(
+            name=endpoint.name,
+            url=endpoint.url,
+            events=list(endpoint.events),
+            job_types=list(endpoint.job_types),
+            include_payload=endpoint.include_payload,
+            enabled=endpoint.enabled,
+            disabled_reason=endpoint.disabled_reason,
+            disabled_at=endpoint.disabled_at,
+            created_at=endpoint.created_at,
+            updated_at=endpoint.updated_at,
+            previous_secret_expires_at=max(previous) if previous else None,
+        )
+
+
+class WebhookSecretView(WebhookView):
+    """The endpoint with its signing secret: shown at creation and on rotation only."""
+
+    model_config = _examples({**WEBHOOK_EXAMPLE, "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"})
+
+    secret: str = Field(description="whsec_…: verify deliveries with it (Standard Webhooks)")
+
+    @classmethod
+    def with_secret(cls, endpoint: Endpoint) -> WebhookSecretView:
+        return cls(**WebhookView.of(endpoint).model_dump(), secret=endpoint.secret)
+
+
+class WebhooksView(BaseModel):
+    model_config = _examples({"webhooks": [WEBHOOK_EXAMPLE]})
+
+    webhooks: list[WebhookView]
+
+
+class DeliveryAttemptView(BaseModel):
+    model_config = _LAZY
+
+    event_id: str
+    type: str
+    attempt: int
+    at: Timestamp
+    status_code: int | None = None
+    latency_ms: int
+    error: str | None = None
+    next_retry_at: Timestamp | None = None
+
+    @classmethod
+    def of(cls, attempt: Attempt) -> DeliveryAttemptView:
+        return cls(
+            event_id=attempt.event_id,
+            type=attempt.type,
+            attempt=attempt.attempt,
+            at=attempt.at,
+            status_code=attempt.status_code,
+            latency_ms=attempt.latency_ms,
+            error=attempt.error,
+            next_retry_at=attempt.next_retry_at,
+        )
+
+
+class DeliveriesView(BaseModel):
+    """The latest attempts, newest first; `failing_since`: the first failure since the last success."""
+
+    model_config = _examples(
+        {
+            "deliveries": [
+                {
+                    "event_id": "evt_5b0c3f8e2a1d4c6b9e7f0a2d4c6b8e1f",
+                    "type": "job.succeeded",
+                    "attempt": 2,
+                    "at": "2026-12-01T09:00:05Z",
+                    "status_code": 200,
+                    "latency_ms": 84,
+                    "error": None,
+                    "next_retry_at": None,
+                },
+                {
+                    "event_id": "evt_5b0c3f8e2a1d4c6b9e7f0a2d4c6b8e1f",
+                    "type": "job.succeeded",
+                    "attempt": 1,
+                    "at": "2026-12-01T09:00:00Z",
+                    "status_code": 503,
+                    "latency_ms": 31,
+                    "error": "HTTP 503",
+                    "next_retry_at": "2026-12-01T09:00:05Z",
+                },
+            ],
+            "failing_since": None,
+        }
+    )
+
+    deliveries: list[DeliveryAttemptView]
+    failing_since: Timestamp | None = None
+
+
+class WebhookTestView(BaseModel):
+    model_config = _examples({"event_id": "evt_test_0f1e2d3c4b5a69788796a5b4c3d2e1f0", "type": "webhook.test"})
+
+    event_id: str
+    type: str
+
+
+class NoContent(BaseModel):
+    """No body (204)."""
+
+    model_config = _examples({})

@@ -8,21 +8,28 @@ same wiring otherwise.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from offpath.adapters import sqs_queue
-from offpath.adapters.dynamodb_store import DynamoDbJobStore
+from offpath.adapters.deliveries import EventBridgeSink, SqsDeliveryQueue
+from offpath.adapters.dynamodb_store import DynamoDbJobStore, from_item
 from offpath.adapters.scheduler import EventBridgeJobScheduler
 from offpath.adapters.sqs_queue import SqsJobQueue, SqsQueueMonitor, SqsRedriver
+from offpath.adapters.webhook_http import PinnedSender, SocketConnector, SystemResolver
+from offpath.adapters.webhook_store import DynamoDbWebhookStore
 from offpath.domain.clock import Clock, SystemClock
+from offpath.domain.job import Job
 from offpath.domain.ports import JobScheduler, JobStore, Metrics, Ports
 from offpath.domain.registry import Registry
+from offpath.domain.webhooks import DeliveryQueue, WebhookStore
 from offpath.jobs import load_job_types
+from offpath.logic.notify import WebhookFanout
 from offpath.logic.process import WorkerPolicy, WorkerPorts
 from offpath.logic.submit import SubmitPolicy
 from offpath.logic.sweep import SweepPolicy
+from offpath.logic.webhooks import DeliveryPorts, ReceiverPolicy
 from offpath.observability import EmfMetrics
 from offpath.settings import Settings
 
@@ -30,6 +37,10 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
     from mypy_boto3_scheduler.client import EventBridgeSchedulerClient
     from mypy_boto3_sqs.client import SQSClient
+
+    from offpath.adapters.webhook_http import Connector
+    from offpath.domain.events import EventSink
+    from offpath.domain.webhooks import Resolver
 
 
 @dataclass
@@ -46,6 +57,10 @@ class Overrides:
     registry: Registry | None = None
     rng: Callable[[], random.Random] = field(default=random.Random)
     wrap_store: Callable[[JobStore], JobStore] | None = None
+    # Notices: the resolver and connector of webhook deliveries, and the sink standing in for the event bus.
+    resolver: Resolver | None = None
+    connector: Connector | None = None
+    event_bus: EventSink | None = None
 
     def store(self, settings: Settings) -> JobStore:
         store = DynamoDbJobStore(settings.table_name, client=self.dynamodb)
@@ -119,3 +134,86 @@ def worker_policy(settings: Settings) -> WorkerPolicy:
 
 def sweep_policy(settings: Settings) -> SweepPolicy:
     return SweepPolicy(grace=settings.sweep_grace, retention=settings.retention)
+
+
+# -- notices: the notifier, webhook deliveries and the api's webhook routes ---------------------------
+
+
+@dataclass
+class NotifierServices:
+    read_item: Callable[[Mapping[str, Any]], Job]
+    sinks: list[EventSink]
+
+
+@dataclass
+class WebhookServices:
+    """What the api's webhook routes use: the endpoints, the receiver check and (for tests) the queue."""
+
+    store: WebhookStore
+    resolver: Resolver
+    policy: ReceiverPolicy
+    queue: DeliveryQueue | None
+
+
+def render_job(job: Job, with_payload: bool) -> dict[str, Any]:
+    """A job as a delivery or an event shows it: the API's job view (the payload only when asked for)."""
+    from offpath.handlers.api_models import JobView
+
+    view: dict[str, Any] = JobView.of(job, with_payload=with_payload).model_dump(mode="json")
+    return view
+
+
+def receiver_policy(settings: Settings) -> ReceiverPolicy:
+    return ReceiverPolicy(allow_loopback=settings.allow_loopback_receivers, retry_scale=settings.webhook_retry_scale)
+
+
+def build_delivery_queue(settings: Settings, overrides: Overrides | None = None) -> SqsDeliveryQueue | None:
+    if not settings.delivery_queue_url:
+        return None
+    client = (overrides or Overrides()).sqs_client()
+    return SqsDeliveryQueue(settings.delivery_queue_url, settings.delivery_dlq_url, client=client)
+
+
+def build_webhook_services(settings: Settings, overrides: Overrides | None = None) -> WebhookServices:
+    o = overrides or Overrides()
+    return WebhookServices(
+        store=DynamoDbWebhookStore(settings.table_name, client=o.dynamodb),
+        resolver=o.resolver or SystemResolver(),
+        policy=receiver_policy(settings),
+        queue=build_delivery_queue(settings, o),
+    )
+
+
+def build_notifier_services(settings: Settings, overrides: Overrides | None = None) -> NotifierServices:
+    """The sinks: the event bus (when one is named, or the override standing in for it), then the webhook
+    fan-out (when there is a delivery queue)."""
+    o = overrides or Overrides()
+    sinks: list[EventSink] = []
+    if o.event_bus is not None:
+        sinks.append(o.event_bus)
+    elif settings.event_bus_name:
+        sinks.append(EventBridgeSink(settings.event_bus_name, render_job))
+    queue = build_delivery_queue(settings, o)
+    if queue is not None:
+        store = DynamoDbWebhookStore(settings.table_name, client=o.dynamodb)
+        sinks.append(WebhookFanout(store, queue, o.clock or SystemClock(), render_job))
+    return NotifierServices(read_item=from_item, sinks=sinks)
+
+
+def build_delivery_ports(settings: Settings, overrides: Overrides | None = None) -> DeliveryPorts:
+    o = overrides or Overrides()
+    queue = build_delivery_queue(settings, o)
+    if queue is None:
+        raise RuntimeError("OFFPATH_DELIVERY_QUEUE_URL is not set")
+    sender = PinnedSender(
+        o.resolver or SystemResolver(),
+        o.connector or SocketConnector(),
+        allow_loopback=settings.allow_loopback_receivers,
+    )
+    return DeliveryPorts(
+        store=DynamoDbWebhookStore(settings.table_name, client=o.dynamodb),
+        queue=queue,
+        sender=sender,
+        clock=o.clock or SystemClock(),
+        rng=o.rng(),
+    )

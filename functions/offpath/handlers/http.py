@@ -140,6 +140,14 @@ class Response:
     headers: Mapping[str, str] = field(default_factory=dict)
 
     def integration_response(self) -> dict[str, Any]:
+        if self.status == 204:  # no content: no body, no content type
+            return {
+                "statusCode": 204,
+                "body": "",
+                "isBase64Encoded": False,
+                "headers": dict(self.headers),
+                "cookies": [],
+            }
         return {
             "statusCode": self.status,
             "body": dump_json(self.body),

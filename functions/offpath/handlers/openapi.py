@@ -122,6 +122,9 @@ def _operation(route: Route, documented: dict[str, type[BaseModel]], routes: lis
         operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": schema}}}
     responses: dict[str, Any] = {}
     for answer in route.answers:
+        if answer.status == 204:  # no content
+            responses["204"] = {"description": answer.description}
+            continue
         model = documented.get(answer.model) or getattr(api_models, answer.model)
         media: dict[str, Any] = {"schema": _ref(model.__name__)}
         example = api_models.example_of(model)

@@ -1,0 +1,118 @@
+"""The notifier: a batch of the job table's stream records → job events (offpath.domain.events) → sinks.
+
+Records are taken in stream order. The whole batch's events go to each sink at once; when a sink fails, the
+records are published one at a time again until the first that fails: its sequence number is reported (the
+event source mapping retries from it; the records before it are done). An event published twice is the same
+event (its id is stable), which a receiver recognises.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from offpath.domain.clock import Clock
+from offpath.domain.events import EventSink, JobEvent, events_of_change
+from offpath.domain.job import Job
+from offpath.domain.webhooks import Delivery, DeliveryQueue, EndpointCache, WebhookStore
+
+logger = logging.getLogger("offpath.notifier")
+
+ItemReader = Callable[[Mapping[str, Any]], Job]
+# The job as a delivery shows it (the API's job view); `with_payload` when the endpoint asks for it.
+JobRenderer = Callable[[Job, bool], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class StreamRecord:
+    """What the notifier needs of one DynamoDB Streams record."""
+
+    sequence_number: str
+    old_image: Mapping[str, Any] | None
+    new_image: Mapping[str, Any] | None
+
+    @classmethod
+    def of(cls, record: Mapping[str, Any]) -> StreamRecord:
+        change = record.get("dynamodb") or {}
+        return cls(str(change.get("SequenceNumber", "")), change.get("OldImage"), change.get("NewImage"))
+
+
+def events_of_record(record: StreamRecord, read_item: ItemReader) -> list[JobEvent]:
+    """The events of one record. An image the store cannot read is left out (logged by its sequence
+    number): one bad record never blocks the stream."""
+    try:
+        old = read_item(record.old_image) if record.old_image else None
+        new = read_item(record.new_image) if record.new_image else None
+    except Exception:
+        logger.error("a stream record's job image could not be read; left out", extra={"seq": record.sequence_number})
+        return []
+    return events_of_change(old, new)
+
+
+def notify(records: Sequence[StreamRecord], read_item: ItemReader, sinks: Sequence[EventSink]) -> str | None:
+    """Publishes the records' events to every sink; returns the sequence number of the first record whose
+    events could not be published (None: all were)."""
+    per_record = [events_of_record(record, read_item) for record in records]
+    everything = [event for events in per_record for event in events]
+    if not everything:
+        return None
+    try:
+        for sink in sinks:
+            sink.publish(everything)
+        return None
+    except Exception:
+        logger.warning("publishing the batch failed; publishing record by record", exc_info=True)
+    for record, events in zip(records, per_record, strict=True):
+        if not events:
+            continue
+        try:
+            for sink in sinks:
+                sink.publish(events)
+        except Exception:
+            logger.exception("a record's events could not be published", extra={"seq": record.sequence_number})
+            return record.sequence_number
+    return None
+
+
+class WebhookFanout:
+    """An event sink: one delivery per event and per endpoint of its tenant that wants it, on the delivery
+    queue. A tenant's endpoints are read once per tenant and kept briefly (EndpointCache)."""
+
+    def __init__(
+        self,
+        store: WebhookStore,
+        queue: DeliveryQueue,
+        clock: Clock,
+        render: JobRenderer,
+        cache: EndpointCache | None = None,
+    ) -> None:
+        self.store = store
+        self.queue = queue
+        self.clock = clock
+        self.render = render
+        self.cache = cache or EndpointCache()
+
+    def publish(self, events: Sequence[JobEvent]) -> None:
+        deliveries = self.deliveries(events)
+        if deliveries:
+            self.queue.send(deliveries)
+
+    def deliveries(self, events: Sequence[JobEvent]) -> list[Delivery]:
+        now = self.clock.now()
+        out: list[Delivery] = []
+        for event in events:
+            for endpoint in self.cache.get(event.tenant, now, self.store.endpoints):
+                if endpoint.wants(event):
+                    out.append(
+                        Delivery(
+                            tenant=event.tenant,
+                            endpoint=endpoint.name,
+                            event_id=event.id,
+                            type=event.type.value,
+                            timestamp=event.time,
+                            data=self.render(event.job, endpoint.include_payload),
+                        )
+                    )
+        return out

@@ -1,0 +1,314 @@
+"""Webhook deliveries against fakes: signing (verified as a receiver verifies, with standardwebhooks), the retry
+schedule, Retry-After, 410, the 5-day disable, rotation, and the refused addresses (no connection is ever
+attempted to one)."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from standardwebhooks import Webhook, WebhookVerificationError
+
+from offpath.adapters.webhook_http import PinnedSender
+from offpath.domain.errors import InvalidRequestError
+from offpath.domain.webhooks import (
+    MAX_ENDPOINTS_PER_TENANT,
+    RETRY_DELAYS_S,
+    Delivery,
+    Endpoint,
+    HttpResult,
+    Secret,
+    new_secret,
+    refusal_of,
+    retry_delay_s,
+)
+from offpath.logic.webhooks import (
+    DeliveryPorts,
+    EndpointRequest,
+    ReceiverPolicy,
+    deliver,
+    put_endpoint,
+    rotate_secret,
+)
+from offpath_tools.clocks import ManualClock
+from offpath_tools.webhook_fakes import (
+    ConnectorThatMustNotBeCalled,
+    FakeResolver,
+    InMemoryWebhookStore,
+    RecordingDeliveryQueue,
+    ScriptedSender,
+)
+
+TENANT = "acme"
+AWS = ReceiverPolicy(allow_loopback=False)
+PUBLIC = "https://hooks.example.com/offpath"
+
+
+def endpoint(**changes: object) -> Endpoint:
+    base = Endpoint(name="orders", url=PUBLIC, events=("job.succeeded",), secrets=(Secret(new_secret()),))
+    return Endpoint(**{**base.__dict__, **changes})  # type: ignore[arg-type]
+
+
+def delivery(attempt: int = 1) -> Delivery:
+    return Delivery(
+        tenant=TENANT,
+        endpoint="orders",
+        event_id="evt_0123456789abcdef0123456789abcdef",
+        type="job.succeeded",
+        timestamp=datetime(2026, 12, 1, 9, 0, tzinfo=UTC),
+        data={"job_id": "a" * 32, "status": "SUCCEEDED"},
+        attempt=attempt,
+    )
+
+
+class Setup:
+    def __init__(self, *results: HttpResult, start: datetime | None = None) -> None:
+        self.store = InMemoryWebhookStore()
+        self.queue = RecordingDeliveryQueue()
+        self.sender = ScriptedSender(list(results))
+        self.clock = ManualClock(start or datetime.now(UTC))
+        self.ports = DeliveryPorts(self.store, self.queue, self.sender, self.clock, random.Random(7))
+        self.endpoint = endpoint()
+        self.store.put_endpoint(TENANT, self.endpoint, limit=10)
+
+    def deliver(self, message: Delivery) -> str:
+        return deliver(message, self.ports, AWS).result
+
+    @property
+    def current(self) -> Endpoint:
+        found = self.store.endpoint(TENANT, "orders")
+        assert found is not None
+        return found
+
+
+# -- signing -------------------------------------------------------------------------------------
+
+
+def test_a_delivery_is_signed_as_standard_webhooks_receivers_verify_it() -> None:
+    setup = Setup(HttpResult(200, 3))
+
+    assert setup.deliver(delivery()) == "delivered"
+
+    url, headers, body = setup.sender.posted[0]
+    assert url == PUBLIC
+    assert headers["webhook-id"] == delivery().event_id
+    payload = Webhook(setup.endpoint.secret).verify(body, headers)
+    assert payload == {"type": "job.succeeded", "timestamp": "2026-12-01T09:00:00Z", "data": delivery().data}
+    with pytest.raises(WebhookVerificationError):
+        Webhook(new_secret()).verify(body, headers)
+
+
+def test_after_a_rotation_both_secrets_verify_for_24_hours_then_only_the_new_one() -> None:
+    setup = Setup(HttpResult(200, 3), HttpResult(200, 3))
+    old = setup.endpoint.secret
+    new = rotate_secret(TENANT, "orders", store=setup.store, clock=setup.clock).secret
+
+    setup.deliver(delivery())
+    _, headers, body = setup.sender.posted[0]
+    assert len(headers["webhook-signature"].split(" ")) == 2
+    assert Webhook(old).verify(body, headers) and Webhook(new).verify(body, headers)
+
+    setup.clock.advance(24 * 3600 + 1)
+    assert setup.current.signing_secrets(setup.clock.now()) == [new]
+
+
+def test_every_retry_of_an_event_carries_the_same_webhook_id() -> None:
+    setup = Setup(HttpResult(500, 3), HttpResult(200, 3))
+
+    assert setup.deliver(delivery()) == "retrying"
+    retry, _ = setup.queue.sent[0]
+    setup.clock.set(retry.not_before or setup.clock.now())
+    assert setup.deliver(retry) == "delivered"
+
+    assert [headers["webhook-id"] for _, headers, _ in setup.sender.posted] == [delivery().event_id] * 2
+
+
+# -- retries -------------------------------------------------------------------------------------
+
+
+def test_the_schedule_is_5s_5min_30min_2h_5h_10h_10h_with_jitter_then_no_more() -> None:
+    assert RETRY_DELAYS_S == (5, 300, 1800, 7200, 18000, 36000, 36000)
+    for attempt, base in enumerate(RETRY_DELAYS_S, start=1):
+        low = retry_delay_s(attempt, status=500, retry_after_s=None, scale=1, draw=0.0)
+        high = retry_delay_s(attempt, status=500, retry_after_s=None, scale=1, draw=0.999)
+        assert low == pytest.approx(base * 0.9) and high == pytest.approx(base * 1.1, rel=1e-3)
+    assert retry_delay_s(8, status=500, retry_after_s=None, scale=1, draw=0.5) is None
+
+
+def test_a_wait_longer_than_a_message_delay_is_made_in_hops_of_15_minutes() -> None:
+    setup = Setup(HttpResult(500, 3))
+
+    assert setup.deliver(delivery(attempt=4)) == "retrying"  # the next is about 5 h later
+    retry, delay = setup.queue.sent[0]
+    assert delay == 900 and retry.attempt == 5 and retry.not_before is not None
+
+    setup.clock.advance(900)
+    assert setup.deliver(retry) == "waiting"  # not yet: sent on again, nothing posted
+    assert len(setup.sender.posted) == 1 and setup.queue.sent[1] == (retry, 900)
+
+
+def test_429_and_503_wait_what_retry_after_asks() -> None:
+    for status in (429, 503):
+        setup = Setup(HttpResult(status, 3, retry_after="120"))
+        setup.deliver(delivery())
+        retry, delay = setup.queue.sent[0]
+        assert delay == 120
+        assert retry.not_before == setup.clock.now() + timedelta(seconds=120)
+
+
+def test_the_last_failure_goes_to_the_dlq_with_its_reason() -> None:
+    setup = Setup(HttpResult(500, 3))
+
+    assert setup.deliver(delivery(attempt=8)) == "dead_lettered"
+    assert not setup.queue.sent
+    assert "8 attempts failed" in setup.queue.dead[0][1]
+
+
+def test_410_gone_disables_the_endpoint_at_once() -> None:
+    setup = Setup(HttpResult(410, 3))
+
+    assert setup.deliver(delivery()) == "disabled"
+    assert not setup.current.enabled and "410" in (setup.current.disabled_reason or "")
+    assert not setup.queue.sent and setup.queue.dead
+    assert setup.deliver(delivery()) == "dead_lettered"  # a disabled endpoint gets nothing more
+    assert len(setup.sender.posted) == 1
+
+
+def test_an_endpoint_failing_for_five_days_in_a_row_is_disabled_and_says_so() -> None:
+    setup = Setup(*[HttpResult(None, 10_000, error="timed out after 10 s")] * 3)
+    setup.deliver(delivery())
+    setup.clock.advance(4 * 86400)
+    assert setup.deliver(delivery()) == "retrying"
+    setup.clock.advance(86400)
+
+    assert setup.deliver(delivery()) == "disabled"
+    assert "5 days" in (setup.current.disabled_reason or "")
+
+
+def test_a_success_ends_a_run_of_failures() -> None:
+    setup = Setup(HttpResult(500, 3), HttpResult(200, 3), HttpResult(500, 3))
+    setup.deliver(delivery())
+    setup.clock.advance(4 * 86400)
+    setup.deliver(delivery())
+    setup.clock.advance(2 * 86400)
+
+    assert setup.deliver(delivery()) == "retrying"
+    assert setup.current.enabled
+
+
+# -- refused addresses ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "169.254.169.254",  # the instance metadata service (link-local)
+        "10.0.0.1",
+        "172.16.0.1",
+        "192.168.1.1",
+        "127.0.0.1",
+        "0.0.0.0",
+        "224.0.0.1",
+        "240.0.0.1",
+        "100.64.0.1",
+        "::1",
+        "::",
+        "fe80::1",
+        "fc00::1",
+        "ff02::1",
+        "::ffff:10.0.0.1",
+        "::ffff:169.254.169.254",
+    ],
+)
+def test_an_address_of_each_refused_class_is_refused_on_aws(address: str) -> None:
+    assert refusal_of(address, allow_loopback=False) is not None
+
+
+def test_locally_127_0_0_1_and_only_it_of_the_refused_classes_is_allowed() -> None:
+    assert refusal_of("127.0.0.1", allow_loopback=True) is None
+    for address in ("127.0.0.2", "::1", "10.0.0.1", "169.254.169.254"):
+        assert refusal_of(address, allow_loopback=True) is not None
+    assert refusal_of("93.184.215.14", allow_loopback=False) is None
+
+
+@pytest.mark.parametrize(
+    ("url", "answers"),
+    [
+        ("https://169.254.169.254/latest/meta-data", {"169.254.169.254": ["169.254.169.254"]}),
+        ("https://10.0.0.1/hook", {"10.0.0.1": ["10.0.0.1"]}),
+        ("https://[::1]/hook", {"::1": ["::1"]}),
+        ("https://internal.example.com/hook", {"internal.example.com": ["10.1.2.3"]}),
+        ("https://mixed.example.com/hook", {"mixed.example.com": ["93.184.215.14", "127.0.0.1"]}),
+        ("https://nowhere.example.com/hook", {}),
+        ("http://public.example.com/hook", {"public.example.com": ["93.184.215.14"]}),  # not https
+    ],
+)
+def test_a_refused_receiver_is_never_connected_to(url: str, answers: dict[str, list[str]]) -> None:
+    sender = PinnedSender(FakeResolver(answers), ConnectorThatMustNotBeCalled(), allow_loopback=False)
+
+    result = sender.post(url, {}, b"{}", 10)
+
+    assert result.status is None and (result.error or "").startswith("refused")
+
+
+def test_a_refused_receiver_is_a_422_naming_the_url_at_registration() -> None:
+    store = InMemoryWebhookStore()
+    resolver = FakeResolver({"internal.example.com": ["10.1.2.3"]})
+    for url in ("https://internal.example.com/h", "https://169.254.169.254/", "https://[::1]/", "http://x.example/"):
+        with pytest.raises(InvalidRequestError) as refused:
+            put_endpoint(
+                TENANT,
+                EndpointRequest("orders", url, ("job.succeeded",)),
+                store=store,
+                resolver=resolver,
+                policy=AWS,
+                known_job_types=set(),
+                clock=ManualClock(),
+            )
+        assert refused.value.field == "url"
+    assert store.endpoints(TENANT) == []
+
+
+def test_a_name_that_later_resolves_inside_fails_the_delivery_without_a_connection() -> None:
+    resolver = FakeResolver({"hooks.example.com": ["93.184.215.14"]})
+    store = InMemoryWebhookStore()
+    put_endpoint(
+        TENANT,
+        EndpointRequest("orders", PUBLIC, ("job.succeeded",)),
+        store=store,
+        resolver=resolver,
+        policy=AWS,
+        known_job_types=set(),
+        clock=ManualClock(),
+    )
+    resolver.answers["hooks.example.com"] = ["169.254.169.254"]  # DNS changed
+    queue = RecordingDeliveryQueue()
+    sender = PinnedSender(resolver, ConnectorThatMustNotBeCalled())
+    ports = DeliveryPorts(store, queue, sender, ManualClock(datetime.now(UTC)), random.Random(1))
+
+    assert deliver(delivery(), ports, AWS).result == "retrying"
+    assert "link-local" in (store.delivery_log(TENANT, "orders").attempts[0].error or "")
+
+
+def test_a_tenant_has_a_bounded_number_of_endpoints() -> None:
+    store = InMemoryWebhookStore()
+    resolver = FakeResolver({"hooks.example.com": ["93.184.215.14"]})
+
+    def put(name: str) -> None:
+        put_endpoint(
+            TENANT,
+            EndpointRequest(name, PUBLIC, ("job.succeeded",)),
+            store=store,
+            resolver=resolver,
+            policy=AWS,
+            known_job_types=set(),
+            clock=ManualClock(),
+        )
+
+    for i in range(MAX_ENDPOINTS_PER_TENANT):
+        put(f"e{i}")
+    with pytest.raises(InvalidRequestError) as refused:
+        put("one-more")
+    assert refused.value.field == "name"
+    put("e0")  # replacing one is not adding one

@@ -1,0 +1,115 @@
+"""A webhook receiver on 127.0.0.1 for the end-to-end tests and the fault ledger: it records every request it
+gets and answers what the caller scripts for its path (200 by default; `fail_every`: every n-th request on a
+path answered 503). Signatures are verified with `standardwebhooks`, as a receiver would, by whoever knows the
+endpoint's secrets."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from standardwebhooks import Webhook
+
+
+@dataclass(frozen=True)
+class Received:
+    path: str
+    headers: dict[str, str]
+    body: str
+    at: float  # time.monotonic()
+    status: int = 0  # what the receiver answered
+
+    @property
+    def event(self) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads(self.body)
+        return data
+
+    @property
+    def webhook_id(self) -> str:
+        return self.headers["webhook-id"]
+
+    def verified_by(self, secret: str) -> bool:
+        try:
+            Webhook(secret).verify(self.body, self.headers)
+        except Exception:
+            return False
+        return True
+
+
+@dataclass
+class Script:
+    """Answers for one path: each request takes the next (status, headers); when none is left, `then`."""
+
+    answers: list[tuple[int, dict[str, str]]] = field(default_factory=list)
+    then: int = 200
+
+
+class Receiver:
+    def __init__(self, fail_every: int = 0) -> None:
+        self.fail_every = fail_every
+        self.received: list[Received] = []
+        self.scripts: dict[str, Script] = {}
+        self._lock = threading.Lock()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length).decode()
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                status, extra = receiver._answer(Received(self.path, headers, body, time.monotonic()))
+                self.send_response(status)
+                for name, value in extra.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def script(self, path: str, *answers: tuple[int, dict[str, str]], then: int = 200) -> None:
+        with self._lock:
+            self.scripts[path] = Script(list(answers), then)
+
+    def _answer(self, received: Received) -> tuple[int, dict[str, str]]:
+        with self._lock:
+            status, extra = self._decide(received.path, len(self.received) + 1)
+            self.received.append(dataclasses.replace(received, status=status))
+            return status, extra
+
+    def _decide(self, path: str, count: int) -> tuple[int, dict[str, str]]:
+        if self.fail_every and count % self.fail_every == 0:
+            return 503, {}
+        script = self.scripts.get(path)
+        if script is None:
+            return 200, {}
+        if script.answers:
+            return script.answers.pop(0)
+        return script.then, {}
+
+    def at(self, path: str) -> list[Received]:
+        with self._lock:
+            return [r for r in self.received if r.path == path]
+
+    def events(self, path: str) -> Iterator[tuple[Received, dict[str, Any]]]:
+        for received in self.at(path):
+            yield received, received.event
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
