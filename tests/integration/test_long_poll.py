@@ -91,6 +91,16 @@ def test_at_the_end_of_the_wait_the_job_is_answered_as_it_is(pipeline: Pipeline,
     assert sum(calls.values()) == calls["DynamoDB.GetItem"]
 
 
+def test_a_wait_too_short_to_pause_answers_at_once(pipeline: Pipeline, fake_time: FakeTime) -> None:
+    """Any positive number is a valid wait (the document says so); one under a pause reads once."""
+    job_id = submitted(pipeline)
+
+    status, job, _ = pipeline.call("GET", f"/jobs/{job_id}?wait=5e-324")
+
+    assert (status, job["status"]) == (200, "QUEUED")
+    assert fake_time.slept == []
+
+
 def test_a_short_wait_ends_at_its_seconds(pipeline: Pipeline, fake_time: FakeTime) -> None:
     job_id = submitted(pipeline)
 
@@ -100,7 +110,7 @@ def test_a_short_wait_ends_at_its_seconds(pipeline: Pipeline, fake_time: FakeTim
     assert fake_time.elapsed == pytest.approx(2.5)
 
 
-@pytest.mark.parametrize("wait", ["0", "21", "abc", "-3", "1e1", ""])
+@pytest.mark.parametrize("wait", ["0", "21", "abc", "-3", "3e1", "", "inf"])
 def test_a_bad_wait_is_a_422_naming_it_before_any_read(pipeline: Pipeline, fake_time: FakeTime, wait: str) -> None:
     job_id = submitted(pipeline)
     calls = aws_calls(pipeline.clients["dynamodb"])

@@ -23,12 +23,15 @@ def test_the_longest_wait_reads_the_job_at_most_24_times() -> None:
     assert max(max_reads(n / 10) for n in range(1, 201)) == 24
 
 
-@pytest.mark.parametrize(("text", "seconds"), [("20", 20.0), ("0.1", 0.1), ("5", 5.0), ("12.5", 12.5)])
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("20", 20.0), ("0.1", 0.1), ("5", 5.0), ("12.5", 12.5), ("1e1", 10.0), ("5E-1", 0.5), ("5e-324", 5e-324)],
+)
 def test_a_wait_of_seconds_is_read(text: str, seconds: float) -> None:
     assert parse_wait(text) == seconds
 
 
-BAD = ["0", "0.0", "20.1", "21", "-1", "", "abc", "inf", "nan", "1e1", " 5", "5 ", "²", "1.2.3"]
+BAD = ["0", "0.0", "20.1", "21", "-1", "", "abc", "inf", "nan", "3e1", " 5", "5 ", "²", "1.2.3", "1_0", "05", "1."]
 
 
 @pytest.mark.parametrize("text", BAD)

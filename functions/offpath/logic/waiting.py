@@ -10,6 +10,7 @@ the pauses after it instead of lengthening the wait.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from offpath.domain.errors import InvalidRequestError
@@ -22,17 +23,16 @@ FIRST_PAUSE_S = 0.1
 MAX_PAUSE_S = 1.0
 WAIT_FIELD = "wait"
 WAIT_MESSAGE = f"wait must be a number of seconds above 0 and at most {MAX_WAIT_S:g}"
+WAIT_NUMBER = re.compile(r"(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
 
 Sleep = Callable[[float], None]
 Monotonic = Callable[[], float]
 
 
 def parse_wait(text: str) -> float:
-    """The `wait` query parameter: seconds, above 0 and at most 20 (a decimal fraction allowed)."""
-    # ASCII digits and one point only: float() would take "inf", "nan", "1e3", "²" and surrounding spaces.
-    whole, _, fraction = text.partition(".")
-    simple = whole.isascii() and whole.isdigit() and (not fraction or (fraction.isascii() and fraction.isdigit()))
-    if not simple or len(text) > 8:
+    """The `wait` query parameter: seconds, above 0 and at most 20, written as a JSON number is (`2`, `0.5`,
+    `5e-1`); float() alone would also take "inf", "nan", "²", "1_0" and surrounding spaces."""
+    if len(text) > 32 or not WAIT_NUMBER.fullmatch(text):
         raise InvalidRequestError(WAIT_FIELD, WAIT_MESSAGE)
     seconds = float(text)
     if not 0 < seconds <= MAX_WAIT_S:
