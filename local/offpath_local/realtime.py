@@ -9,8 +9,9 @@ subscribers get (`offpath.adapters.realtime.event_document`). The stream ends af
 The caller is the job's tenant or gets 404 before any stream, as `GET /jobs/{id}` answers. A browser's
 EventSource cannot send an Authorization header: the token may come as `access_token` in the query instead
 (RFC 6750's form), on this route only. A subscriber that comes late (or after the runtime restarted) first gets
-what the hub kept of the job's events, or, when it kept none, the event of the job's state as it is now; with
-`Last-Event-ID` (EventSource's reconnection) it gets only what came after that event. A job that is final and
+the event of the job's state as it is when it subscribes (the one the hub kept, else the one that state is),
+then every later one; a job's earlier life (the attempts before a retry by hand) is not replayed. With
+`Last-Event-ID` (EventSource's reconnection) it gets what came after that event. A job that is final and
 whose events the subscriber has all seen is answered 204, which tells EventSource to stop reconnecting.
 """
 
@@ -143,10 +144,17 @@ class JobEventStreams:
             cursor = kept[ids.index(request.last_event_id)][0]
             replay = [event for n, event in kept if n > cursor]
         else:
+            # The job as it was read, then what came after: the kept event of that state when there is one
+            # (else the event its state is), and the kept events of later states.
             cursor = kept[-1][0] if kept else 0
-            replay = [event for _, event in kept] or events_of_change(None, job)
+            now = [i for i, (_, event) in enumerate(kept) if event.job.updated_at == job.updated_at]
+            if now:
+                replay = [event for _, event in kept[now[0] :]]
+            else:
+                later = [event for _, event in kept if event.job.updated_at > job.updated_at]
+                replay = events_of_change(None, job) + later
             if request.last_event_id is not None and request.last_event_id in {e.id for e in replay}:
-                replay = []
+                replay = replay[[e.id for e in replay].index(request.last_event_id) + 1 :]
         seen_final = any(event.type in FINAL_EVENTS for event in replay)
         if not replay and job.status.is_final:
             return 204, {}, b""

@@ -112,21 +112,37 @@ def test_another_tenants_job_and_an_unknown_job_are_404_before_any_stream(hub: R
         assert json.loads(body) == {"error": {"code": "not_found", "message": "no such job"}}
 
 
-def test_a_late_subscriber_replays_what_was_kept_and_one_after_the_end_is_told_to_stop(hub: RealtimeHub) -> None:
+def test_a_late_subscriber_starts_at_the_state_it_read_and_one_after_the_end_is_told_to_stop(
+    hub: RealtimeHub,
+) -> None:
     batches = lifecycle()
     for batch in batches:
         hub.publish(batch)
-    done = batches[-1][0].job
+    published = [event for batch in batches for event in batch]
+    done = published[-1].job
+    half = published[2].job  # read while at 50%, subscribed after the job went on
 
     events = parse(list(opened(streams(hub, done))))
-    assert [e["event"] for e in events][-1] == "job.succeeded"
-    assert len(events) == 5
+    from_half = parse(list(opened(streams(hub, half))))
 
+    assert [e["event"] for e in events] == ["job.succeeded"]
+    assert [e["id"] for e in from_half] == [event.id for event in published[2:]]
     # EventSource reconnects with the last id it saw: nothing is left, and 204 stops its reconnecting.
     assert streams(hub, done).open(StreamRequest(TENANT, f"/jobs/{JOB_ID}/events", events[-1]["id"]))[0] == 204
     # From the middle: only what came after.
-    after = parse(list(opened(streams(hub, done), last=events[1]["id"])))
-    assert [e["id"] for e in after] == [e["id"] for e in events[2:]]
+    after = parse(list(opened(streams(hub, done), last=published[1].id)))
+    assert [e["id"] for e in after] == [event.id for event in published[2:]]
+
+
+def test_a_job_retried_by_hand_is_not_replayed_its_earlier_life(hub: RealtimeHub) -> None:
+    failed = a_job(JobStatus.FAILED, attempt=1, error="boom", updated_at=START + timedelta(seconds=1))
+    hub.publish(change(None, a_job(JobStatus.QUEUED)))
+    hub.publish(change(a_job(JobStatus.RUNNING, attempt=1), failed))
+    again = a_job(JobStatus.QUEUED, retries=1, updated_at=START + timedelta(seconds=2))
+
+    events = parse(list(opened(streams(hub, again, heartbeat_s=0.01, max_stream_s=0.02))))
+
+    assert [(e["event"], json.loads(e["data"])["job"]["status"]) for e in events] == [("job.queued", "QUEUED")]
 
 
 def test_a_job_the_hub_never_saw_is_streamed_from_its_current_state(hub: RealtimeHub) -> None:
