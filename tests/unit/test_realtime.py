@@ -257,3 +257,16 @@ def test_a_refused_publish_raises_so_the_notifier_retries_the_record() -> None:
     sink = AppSyncEventsSink("https://x/event", "us-east-1", credentials=Credentials(), send=lambda *_: 403)
     with pytest.raises(RealtimeUnavailableError, match="403"):
         sink.publish(lifecycle()[0])
+
+
+def test_the_notifier_publishes_to_the_realtime_api_when_the_stack_has_one() -> None:
+    from offpath.handlers.composition import build_notifier_services
+    from offpath.settings import Settings
+
+    url = "https://abc.appsync-api.eu-west-1.amazonaws.com/event"
+    with_realtime = build_notifier_services(Settings(table_name="jobs", realtime_url=url))
+    without = build_notifier_services(Settings(table_name="jobs"))
+
+    (sink,) = [s for s in with_realtime.sinks if isinstance(s, AppSyncEventsSink)]
+    assert sink.url == url
+    assert not [s for s in without.sinks if isinstance(s, AppSyncEventsSink)]

@@ -64,7 +64,10 @@ class AppSyncEventsSink:
     `/event`), signed with the function's credentials. `send` (tests) takes the URL, body and signed headers
     and returns the HTTP status."""
 
-    def __init__(self, url: str, region: str, *, credentials: Any = None, send: Send | None = None) -> None:
+    def __init__(
+        self, url: str, region: str | None = None, *, credentials: Any = None, send: Send | None = None
+    ) -> None:
+        """`region`: the API's (by default the function's own, as boto3 finds it)."""
         self.url = url
         self.region = region
         self._credentials = credentials
@@ -86,10 +89,12 @@ class AppSyncEventsSink:
         from botocore.auth import SigV4Auth
         from botocore.awsrequest import AWSRequest
 
-        if self._credentials is None:
+        if self._credentials is None or self.region is None:
             import boto3
 
-            self._credentials = boto3.Session().get_credentials()
+            session = boto3.Session()
+            self._credentials = self._credentials or session.get_credentials()
+            self.region = self.region or session.region_name or "us-east-1"
         request = AWSRequest(method="POST", url=self.url, data=body, headers={"content-type": "application/json"})
         SigV4Auth(self._credentials.get_frozen_credentials(), "appsync", self.region).add_auth(request)
         return dict(request.headers.items())
