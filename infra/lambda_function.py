@@ -1,8 +1,9 @@
 """What every offpath function shares: one code asset, the Powertools layer, and a function construct with
 its own role and log group.
 
-The asset is `functions/` (the `offpath` package) plus the pure-Python `tzdata` package copied from the
-environment that runs the synth. Bundling is local and copies files in Python: no Docker, no network.
+The asset is `functions/` (the `offpath` package) plus the pure-Python `tzdata` package and the distributions
+of `ASSET_DISTRIBUTIONS` (standardwebhooks), copied from the environment that runs the synth. Bundling is local
+and copies files in Python: no Docker, no network.
 
 For target `localstack` the asset also carries what the layer brings on AWS (`LAYER_DISTRIBUTIONS`: pydantic
 and, from its metadata, its dependencies), copied from the synth's environment, and the functions run on
@@ -41,6 +42,9 @@ ARCHITECTURE = lambda_.Architecture.ARM_64
 # What the functions import that the Lambda runtime lacks (it has boto3) and the Powertools layer provides.
 # Nothing in functions/ imports aws_lambda_powertools itself, so the layer is there for pydantic alone.
 LAYER_DISTRIBUTIONS = ("pydantic",)
+# What the functions import that neither the runtime nor the layer has: the notifier and the delivery
+# function sign webhooks with standardwebhooks (pure Python, no dependencies), carried in the asset itself.
+ASSET_DISTRIBUTIONS = ("standardwebhooks",)
 COMPILED_SUFFIXES = (".so", ".pyd", ".dylib")
 MACHINE_ARCHITECTURES = {
     "x86_64": ("x86_64", lambda_.Architecture.X86_64),
@@ -248,7 +252,7 @@ def function_kit(scope: Construct, options: StackOptions, environment: Mapping[s
     if options.localstack:
         target = synth_platform()
         return FunctionKit(
-            code=function_code(distributions=LAYER_DISTRIBUTIONS, target=target),
+            code=function_code(distributions=LAYER_DISTRIBUTIONS + ASSET_DISTRIBUTIONS, target=target),
             layers=(),
             options=options,
             environment=environment,
@@ -256,7 +260,10 @@ def function_kit(scope: Construct, options: StackOptions, environment: Mapping[s
             architecture=target.architecture,
         )
     return FunctionKit(
-        code=function_code(), layers=(powertools_layer(scope, options),), options=options, environment=environment
+        code=function_code(distributions=ASSET_DISTRIBUTIONS),
+        layers=(powertools_layer(scope, options),),
+        options=options,
+        environment=environment,
     )
 
 

@@ -17,6 +17,7 @@ from constructs import Construct
 from infra.api import JobApi
 from infra.lambda_function import ServiceFunction
 from infra.nag import acknowledge
+from infra.notices import Notices
 from infra.options import StackOptions
 from infra.queues import JobQueues
 from infra.schedules import Schedules
@@ -69,6 +70,7 @@ class Monitoring(Construct):
         workers: Workers,
         api: JobApi,
         schedules: Schedules,
+        notices: Notices | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.prefix = options.prefix
@@ -132,6 +134,19 @@ class Monitoring(Construct):
             "An invocation of the enqueue (or sweeper) function failed after Lambda's retries: a schedule's firing "
             "or a delayed job may not have been enqueued.",
         )
+        if notices is not None:
+            self._alarm(
+                "webhooks-dlq-depth",
+                queue_depth(notices.delivery_dlq),
+                1,
+                "Webhook deliveries the delivery function kept failing on are parked in the delivery DLQ.",
+            )
+            self._alarm(
+                "notifier-failures",
+                queue_depth(notices.stream_failures),
+                1,
+                "The notifier gave up on a batch of the job table's stream: its events may not have been sent.",
+            )
         self.dashboard = self._dashboard(registry, queues, workers, api, schedules)
 
     def _alarm(self, alarm_id: str, metric: cloudwatch.IMetric, threshold: float, description: str) -> None:

@@ -8,7 +8,13 @@ from constructs import IConstruct
 
 # AWS services whose actions take no resource-level permissions; a `*` resource is allowed for these only.
 RESOURCELESS_ACTIONS = frozenset(
-    {"xray:PutTraceSegments", "xray:PutTelemetryRecords", "cloudwatch:GetMetricData", "cloudwatch:ListMetrics"}
+    {
+        "xray:PutTraceSegments",
+        "xray:PutTelemetryRecords",
+        "cloudwatch:GetMetricData",
+        "cloudwatch:ListMetrics",
+        "dynamodb:ListStreams",
+    }
 )
 XRAY_REASON = "X-Ray's PutTraceSegments and PutTelemetryRecords take no resource-level permissions (active tracing)"
 NO_TRACING_REASON = (

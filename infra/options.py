@@ -36,6 +36,12 @@
   budget for the account, mailing at 80% of the actual and 100% of the forecast monthly spend.
 - `tracing` (default `false`): active X-Ray tracing on every function. Off by default: at low volume it
   records about one trace per invocation, ~$5 per million jobs, as much as the rest of the pipeline.
+- `event_bus` (default `default`): where the notifier puts every job event (source `offpath`, detail-type
+  `Job State Change`): `default` the account's default bus, another name a new bus of that name, `off` none.
+- `realtime` (default `false`): an AWS AppSync Events API a browser subscribes to for its tenant's job events
+  (channel `/jobs/<tenant>/<job_id>`), the notifier publishing to it. Needs the JWT authorizer (`jwt_issuer`,
+  `jwt_audience`): a browser connects with the same token it calls the API with, and may subscribe only to
+  its own tenant's channels (docs/realtime.md).
 """
 
 from __future__ import annotations
@@ -55,6 +61,10 @@ FALSE_WORDS = frozenset({"0", "false", "no", "off"})
 TARGETS = ("aws", "localstack")
 POWERTOOLS_LAYER_PARAMETER = "/aws/service/powertools/python/arm64/python3.14/latest"
 # Room for the longest derived name: a worker function, "<prefix>-worker-<queue class>", has at most 64 characters.
+# An EventBridge bus name; `default` and `off` are read as the default bus and no bus.
+EVENT_BUS_PATTERN = re.compile(r"[A-Za-z0-9._/-]{1,256}")
+EVENT_BUS_OFF = "off"
+EVENT_BUS_DEFAULT = "default"
 PREFIX_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,19}$")
 LOG_RETENTION = {
     1: logs.RetentionDays.ONE_DAY,
@@ -102,6 +112,8 @@ class StackOptions:
     table_max_write_units: int = 4_000
     monthly_budget_usd: int = 0
     budget_email: str | None = None
+    event_bus: str = "default"
+    realtime: bool = False
 
     def __post_init__(self) -> None:
         self._check_guards()
@@ -128,6 +140,13 @@ class StackOptions:
         for claim in self.tenant_claims:
             if not CLAIM_NAME_PATTERN.fullmatch(claim):
                 raise OptionsError(f"tenant_claims: {claim[:70]!r} must be 1 to 64 of A-Z a-z 0-9 _ : . -")
+        if not EVENT_BUS_PATTERN.fullmatch(self.event_bus) or self.event_bus.startswith("aws."):
+            raise OptionsError(
+                "event_bus must be default, off or a bus name (1 to 256 of A-Z a-z 0-9 . _ - /, not aws.), "
+                f"not {self.event_bus!r}"
+            )
+        if self.realtime and not self.jwt:
+            raise OptionsError("realtime needs jwt_issuer and jwt_audience: browsers subscribe with their JWT")
         for principal in self.admin_principals:
             if not IAM_PRINCIPAL_PATTERN.fullmatch(principal):
                 raise OptionsError(
@@ -163,6 +182,11 @@ class StackOptions:
     @property
     def jwt(self) -> bool:
         return self.jwt_issuer is not None
+
+    @property
+    def event_bus_name(self) -> str | None:
+        """The bus the notifier puts events on; None when `event_bus` is off."""
+        return None if self.event_bus == EVENT_BUS_OFF else self.event_bus
 
     @property
     def log_retention(self) -> logs.RetentionDays:

@@ -13,6 +13,7 @@ from infra.guards import Guards
 from infra.lambda_function import RUNTIME, ServiceFunction, function_kit
 from infra.monitoring import Monitoring
 from infra.nag import NO_TRACING_REASON, XRAY_REASON, acknowledge, add_checks, wildcard_resource
+from infra.notices import Notices
 from infra.options import StackOptions
 from infra.queues import JobQueues
 from infra.schedules import Schedules
@@ -77,6 +78,7 @@ class OffpathStack(cdk.Stack):
         self.schedules = Schedules(self, "Schedules", registry=registry, kit=kit, table=self.table, queues=self.queues)
         self.api = JobApi(self, "JobApi", kit=kit, table=self.table, queues=self.queues, schedules=self.schedules)
         self.workers = Workers(self, "Workers", registry=registry, kit=kit, table=self.table, queues=self.queues)
+        self.notices = Notices(self, "Notices", kit=kit, table=self.table, api=self.api.handler)
         self.monitoring = Monitoring(
             self,
             "Monitoring",
@@ -86,6 +88,7 @@ class OffpathStack(cdk.Stack):
             workers=self.workers,
             api=self.api,
             schedules=self.schedules,
+            notices=self.notices,
         )
         self.guards = Guards(
             self, "Guards", options=options, api=self.api, enqueue=self.schedules.enqueue, table=self.table
@@ -100,6 +103,7 @@ class OffpathStack(cdk.Stack):
             *self.workers.workers.values(),
             self.schedules.enqueue,
             self.schedules.sweeper,
+            *self.notices.functions,
         ]
 
     def _acknowledge(self) -> None:
@@ -151,6 +155,15 @@ class OffpathStack(cdk.Stack):
             cdk.CfnOutput(self, f"Dlq{key}", value=self.queues.dlqs[name].queue_name, description=f"DLQ of {name}")
         cdk.CfnOutput(self, "DashboardUrl", value=self.monitoring.dashboard_url(), description="CloudWatch dashboard")
         cdk.CfnOutput(self, "AlarmTopicArn", value=self.monitoring.topic.topic_arn, description="Alarm SNS topic")
+        realtime = self.notices.realtime_api
+        if realtime is not None:
+            cdk.CfnOutput(
+                self,
+                "RealtimeEndpoint",
+                value=realtime.realtime_dns,
+                description="AppSync Events: browsers subscribe to /jobs/<tenant>/<job_id> (docs/realtime.md)",
+            )
+            cdk.CfnOutput(self, "RealtimeHttpEndpoint", value=realtime.http_dns, description="AppSync Events HTTP")
 
 
 def build_app(

@@ -10,7 +10,7 @@ from constructs import Construct
 
 from infra.lambda_function import ServiceFunction
 from infra.options import StackOptions
-from offpath.naming import TABLE_INDEXES, TABLE_PARTITION_KEY, TTL_ATTRIBUTE
+from offpath.naming import TABLE_INDEXES, TABLE_PARTITION_KEY, TABLE_STREAM_VIEW, TTL_ATTRIBUTE
 
 # The sparse index of unfinished jobs, queried by the sweeper only.
 SWEEP_INDEX = "sweep"
@@ -30,6 +30,8 @@ class JobTable(Construct):
             ),
             encryption=dynamodb.TableEncryption.AWS_MANAGED,
             deletion_protection=options.deletion_protection,
+            # The notifier reads every change of a job from the table's own stream (infra/notices.py).
+            stream=dynamodb.StreamViewType[TABLE_STREAM_VIEW],
             removal_policy=cdk.RemovalPolicy.RETAIN if options.deletion_protection else cdk.RemovalPolicy.DESTROY,
         )
         for index in TABLE_INDEXES:

@@ -297,10 +297,28 @@ ROUTES: tuple[Route, ...] = (
         "/jobs/{job_id}",
         "getJob",
         "tenant",
-        "One job",
-        answers=(Answer(200, "JobView", "the job"),),
-        refusals=(_NO_JOB,),
-        parameters=(_JOB_ID,),
+        "One job; with `wait`, as soon as it is final or when the wait is over",
+        answers=(Answer(200, "JobView", "the job (with `wait`: final, or as it is when the wait is over)"),),
+        refusals=(
+            _NO_JOB,
+            Refusal(
+                422,
+                "wait is not a number of seconds above 0 and at most 20",
+                "invalid_request",
+                "wait must be a number of seconds above 0 and at most 20",
+                "wait",
+            ),
+        ),
+        parameters=(
+            _JOB_ID,
+            Parameter(
+                "wait",
+                "query",
+                {"type": "number", "exclusiveMinimum": 0, "maximum": 20},
+                description="seconds to wait for the job to be final (long-poll); the answer comes as soon as it "
+                "is, or when the wait is over with the job as it is then",
+            ),
+        ),
     ),
     Route(
         "POST",

@@ -113,3 +113,14 @@ def delivery_queue_name(prefix: str) -> str:
 
 def delivery_dlq_name(prefix: str) -> str:
     return f"{prefix}-webhooks-dlq"
+
+
+def notifier_failures_queue_name(prefix: str) -> str:
+    """The notifier's on-failure destination: a record of each stream batch it gave up on."""
+    return f"{prefix}-notifier-failures"
+
+
+# Memory (MB) of the notifier and the delivery function, as the stack deploys them.
+NOTICES_MEMORY_MB = {"notifier": 256, "delivery": 256}
+# Realtime (AWS AppSync Events): the channel namespace browsers subscribe in, `/jobs/<tenant>/<job_id>`.
+REALTIME_NAMESPACE = "jobs"

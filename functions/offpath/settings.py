@@ -25,6 +25,7 @@
 | `OFFPATH_DELIVERY_DLQ_URL` | delivery | the delivery queue's DLQ (deliveries given up, with the reason) |
 | `OFFPATH_ALLOW_LOOPBACK_RECEIVERS` | api, delivery | `1`: http://127.0.0.1 receivers allowed (local only) |
 | `OFFPATH_WEBHOOK_RETRY_SCALE` | delivery | retry schedule factor (default 1; shorter in tests) |
+| `OFFPATH_REALTIME_URL` | notifier | the AppSync Events API's HTTP endpoint events are published to (absent: none) |
 | `AWS_ENDPOINT_URL` | all | boto3's own: points every client at an emulator |
 """
 
@@ -84,6 +85,8 @@ class Settings(BaseModel):
     delivery_dlq_url: str | None = None
     allow_loopback_receivers: bool = False
     webhook_retry_scale: float = Field(default=1.0, gt=0, le=1)
+    # Realtime: the AppSync Events API's HTTP publish endpoint (absent: none).
+    realtime_url: str | None = None
 
     @field_validator("queue_urls", "dlq_urls", mode="before")
     @classmethod

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
+from offpath.logic.waiting import MAX_WAIT_S
 from offpath_local.client import Answer, ApiClient, CannotConnectError, MissingCredentialsError
 
 OK, REFUSED, USAGE, CANNOT_CONNECT = 0, 1, 2, 3
@@ -36,6 +37,8 @@ DEFAULT_DATA = ".offpath"
 DEFAULT_URL = "http://127.0.0.1:8000"
 FINAL_STATES = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
 POLL_S = 0.25
+# Each request of --wait waits this long for the job (GET /jobs/{id}?wait=N, the longest wait the API takes).
+LONG_POLL_S = MAX_WAIT_S
 
 
 class UsageError(Exception):
@@ -131,6 +134,8 @@ def _parser() -> argparse.ArgumentParser:
 
     status = commands.add_parser("status", parents=[client], help="a job's status")
     status.add_argument("job_id")
+    status.add_argument("--wait", action="store_true", help="wait for the job to be final (progress bar)")
+    status.add_argument("--timeout", type=float, metavar="S", help="with --wait: give up after S seconds (exit 1)")
 
     jobs = commands.add_parser("jobs", parents=[client], help="your jobs, newest first")
     jobs.add_argument(
@@ -365,8 +370,15 @@ def run_client(args: argparse.Namespace) -> int:
         answer = client.call("GET", f"/jobs/{_path_part(args.job_id)}")
         if not answer.ok:
             return _refused(answer)
-        _print_job(answer.body, out, args.json)
-        return REFUSED if answer.body.get("status") == "FAILED" else OK
+        job = answer.body
+        if args.wait:
+            final = _follow(client, job, args.timeout, sys.stderr)
+            if final is None:
+                print(f"offpath: job {job['job_id']} is still not finished after {args.timeout:g} s", file=sys.stderr)
+                return REFUSED
+            job = final
+        _print_job(job, out, args.json)
+        return REFUSED if job.get("status") == "FAILED" else OK
     if command == "jobs":
         query = {"status": args.status, "type": args.type, "limit": str(args.limit), "cursor": args.cursor}
         answer = client.call("GET", "/jobs", query={k: v for k, v in query.items() if v})
@@ -505,7 +517,10 @@ def _submit(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _follow(client: ApiClient, job: dict[str, Any], timeout_s: float | None, err: TextIO) -> dict[str, Any] | None:
-    """Poll the job until it is final, drawing its progress; None on timeout."""
+    """Wait for the job with long polls (`GET /jobs/{id}?wait=N`, N up to 20 s: the API answers as soon as the
+    job is final), drawing its progress at each answer; None on timeout. A 10-second job takes one or two
+    requests. An answer that comes back at once unfinished (an error, or an API without `wait`) is followed
+    by a pause, never by a request at once."""
     deadline = time.monotonic() + timeout_s if timeout_s else None
     bar = _ProgressBar(err)
     path = f"/jobs/{job['job_id']}"
@@ -515,12 +530,17 @@ def _follow(client: ApiClient, job: dict[str, Any], timeout_s: float | None, err
             bar.show(current)
             if current["status"] in FINAL_STATES:
                 return current
-            if deadline is not None and time.monotonic() >= deadline:
-                return None
-            time.sleep(POLL_S)
-            answer = client.call("GET", path)
+            wait = LONG_POLL_S
+            if deadline is not None:
+                wait = min(wait, deadline - time.monotonic())
+                if wait <= 0:
+                    return None
+            asked = time.monotonic()
+            answer = client.call("GET", path, query={"wait": f"{max(wait, 0.1):.1f}"})
             if answer.ok:
                 current = answer.body
+            if current["status"] not in FINAL_STATES and time.monotonic() - asked < min(wait, POLL_S):
+                time.sleep(POLL_S)
     finally:
         bar.close()
 

@@ -111,7 +111,7 @@ class ApiFunction:
             base = dataclasses.replace(base, webhooks=dataclasses.replace(base.webhooks, resolver=resolver))
         # Clients that adapters create on first use are created now, on one thread.
         base.monitor.stats()
-        self._services = observed(base, events, "api", tap)
+        self._services = dataclasses.replace(observed(base, events, "api", tap), sleep=self._pause)
         self._one_at_a_time = threading.Lock()
         self._executor = ThreadPoolExecutor(max(1, environments), thread_name_prefix="api")
 
@@ -129,6 +129,16 @@ class ApiFunction:
             context = LocalLambdaContext(self.name, API_TIMEOUT_S)
             result: dict[str, Any] = self._module.handler(event, context, services=self._services)
             return result
+
+    def _pause(self, seconds: float) -> None:
+        """A request waiting for a job (`GET /jobs/{id}?wait=N`) lets the others in while it pauses between
+        its reads, as on Lambda, where it holds an execution environment of its own; it runs on when it has
+        the function again."""
+        self._one_at_a_time.release()
+        try:
+            time.sleep(seconds)
+        finally:
+            self._one_at_a_time.acquire()
 
     def stop(self) -> None:
         """Requests already running finish (the gateway has stopped taking new ones)."""

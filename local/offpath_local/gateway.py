@@ -31,15 +31,16 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from offpath import contract
 from offpath.tenancy import ADMIN_SCOPE
+from offpath_local.realtime import StreamRequest
 from offpath_local.resources import ACCOUNT_ID
 
 logger = logging.getLogger("offpath.local.gateway")
@@ -64,6 +65,15 @@ Invoke = Callable[[dict[str, Any], float], dict[str, Any]]
 # The runtime's own pages (the console, /metrics), answered before routing: (method, path) -> (status,
 # headers, body), or None for a request they do not answer.
 Pages = Callable[[str, str], tuple[int, dict[str, str], bytes] | None]
+
+
+class Streams(Protocol):
+    """The runtime's server-sent event streams (offpath_local.realtime.JobEventStreams), answered before
+    routing, for an authorised caller: an answer (status, headers, body) or the stream's chunks."""
+
+    def matches(self, method: str, path: str) -> bool: ...
+
+    def open(self, request: StreamRequest) -> tuple[int, dict[str, str], bytes] | Iterator[bytes]: ...
 
 
 @dataclass(frozen=True)
@@ -226,9 +236,11 @@ class Gateway:
         on_response: Callable[[int], None] | None = None,
         routes: Iterable[contract.Route] = contract.ROUTES,
         pages: Pages | None = None,
+        streams: Streams | None = None,
     ) -> None:
         self.invoke = invoke
         self.pages = pages
+        self.streams = streams
         self.authorizer = authorizer
         self.routes = route_table(routes)
         self.on_response = on_response
@@ -318,6 +330,9 @@ class _RequestHandler(BaseHTTPRequestHandler):
         if page is not None:
             self._send(*page, req_id)
             return
+        if gateway.streams is not None and gateway.streams.matches(self.command, path):
+            self._open_stream(gateway.streams, path, req_id)
+            return
         route, parameters = gateway.match(self.command, path)
         if route is None:
             self._send(404, {"content-type": "application/json"}, NOT_FOUND_BODY, req_id)
@@ -361,6 +376,47 @@ class _RequestHandler(BaseHTTPRequestHandler):
             self._error(500, "internal_error", "internal error", req_id)
             return
         self._respond(response, req_id)
+
+    def _open_stream(self, streams: Streams, path: str, req_id: str) -> None:
+        """A stream for its tenant: the token from Authorization or, as a browser's EventSource cannot send
+        that header, from the query's `access_token`."""
+        query = dict(parse_qsl(urlsplit(self.path).query))
+        authorization = self.headers.get("Authorization")
+        if authorization is None and query.get("access_token"):
+            authorization = f"Bearer {query['access_token']}"
+        tenant = self.gateway.authorizer.tenant_for(authorization)
+        if tenant is None:
+            self._error(401, "unauthorized", "a valid bearer token is needed (Authorization: Bearer <token>)", req_id)
+            return
+        answer = streams.open(StreamRequest(tenant, path, self.headers.get("Last-Event-ID")))
+        if isinstance(answer, tuple):
+            self._send(*answer, req_id)
+            return
+        self.close_connection = True
+        self.send_response(200)
+        for name, value in (
+            ("content-type", "text/event-stream; charset=utf-8"),
+            ("cache-control", "no-store"),
+            ("x-accel-buffering", "no"),
+            ("connection", "close"),
+            ("apigw-requestid", req_id),
+        ):
+            self.send_header(name, value)
+        self.end_headers()
+        if self.gateway.on_response:
+            self.gateway.on_response(200)
+        if self.command == "HEAD":
+            return
+        try:
+            for chunk in answer:
+                self.wfile.write(chunk)
+                self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError, TimeoutError):
+            logger.debug("a stream's client went away")
+        finally:
+            close = getattr(answer, "close", None)
+            if close is not None:
+                close()
 
     def _read_body(self) -> bytes:
         """The body by its framing; a malformed frame (a chunk size or Content-Length that is not a plain

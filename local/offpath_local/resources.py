@@ -25,6 +25,7 @@ from offpath.naming import (  # noqa: F401  (names re-exported for the runtime's
     delivery_queue_name,
     dlq_name,
     enqueue_function_name,
+    notifier_failures_queue_name,
     notifier_function_name,
     queue_name,
     recurring_input,
@@ -259,7 +260,8 @@ def create_schedules(scheduler: Any, registry: Registry, prefix: str, schedule_d
 
 def alarm_specs(registry: Registry, prefix: str) -> list[AlarmSpec]:
     """The stack's alarms: per queue class its DLQ depth, oldest message age, stuck jobs, worker errors and
-    throttles; then API 5xx, the Scheduler's DLQ and the asynchronous invocation failures."""
+    throttles; then API 5xx, the Scheduler's DLQ, the asynchronous invocation failures, the webhook delivery DLQ
+    and the notifier's stream failures (a queue the runtime has not made reads as empty)."""
 
     def sqs(name: str, description: str, threshold: float, queue: str, metric: str, source: str) -> AlarmSpec:
         return AlarmSpec(
@@ -349,6 +351,22 @@ def alarm_specs(registry: Registry, prefix: str) -> list[AlarmSpec]:
             "or a delayed job may not have been enqueued.",
             1,
             f"{prefix}-async-failures",
+            "ApproximateNumberOfMessagesVisible",
+            "queue_visible",
+        ),
+        sqs(
+            "webhooks-dlq-depth",
+            "Webhook deliveries the delivery function kept failing on are parked in the delivery DLQ.",
+            1,
+            delivery_dlq_name(prefix),
+            "ApproximateNumberOfMessagesVisible",
+            "queue_visible",
+        ),
+        sqs(
+            "notifier-failures",
+            "The notifier gave up on a batch of the job table's stream: its events may not have been sent.",
+            1,
+            notifier_failures_queue_name(prefix),
             "ApproximateNumberOfMessagesVisible",
             "queue_visible",
         ),

@@ -53,6 +53,7 @@ from offpath_local.operations import AlarmChanges, LocalAlarms, LocalStats
 from offpath_local.output import Output
 from offpath_local.pollers import QueuePoller
 from offpath_local.prometheus import LocalMetrics
+from offpath_local.realtime import JobEventStreams, RealtimeHub
 from offpath_local.resources import (
     DELIVERY_BATCH_SIZE,
     DELIVERY_FUNCTION_TIMEOUT_S,
@@ -161,6 +162,8 @@ class LocalRuntime:
         self._hurry = threading.Event()
         # The table's stream, played to the notifier; `streams.subscribe(f)` gives f every record's job events.
         self.streams: StreamPlayer | None = None
+        # Realtime: every job event the stream carries, for GET /jobs/{id}/events (server-sent events).
+        self.realtime = RealtimeHub()
 
     # -- life cycle ---------------------------------------------------------------------------
 
@@ -341,8 +344,18 @@ class LocalRuntime:
         authorizer = Authorizer(self.tokens, frozenset(self.admins))
         self.metrics.watch(QueuePeek(clients["sqs"]), resources.queue_urls, resources.dlq_urls)
         pages = local_pages(self.metrics.exposition)
+        from offpath.adapters.dynamodb_store import DynamoDbJobStore
+
+        jobs = DynamoDbJobStore(resources.table_name, client=clients["dynamodb"])
+        job_streams = JobEventStreams(self.realtime, jobs.get)
         self.gateway = Gateway(
-            api.invoke, authorizer, host=config.host, port=config.port, on_response=self._on_response, pages=pages
+            api.invoke,
+            authorizer,
+            host=config.host,
+            port=config.port,
+            on_response=self._on_response,
+            pages=pages,
+            streams=job_streams,
         )
         self.gateway.start()
         self._parts.append(self.gateway)
@@ -357,6 +370,7 @@ class LocalRuntime:
                 NotifierFunction(settings, self.data_dir),
                 function_name=notifier_function_name(self.config.prefix),
             )
+            self.streams.subscribe(self.realtime.publish)
             self.streams.start()
             self._parts.append(self.streams)
         if resources.delivery_queue_url:
@@ -380,6 +394,7 @@ class LocalRuntime:
         finish; the snapshot is written; the functions and the emulator stop; the data directory is unlocked."""
         if not self.lock.held:
             return
+        self.realtime.close()  # the open event streams end, so the HTTP API stops at once
         if self.gateway is not None and self.gateway in self._parts:
             self._parts.remove(self.gateway)
             self._stop_part(self.gateway)

@@ -3,7 +3,7 @@
 - the default: the stack `app.py` deploys (the project's registry, cdk.json's context);
 - the extended: a test-local registry (the demo job types included) with one more queue class, job type and
   schedules, built with the other context options (JWT, alarm e-mail, a pinned layer, no deletion protection,
-  another prefix, the demo job types, tenant claims, admin principals).
+  another prefix, the demo job types, tenant claims, admin principals, an event bus of its own, realtime).
 """
 
 from __future__ import annotations
@@ -47,6 +47,8 @@ EXTENDED_CONTEXT = {
     "batch_rate_limit": "2",
     "batch_burst_limit": "4",
     "table_max_write_units": "0",
+    "event_bus": "offpath-alt-events",
+    "realtime": "true",
 }
 
 

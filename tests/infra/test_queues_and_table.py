@@ -64,7 +64,8 @@ def test_every_queue_is_encrypted_and_denies_requests_without_tls(default_stack:
         ):
             tls_only.update(render(queue) for queue in policy["Properties"]["Queues"])
     queues = of_type(template, "AWS::SQS::Queue")
-    assert len(queues) == 2 * len(default_stack.registry.queues) + 2  # + the schedule DLQ and async failures
+    # + the schedule DLQ and async failures; the webhook delivery queue, its DLQ and the notifier's failures
+    assert len(queues) == 2 * len(default_stack.registry.queues) + 2 + 3
     for logical_id, queue in queues.items():
         assert queue["Properties"].get("SqsManagedSseEnabled") is True or "KmsMasterKeyId" in queue["Properties"]
         assert f"<{logical_id}>" in tls_only, f"{logical_id} accepts requests without TLS"

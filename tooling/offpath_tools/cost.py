@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from offpath.domain.registry import REGISTRY
 from offpath.logic.submit import BATCH_WRITERS
-from offpath.naming import FUNCTION_MEMORY_MB, LOG_RETENTION_DAYS
+from offpath.naming import FUNCTION_MEMORY_MB, LOG_RETENTION_DAYS, NOTICES_MEMORY_MB
 from offpath.settings import Settings
 from offpath_tools.write_units import read_units_for, write_units_for
 
@@ -230,9 +230,10 @@ class Assumptions:
     # DynamoDB storage: per-item overhead and the by_tenant entry of a job.
     item_overhead_bytes: int = 100
     index_entry_bytes: int = 250
-    # Alarms the stack creates: 5 per queue class, plus API 5xx, Scheduler DLQ and async failures.
+    # Alarms the stack creates: 5 per queue class, plus API 5xx, Scheduler DLQ, async failures, the webhook
+    # delivery DLQ and the notifier's stream failures.
     alarms_per_queue_class: int = 5
-    other_alarms: int = 3
+    other_alarms: int = 5
     dashboards: int = 1
 
 
@@ -755,8 +756,8 @@ def quota_cost_per_job(config: Config, kind: str = "none", *, readers: float = 1
 # events on a bus. Sizes come from the adapters' own serialisers (a typical attempt, a one-endpoint item).
 
 EVENTBRIDGE_EVENT_PRICE = 1.00 / MILLION  # Amazon EventBridge pricing: custom events, $1.00 per million (64 KB)
-NOTIFIER_MEMORY_MB = 256
-DELIVERY_MEMORY_MB = 256
+NOTIFIER_MEMORY_MB = NOTICES_MEMORY_MB["notifier"]
+DELIVERY_MEMORY_MB = NOTICES_MEMORY_MB["delivery"]
 
 
 @dataclass(frozen=True)
@@ -821,3 +822,109 @@ def notices_rows(bus: bool = True) -> list[tuple[str, float]]:
     """(part, dollars per million jobs) rows and their total, for `offpath cost` and the benchmarks page."""
     parts = notices_per_million(bus)
     return [*parts.items(), ("notices in all", sum(parts.values()))]
+
+
+# -- waiting for a job and realtime events (issue 12) ----------------------------------------------
+
+PRICES.update(
+    {
+        p.item: p
+        for p in (
+            Price(
+                "appsync_events_operation",
+                1.00 / MILLION,
+                "$1.00 per 1M Event API operations",
+                "AWS AppSync pricing (Events)",
+                "each event published and each event delivered to a subscriber is an operation, as are connects "
+                "and subscribes; read 2026-12-01 from AWS's price list (EU-EventAPI-Operation, $0.000001)",
+            ),
+            Price(
+                "appsync_events_connection_minute",
+                0.08 / MILLION,
+                "$0.08 per 1M connection-minutes",
+                "AWS AppSync pricing (Events)",
+                "a browser connected while it watches a job",
+            ),
+            Price(
+                "websocket_message",
+                1.00 / MILLION,
+                "$1.00 per 1M messages",
+                "Amazon API Gateway pricing (WebSocket APIs)",
+                "first 1 billion a month, metered in 32 KB units; the alternative not chosen (docs/decisions.md)",
+            ),
+            Price(
+                "websocket_connection_minute",
+                0.25 / MILLION,
+                "$0.25 per 1M connection minutes",
+                "Amazon API Gateway pricing (WebSocket APIs)",
+                "the alternative not chosen (docs/decisions.md)",
+            ),
+        )
+    }
+)
+# A job's realtime events: queued, started, 4 progress events (at most one a second) and the final one.
+REALTIME_EVENTS_PER_JOB = 7
+# How long a browser stays connected while it watches one job.
+REALTIME_WATCH_MINUTES = 1.0
+
+
+@dataclass(frozen=True)
+class LongPoll:
+    """One `GET /jobs/{id}?wait=N` that ends after `seconds` (the job finished then, or the wait ended)."""
+
+    seconds: float
+    reads: int  # consistent reads of the job: the first, then one after each pause (offpath.logic.waiting)
+    dollars: float  # the reads, the API request and the api function's invocation and time
+
+    @property
+    def per_million(self) -> float:
+        return self.dollars * MILLION
+
+
+def long_poll_cost(seconds: float, config: Config | None = None) -> LongPoll:
+    """A long poll's price: one read unit per consistent read of a job item up to 4 KB, one API request and
+    one api invocation, and the api function's memory for the seconds it waits (Lambda bills the wait)."""
+    from offpath.logic.waiting import max_reads, pauses
+
+    config = config or Config()
+    reads = 1 + len(pauses(seconds)) if seconds > 0 else 1
+    assert reads <= max_reads(max(seconds, 0.1))
+    rru_price = dynamodb_unit_prices(config)[1]
+    api_price = price("http_api_request") if config.api_type == "http" else price("rest_api_request")
+    waited = seconds * config.api_memory_mb / 1024 * price("lambda_gb_second_arm64")
+    dollars = reads * rru_price + api_price + price("lambda_request") + waited
+    return LongPoll(seconds, reads, dollars)
+
+
+@dataclass(frozen=True)
+class Realtime:
+    """Realtime events per job, for a share of jobs watched in a browser: the managed service chosen
+    (AppSync Events) and the alternative (an API Gateway WebSocket API with a connection table)."""
+
+    watched_share: float
+    appsync_per_job: float
+    websocket_per_job: float
+
+
+def realtime_cost(watched_share: float, config: Config | None = None) -> Realtime:
+    """AppSync Events: every event is published (an operation) whether or not anyone watches; a watched job
+    adds its connect and subscribe, one operation per event delivered, and the connection's minutes.
+    WebSocket API: the notifier looks up a job's subscribers (one eventually consistent read per event) and
+    sends to each (a message); a watched job adds the subscribe message, the $connect/$disconnect and
+    subscribe invocations (a Lambda authorizer checking the JWT on connect), three writes to the connection
+    table and the connection's minutes."""
+    config = config or Config()
+    wru_price, rru_price = dynamodb_unit_prices(config)
+    events = REALTIME_EVENTS_PER_JOB
+    op, minutes = price("appsync_events_operation"), REALTIME_WATCH_MINUTES
+    appsync = events * op + watched_share * (2 * op + events * op + minutes * price("appsync_events_connection_minute"))
+    invocations = 4  # authorizer, $connect, subscribe, $disconnect
+    invocation = price("lambda_request") + 0.05 * 256 / 1024 * price("lambda_gb_second_arm64")
+    websocket = events * 0.5 * rru_price + watched_share * (
+        price("websocket_message")
+        + events * price("websocket_message")
+        + invocations * invocation
+        + 3 * wru_price
+        + minutes * price("websocket_connection_minute")
+    )
+    return Realtime(watched_share, appsync, websocket)

@@ -31,10 +31,12 @@ from offpath_tools.cost import (
     describe,
     estimate,
     load_measured,
+    long_poll_cost,
     money,
     notices_rows,
     problems,
     quota_cost_per_job,
+    realtime_cost,
     stats_call_cost,
 )
 
@@ -211,6 +213,7 @@ def render_text(measured: Mapping[str, Any], config: Config, out: TextIO) -> Non
         f"once a minute while its overview is open: {money(hour)} an hour, {money(hour * CONSOLE_HOURS_PER_MONTH)} "
         f"a month open {CONSOLE_HOURS_PER_MONTH} h\n\n"
     )
+    render_waiting(config, out)
     others = [
         [a.name, f"{a.units_per_job:g} {a.unit}", money(a.fees_per_million), money(a.total_per_million), a.note]
         for a in alternatives(measured, config)
@@ -222,6 +225,23 @@ def render_text(measured: Mapping[str, Any], config: Config, out: TextIO) -> Non
         ["NOTICES (one webhook endpoint; apart from the total)", "PER MILLION JOBS"],
         [[part, money(cost)] for part, cost in notices_rows()],
     )
+
+
+def render_waiting(config: Config, out: TextIO) -> None:
+    """What waiting for a job costs (`--wait`, GET /jobs/{id}?wait=N), and realtime events to browsers
+    (the stack's `realtime` option, off by default), per million: neither is in the estimate above."""
+    polls = []
+    for seconds in (1.0, 10.0, 20.0):
+        poll = long_poll_cost(seconds, config)
+        polls.append([f"job final after {seconds:g} s", str(poll.reads), money(poll.per_million)])
+    _table(out, ["GET /jobs/{id}?wait=20", "READS", "PER MILLION WAITS"], polls)
+    out.write("\n")
+    live = []
+    for share in (0.0, 0.1, 1.0):
+        cost = realtime_cost(share, config)
+        live.append([f"{share:.0%}", money(cost.appsync_per_job * MILLION), money(cost.websocket_per_job * MILLION)])
+    _table(out, ["REALTIME: JOBS WATCHED", "APPSYNC EVENTS PER MILLION JOBS", "WEBSOCKET API INSTEAD"], live)
+    out.write("\n")
 
 
 def _table(out: TextIO, header: list[str], rows: list[list[str]]) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -91,7 +92,7 @@ from offpath.handlers.http import (
     Router,
     UnauthorizedError,
 )
-from offpath.logic import queries, webhooks
+from offpath.logic import queries, waiting, webhooks
 from offpath.logic.quotas import CachedQuotaGate
 from offpath.logic.schedules import SYSTEM_TENANT, describe_schedules, fire_schedule
 from offpath.logic.submit import (
@@ -132,6 +133,9 @@ class ApiServices:
     alarms: AlarmSource | None = None
     # The webhook routes (notices).
     webhooks: WebhookServices | None = None
+    # GET /jobs/{id}?wait=N pauses between its reads with these (tests and the local runtime replace them).
+    sleep: Callable[[float], None] = time.sleep
+    monotonic: Callable[[], float] = time.monotonic
 
 
 @functools.lru_cache(maxsize=1)
@@ -277,6 +281,8 @@ def get_quotas(request: Request, services: ApiServices) -> QuotasView:
 @handles("getJob")
 def get_job(request: Request, services: ApiServices) -> JobView:
     checked = _checked_job_id(request.path_parameters["job_id"])
+    wait_text = request.query.get(waiting.WAIT_FIELD)
+    wait_s = waiting.parse_wait(wait_text) if wait_text is not None else None
     try:
         job = queries.get_job(checked, tenant=request.caller, store=services.ports.store)
     except JobNotFoundError:
@@ -284,6 +290,15 @@ def get_job(request: Request, services: ApiServices) -> JobView:
             raise
         # Admins also read the jobs that schedules made.
         job = queries.get_job(checked, tenant=SYSTEM_TENANT, store=services.ports.store)
+    if wait_s is not None:
+        owner = job.tenant
+        job, _ = waiting.wait_for_job(
+            job,
+            lambda: queries.get_job(checked, tenant=owner, store=services.ports.store),
+            wait_s,
+            sleep=services.sleep,
+            monotonic=services.monotonic,
+        )
     return JobView.of(job, with_payload=True)
 
 

@@ -16,6 +16,7 @@ from offpath.adapters import sqs_queue
 from offpath.adapters.deliveries import EventBridgeSink, SqsDeliveryQueue
 from offpath.adapters.dynamodb_quotas import DynamoDbQuotaCounters
 from offpath.adapters.dynamodb_store import DynamoDbJobStore, from_item
+from offpath.adapters.realtime import AppSyncEventsSink
 from offpath.adapters.scheduler import EventBridgeJobScheduler
 from offpath.adapters.sqs_queue import SqsJobQueue, SqsQueueMonitor, SqsRedriver
 from offpath.adapters.webhook_http import PinnedSender, SocketConnector, SystemResolver
@@ -204,7 +205,7 @@ def build_webhook_services(settings: Settings, overrides: Overrides | None = Non
 
 def build_notifier_services(settings: Settings, overrides: Overrides | None = None) -> NotifierServices:
     """The sinks: the event bus (when one is named, or the override standing in for it), then the webhook
-    fan-out (when there is a delivery queue)."""
+    fan-out (when there is a delivery queue), then the realtime API (when the stack has one)."""
     o = overrides or Overrides()
     sinks: list[EventSink] = []
     if o.event_bus is not None:
@@ -215,6 +216,9 @@ def build_notifier_services(settings: Settings, overrides: Overrides | None = No
     if queue is not None:
         store = DynamoDbWebhookStore(settings.table_name, client=o.dynamodb)
         sinks.append(WebhookFanout(store, queue, o.clock or SystemClock(), render_job))
+    if settings.realtime_url:
+        # The stack's realtime API (AppSync Events): browsers subscribed to the jobs' channels.
+        sinks.append(AppSyncEventsSink(settings.realtime_url))
     return NotifierServices(read_item=from_item, sinks=sinks)
 
 

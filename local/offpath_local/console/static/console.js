@@ -20,6 +20,9 @@
   const SYSTEM_TENANT = "system";
   const STATES = ["QUEUED", "SCHEDULED", "RUNNING", "RETRYING", "SUCCEEDED", "FAILED", "CANCELLED"];
   const FINAL = new Set(["SUCCEEDED", "FAILED", "CANCELLED"]);
+  // The names of a job's server-sent events (offpath.domain.events.EventType).
+  const EVENT_TYPES = ["job.queued", "job.scheduled", "job.started", "job.retrying", "job.progress", "job.succeeded",
+    "job.failed", "job.dead_lettered", "job.cancelled"];
   const CANCELLABLE = new Set(["QUEUED", "SCHEDULED", "RETRYING"]);
   const RETRYABLE = new Set(["FAILED", "CANCELLED"]);
   const ROLE_PROBE_QUEUE = "offpath-console-role-check";
@@ -576,13 +579,54 @@
     return { title: owner ? "Jobs of schedules" : "Jobs", node, refresh };
   }
 
+  // A job's page reads the job once, then follows it with server-sent events (GET /jobs/{id}/events, the
+  // embedded runtime's realtime feed) instead of asking again every REFRESH_MS; where the API has no such
+  // feed (a deployed API behind `offpath console`), it asks again as before.
   function jobPage(params) {
     const id = params[0];
     const body = region();
     const message = h("div", { role: "status", "aria-live": "polite" });
-    const node = h("section", null, h("h1", null, "Job ", h("span", { class: "mono" }, id)), message, body);
+    const live = h("p", { class: "note", id: "live" });
+    const node = h("section", null, h("h1", null, "Job ", h("span", { class: "mono" }, id)), live, message, body);
     let final = false;
     let busy = false;
+    let job = null;
+    let source = null;
+    let polling = false;
+
+    function show(next) {
+      job = next;
+      final = FINAL.has(job.status) && !session.features.retry;
+      body.show([job, session.features], () => jobView(job, act));
+    }
+
+    function close() {
+      if (source) source.close();
+      source = null;
+      live.textContent = "";
+    }
+
+    function follow() {
+      if (source || polling || typeof EventSource === "undefined") return;
+      const url = `${API}/jobs/${seg(id)}/events?access_token=${encodeURIComponent(session.token)}`;
+      const opened = new EventSource(url);
+      source = opened;
+      live.textContent = "Live: following the job's events.";
+      const received = (event) => {
+        const data = JSON.parse(event.data);
+        if (job && data.job.updated_at < job.updated_at) return; // older than what the page shows
+        // An event carries the job without its payload: the page keeps the payload it read.
+        show({ ...data.job, payload: job ? job.payload : data.job.payload });
+        if (FINAL.has(data.job.status) && event.type !== "job.failed") close();
+      };
+      for (const type of EVENT_TYPES) opened.addEventListener(type, received);
+      opened.addEventListener("error", () => {
+        if (opened.readyState !== EventSource.CLOSED || source !== opened) return;
+        // Refused (404, or no such feed here): follow the job by asking, as before.
+        close();
+        if (!job || !FINAL.has(job.status)) polling = true;
+      });
+    }
 
     async function act(label, method, path) {
       busy = true;
@@ -591,21 +635,23 @@
       busy = false;
       message.replaceChildren(answer.ok ? h("div", { class: "notice" }, `${label}: ${answer.body.status || "done"}`) : errorBox(answer));
       final = false;
+      close();
+      job = null;
       await refresh();
     }
 
     async function refresh() {
-      if (final || busy) return;
+      if (final || busy || source) return;
+      if (job && !polling) return;
       const answer = await api("GET", `/jobs/${seg(id)}`);
       if (!answer.ok) {
         body.show(["error", answer.status], () => errorBox(answer));
         return;
       }
-      const job = answer.body;
-      final = FINAL.has(job.status) && !session.features.retry;
-      body.show([job, session.features], () => jobView(job, act));
+      show(answer.body);
+      if (!FINAL.has(job.status)) follow();
     }
-    return { title: `Job ${id}`, node, refresh };
+    return { title: `Job ${id}`, node, refresh, close };
   }
 
   function jobView(job, act) {
@@ -916,6 +962,7 @@
 
     showSignIn(note) {
       clearInterval(this.timer);
+      if (this.current && this.current.close) this.current.close();
       this.current = null;
       document.getElementById("nav").replaceChildren();
       document.getElementById("who").replaceChildren();
@@ -967,6 +1014,7 @@
       }
       page = page || notFoundPage();
       if (page.admin && !session.admin) page = adminOnlyPage(page.title);
+      if (this.current && this.current.close) this.current.close();
       this.current = page;
       document.title = `${page.title} - offpath console`;
       document.getElementById("main").replaceChildren(page.node);

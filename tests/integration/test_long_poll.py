@@ -1,0 +1,133 @@
+"""`GET /jobs/{id}?wait=N` through the api handler against moto: it answers within a second of the job
+finishing, or at N seconds with the job as it is then, with a bounded number of reads. Time is a fake the
+test moves: the handler's pauses advance it, and the worker runs the job when it says the job finishes."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import pytest
+
+from offpath.logic.waiting import max_reads
+from tests.integration.conftest import Pipeline, aws_calls
+
+
+class FakeTime:
+    """A monotonic clock that moves only when the handler pauses; `at(t, action)` runs `action` once the
+    clock has reached t (the job finishing while the handler waits)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.start = self.now
+        self.slept: list[float] = []
+        self._due: list[tuple[float, Callable[[], object]]] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+        for when, action in [d for d in self._due if d[0] <= self.now - self.start]:
+            self._due.remove((when, action))
+            action()
+
+    def at(self, elapsed: float, action: Callable[[], object]) -> None:
+        self._due.append((elapsed, action))
+
+    @property
+    def elapsed(self) -> float:
+        return self.now - self.start
+
+
+@pytest.fixture
+def fake_time(pipeline: Pipeline) -> FakeTime:
+    fake = FakeTime()
+    pipeline.api_services = dataclasses.replace(pipeline.api_services, sleep=fake.sleep, monotonic=fake.monotonic)
+    return fake
+
+
+def submitted(pipeline: Pipeline) -> str:
+    status, job, _ = pipeline.submit("demo.echo", {"n": 1})
+    assert status == 202, job
+    return str(job["job_id"])
+
+
+@pytest.mark.parametrize("finishes_at", [0.05, 0.35, 1.4, 7.3, 12.0, 19.95])
+def test_the_answer_comes_within_a_second_of_the_job_finishing(
+    pipeline: Pipeline, fake_time: FakeTime, finishes_at: float
+) -> None:
+    job_id = submitted(pipeline)
+    fake_time.at(finishes_at, pipeline.drain)
+
+    status, job, _ = pipeline.call("GET", f"/jobs/{job_id}?wait=20")
+
+    assert status == 200
+    assert job["status"] == "SUCCEEDED"
+    assert finishes_at <= fake_time.elapsed <= finishes_at + 1.0
+
+
+def test_a_job_already_final_is_answered_at_once(pipeline: Pipeline, fake_time: FakeTime) -> None:
+    job_id = submitted(pipeline)
+    pipeline.drain()
+
+    status, job, _ = pipeline.call("GET", f"/jobs/{job_id}?wait=20")
+
+    assert (status, job["status"]) == (200, "SUCCEEDED")
+    assert fake_time.slept == []
+
+
+def test_at_the_end_of_the_wait_the_job_is_answered_as_it_is(pipeline: Pipeline, fake_time: FakeTime) -> None:
+    job_id = submitted(pipeline)
+    calls = aws_calls(pipeline.clients["dynamodb"])
+
+    status, job, _ = pipeline.call("GET", f"/jobs/{job_id}?wait=20")
+
+    assert (status, job["status"]) == (200, "QUEUED")
+    assert fake_time.elapsed == pytest.approx(20.0)
+    # The reads are bounded: the first, then one after each pause (0.1 s doubling to 1 s).
+    assert calls["DynamoDB.GetItem"] == max_reads(20) == 24
+    assert sum(calls.values()) == calls["DynamoDB.GetItem"]
+
+
+def test_a_wait_too_short_to_pause_answers_at_once(pipeline: Pipeline, fake_time: FakeTime) -> None:
+    """Any positive number is a valid wait (the document says so); one under a pause reads once."""
+    job_id = submitted(pipeline)
+
+    status, job, _ = pipeline.call("GET", f"/jobs/{job_id}?wait=5e-324")
+
+    assert (status, job["status"]) == (200, "QUEUED")
+    assert fake_time.slept == []
+
+
+def test_a_short_wait_ends_at_its_seconds(pipeline: Pipeline, fake_time: FakeTime) -> None:
+    job_id = submitted(pipeline)
+
+    status, job, _ = pipeline.call("GET", f"/jobs/{job_id}?wait=2.5")
+
+    assert (status, job["status"]) == (200, "QUEUED")
+    assert fake_time.elapsed == pytest.approx(2.5)
+
+
+@pytest.mark.parametrize("wait", ["0", "21", "abc", "-3", "3e1", "", "inf"])
+def test_a_bad_wait_is_a_422_naming_it_before_any_read(pipeline: Pipeline, fake_time: FakeTime, wait: str) -> None:
+    job_id = submitted(pipeline)
+    calls = aws_calls(pipeline.clients["dynamodb"])
+
+    status, body, _ = pipeline.call("GET", f"/jobs/{job_id}?wait={wait}")
+
+    assert status == 422
+    assert body["error"]["field"] == "wait"
+    assert body["error"]["code"] == "invalid_request"
+    assert calls["DynamoDB.GetItem"] == 0
+
+
+def test_another_tenants_job_is_not_found_without_waiting(pipeline: Pipeline, fake_time: FakeTime) -> None:
+    job_id = submitted(pipeline)
+
+    status, body, _ = pipeline.call("GET", f"/jobs/{job_id}?wait=20", tenant="tenant-b")
+
+    assert status == 404
+    assert body["error"]["code"] == "not_found"
+    assert fake_time.slept == []
