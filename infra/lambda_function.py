@@ -34,6 +34,7 @@ from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 from infra.options import POWERTOOLS_LAYER_PARAMETER, StackOptions
+from offpath.naming import FUNCTION_ENVIRONMENT
 
 FUNCTIONS_DIR = Path(__file__).resolve().parent.parent / "functions"
 RUNTIME = lambda_.Runtime.PYTHON_3_14
@@ -320,7 +321,7 @@ class ServiceFunction(Construct):
             role=self.role,
             log_group=self.log_group,
             tracing=lambda_.Tracing.ACTIVE if kit.options.tracing else lambda_.Tracing.DISABLED,
-            environment={**kit.environment, **(environment or {})},
+            environment={**FUNCTION_ENVIRONMENT, **kit.environment, **(environment or {})},
             retry_attempts=async_retry_attempts,
             max_event_age=async_max_event_age,
             on_failure=on_failure,
