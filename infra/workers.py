@@ -60,7 +60,7 @@ class Workers(Construct):
                 report_batch_item_failures=True,
             )
             # Receive, delete and change visibility (the backoff of a retry) on its own queue.
-            worker.function.add_event_source(source)
+            worker.target.add_event_source(source)
             worker.grant(["sqs:SendMessage"], [queues.dlqs[name].queue_arn])
             acknowledge(worker, "Serverless-LambdaEventSourceMappingDestination", ESM_DESTINATION_REASON)
             self.workers[name] = worker

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
+from offpath import snapstart
 from offpath.adapters import scheduler as scheduler_adapter
 from offpath.adapters import sqs_queue
 from offpath.adapters.dynamodb_store import DynamoDbJobStore
@@ -84,7 +85,7 @@ def build_ports(settings: Settings, service: str, overrides: Overrides | None = 
     o = overrides or Overrides()
     return Ports(
         registry=o.registry or load_job_types(demo=settings.demo_jobs),
-        store=o.store(settings),
+        store=_snapshot_safe(o.store(settings), overrides),
         queue=SqsJobQueue(settings.queue_urls, settings.dlq_urls, client=o.sqs_client()),
         clock=o.clock or SystemClock(),
         metrics=o.metrics(service) if o.metrics else EmfMetrics(service),
@@ -98,14 +99,27 @@ def build_worker_ports(settings: Settings, overrides: Overrides | None = None) -
         raise RuntimeError("OFFPATH_QUEUE_CLASS is not set")
     o = overrides or Overrides()
     service = f"worker-{settings.queue_class}"
+    rng = o.rng()
+    if overrides is None:
+        snapstart.track_generator(rng)
     return WorkerPorts(
         registry=o.registry or load_job_types(demo=settings.demo_jobs),
-        store=o.store(settings),
+        store=_snapshot_safe(o.store(settings), overrides),
         queue=SqsJobQueue(settings.queue_urls, settings.dlq_urls, client=o.sqs_client()),
         clock=o.clock or SystemClock(),
         metrics=o.metrics(service) if o.metrics else EmfMetrics(service),
-        rng=o.rng(),
+        rng=rng,
     )
+
+
+def _snapshot_safe(store: JobStore, overrides: Overrides | None) -> JobStore:
+    """On Lambda (nothing overridden): the SnapStart hooks are installed where the runtime has them, and the
+    store's client, made at init, is one whose connections are dropped after a restore (offpath.snapstart).
+    The clients made on first use are made after any restore."""
+    if overrides is None:
+        snapstart.register()
+        snapstart.track_client(getattr(store, "client", None))
+    return store
 
 
 def build_scheduler(settings: Settings, overrides: Overrides | None = None) -> JobScheduler | None:
