@@ -25,6 +25,9 @@
 - `admin_principals` (comma-separated IAM principal ARNs: users, roles, assumed roles): with IAM authorisation,
   the callers that are admins. Everyone else is a tenant, whatever routes their policy grants.
 - `demo_jobs` (default `false`): deploy the demo job types (`demo.*`).
+- `metrics_by_job_type` (default `false`): EMF metrics also per (queue, job type). Off, each metric name is
+  published per queue and overall, so custom metrics ($0.30 a month each) stay bounded as job types are added;
+  on, they grow by (metric names x job types x queues): `offpath cost --job-types N --metrics-by-job-type`.
 - `snapstart` (default `false`): Lambda SnapStart on every function. Each deploy publishes a version per function
   and points an alias `live` at it; the API integration, the event source mappings and the schedules invoke the
   alias. Init runs once per version and new environments are restored from its snapshot
@@ -91,6 +94,7 @@ class StackOptions:
     admin_principals: tuple[str, ...] = ()
     demo_jobs: bool = False
     snapstart: bool = False
+    metrics_by_job_type: bool = False
 
     def __post_init__(self) -> None:
         if self.target not in TARGETS:

@@ -19,6 +19,7 @@
 | `OFFPATH_TENANT_CLAIMS` | api | comma-separated JWT claims naming the tenant, first present wins (default `tenant`) |
 | `OFFPATH_ADMIN_PRINCIPALS` | api | comma-separated IAM principal ARNs (users, roles) that are admins (default none) |
 | `OFFPATH_DEMO_JOBS` | all | `1`: the demo job types (`demo.*`) are loaded (default off; `offpath local` sets it) |
+| `OFFPATH_METRICS_BY_JOB_TYPE` | all | `1`: EMF metrics per (queue, job type) too (grows with job types; default off) |
 | `AWS_ENDPOINT_URL` | all | boto3's own: points every client at an emulator |
 """
 
@@ -58,6 +59,7 @@ class Settings(BaseModel):
     admin_principals: tuple[str, ...] = ()
     demo_jobs: bool = False
     stack_prefix: str = "offpath"
+    metrics_by_job_type: bool = False
 
     @field_validator("queue_urls", "dlq_urls", mode="before")
     @classmethod

@@ -88,7 +88,7 @@ def build_ports(settings: Settings, service: str, overrides: Overrides | None = 
         store=_snapshot_safe(o.store(settings), overrides),
         queue=SqsJobQueue(settings.queue_urls, settings.dlq_urls, client=o.sqs_client()),
         clock=o.clock or SystemClock(),
-        metrics=o.metrics(service) if o.metrics else EmfMetrics(service),
+        metrics=o.metrics(service) if o.metrics else EmfMetrics(service, by_job_type=settings.metrics_by_job_type),
         scheduler=build_scheduler(settings, o),
     )
 
@@ -107,7 +107,7 @@ def build_worker_ports(settings: Settings, overrides: Overrides | None = None) -
         store=_snapshot_safe(o.store(settings), overrides),
         queue=SqsJobQueue(settings.queue_urls, settings.dlq_urls, client=o.sqs_client()),
         clock=o.clock or SystemClock(),
-        metrics=o.metrics(service) if o.metrics else EmfMetrics(service),
+        metrics=o.metrics(service) if o.metrics else EmfMetrics(service, by_job_type=settings.metrics_by_job_type),
         rng=rng,
     )
 
