@@ -80,6 +80,6 @@ def recurring_input(schedule_name: str) -> dict[str, str]:
 
 
 # Every function's environment beside the stack's settings (infra/lambda_function.py). Pydantic looks for
-# plugins in every installed distribution's entry points when it builds its first model (5-80 ms of a cold
-# start, growing with the runtime's site-packages); offpath uses none.
+# plugins in every installed distribution's entry points when it builds its first model (6 ms of CPU with the
+# 112 distributions of the development environment, less with the runtime's and the layer's); offpath uses none.
 FUNCTION_ENVIRONMENT = {"PYDANTIC_DISABLE_PLUGINS": "__all__"}

@@ -130,7 +130,7 @@ def parse_body(model: type[BaseModel], data: Any) -> Any:
 
 class Dumped:
     """A model's JSON form, written without building the model: for the hottest answer (a submitted job)
-    the first request of a cold start would otherwise build the model's validator and serializer (~25 ms).
+    the first request of a cold start would otherwise build the model's validator and serializer (~5 ms of CPU).
     `JobView.dumped` writes it; tests/unit/test_api_models.py holds it equal to `JobView.of(...)`'s dump."""
 
     def __init__(self, model: type[BaseModel], data: dict[str, Any]) -> None:

@@ -37,8 +37,9 @@ if TYPE_CHECKING:
 
 class OnFirstUse:
     """A client made the first time one of its methods is looked up: a request that never calls a service
-    never pays for its client (on a cold start, ~10-40 ms each: botocore loads the service's model and
-    endpoint rules). Which clients a request needs is decided by the request, not the handler's init."""
+    never pays for its client (botocore loads the service's model and endpoint rules: measured after a DynamoDB
+    client, ~50 ms of CPU for SQS's, ~7 ms for the Scheduler's). Which clients a request needs is decided by
+    the request, not the handler's init."""
 
     def __init__(self, make: Callable[[], Any]) -> None:
         self._make = make
