@@ -20,17 +20,26 @@ Runs are interleaved (floor, handler, floor, ...) after one warm-up pair so drif
 the medians, their ratio and the machine's load (os.getloadavg) are printed. Times exclude the interpreter's
 own start, which both sides pay alike. `--json` prints the numbers as JSON (read by write_benchmarks.py).
 
-    .venv/bin/python scripts/coldstart.py [--runs 9] [--json]
+    .venv/bin/python scripts/coldstart.py [--runs 9] [--json] [--functions DIR]
+
+The asset's modules are compiled to bytecode first, as boto3's are in the Lambda runtime; `--source-only`
+measures them as the stack's asset deploys them today, without bytecode (Lambda's /var/task is read-only, so
+every cold start compiles them again). `--functions DIR` measures another copy of the Lambda asset's
+source (for a before/after: `git archive main functions | tar -x -C /tmp/before`, then
+`--functions /tmp/before/functions`).
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -174,7 +183,7 @@ def _medians(runs: list[list[float]]) -> list[float]:
 
 
 class Bench:
-    def __init__(self, emulator: Emulator, resources: Resources) -> None:
+    def __init__(self, emulator: Emulator, resources: Resources, functions: Path = ROOT / "functions") -> None:
         self.emulator = emulator
         self.resources = resources
         self.env = {
@@ -184,7 +193,8 @@ class Bench:
             **STACK_ENVIRONMENT,
             "OFFPATH_QUEUE_CLASS": "default",
             "AWS_ENDPOINT_URL": emulator.endpoint,
-            "PYTHONPATH": str(ROOT / "functions"),
+            "PYTHONPATH": str(functions),
+            "PYTHONDONTWRITEBYTECODE": "1",
         }
         self.sqs = emulator.client("sqs")
 
@@ -291,13 +301,25 @@ def profile(name: str, sort: str, limit: int) -> str:
         emulator.stop()
 
 
-def measure(runs: int) -> dict[str, Any]:
+def measure(runs: int, functions: Path = ROOT / "functions", source_only: bool = False) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as scratch:
+        if source_only:
+            copy = Path(scratch) / "functions"
+            shutil.copytree(functions, copy, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            functions = copy
+        else:
+            compileall.compile_dir(functions, quiet=1)
+        result = _measure(runs, functions)
+    return {**result, "bytecode": not source_only}
+
+
+def _measure(runs: int, functions: Path) -> dict[str, Any]:
     emulator = Emulator()
     emulator.start()
     try:
         registry = load_job_types(demo=True)
         resources = create_resources(emulator.client("dynamodb"), emulator.client("sqs"), registry)
-        bench = Bench(emulator, resources)
+        bench = Bench(emulator, resources, functions)
         load_before = os.getloadavg()
         rows = [bench.pair("api", runs), bench.pair("worker", runs)]
         rows += [bench.import_only(name, clients, runs) for name, clients in IMPORT_ONLY.items()]
@@ -318,7 +340,8 @@ def report(result: dict[str, Any]) -> str:
     before, after = result["load_average_1m"]
     lines = [
         f"python {result['python']}, {result['runs']} runs each, interleaved, after one warm-up pair; "
-        f"1-minute load average {before:.2f} before, {after:.2f} after, on {result['cpus']} CPUs",
+        f"1-minute load average {before:.2f} before, {after:.2f} after, on {result['cpus']} CPUs; "
+        f"offpath's modules {'with' if result['bytecode'] else 'without'} bytecode",
         "medians, ms: floor / handler = ratio (wall clock; CPU time of the process beside it)",
         f"{'handler':<9}{'init + first request':>28}{'(CPU)':>24}{'import only':>26}{'(CPU)':>24}",
     ]
@@ -345,6 +368,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=9)
     parser.add_argument("--json", action="store_true", help="print the numbers as JSON")
+    parser.add_argument("--functions", type=Path, default=ROOT / "functions", help="the asset source to measure")
+    parser.add_argument("--source-only", action="store_true", help="the asset's modules without bytecode")
     parser.add_argument("--profile", choices=["api", "worker"], help="profile one handler's cold start instead")
     parser.add_argument("--sort", default="cumulative", help="with --profile: the pstats sort key")
     parser.add_argument("--limit", type=int, default=60, help="with --profile: how many rows")
@@ -352,7 +377,7 @@ def main() -> int:
     if args.profile:
         print(profile(args.profile, args.sort, args.limit))
         return 0
-    result = measure(args.runs)
+    result = measure(args.runs, args.functions, args.source_only)
     print(json.dumps(result, indent=2) if args.json else report(result))
     return 0
 
