@@ -61,7 +61,8 @@ def markdown(measured: Mapping[str, Any], base: Config | None = None) -> str:
         "evenly (0.4 jobs/s) a poll finds about one message, which the batch size 1 row prices.",
         "- Logs: the JSON lines at the level (on Lambda offpath's JSON handler replaces the runtime's own, so "
         "each record is written once), EMF lines, "
-        f"{a.platform_log_bytes} bytes of START/END/REPORT per invocation and a {a.access_log_bytes}-byte API "
+        f"{a.platform_log_bytes} bytes of START/END/REPORT per invocation only where they are kept (the stack sets "
+        f"the system log level to WARN, which drops them) and a {a.access_log_bytes}-byte API "
         f"access log line per request; stored {base.log_retention_days} days (billed on compressed bytes: an upper "
         "bound).",
         "- X-Ray (only with the stack's `tracing` option on; off by default): one trace per sampled invocation "
