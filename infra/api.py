@@ -140,7 +140,7 @@ class JobApi(Construct):
             access_log_settings=_AccessLog(self.access_logs),
         )
 
-        integration = integrations.HttpLambdaIntegration("Integration", self.handler.function)
+        integration = integrations.HttpLambdaIntegration("Integration", self.handler.target)
         self.routes: dict[str, apigwv2.HttpRoute] = {}
         admin_scopes = [ADMIN_SCOPE] if options.jwt else None
         for declared in contract.ROUTES:

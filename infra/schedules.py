@@ -14,7 +14,7 @@ from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_scheduler_targets as targets
 from constructs import Construct
 
-from infra.lambda_function import FunctionKit, QueueDestination, ServiceFunction
+from infra.lambda_function import LIVE_ALIAS, FunctionKit, QueueDestination, ServiceFunction
 from infra.nag import acknowledge
 from infra.queues import JobQueues, secure_queue
 from infra.table import SWEEP_INDEX, JobTable
@@ -97,7 +97,10 @@ class Schedules(Construct):
         self.enqueue_function_arn = stack.format_arn(
             service="lambda",
             resource="function",
-            resource_name=self.enqueue_function_name,
+            # With SnapStart the one-time schedules invoke the alias (a published version with its snapshot).
+            resource_name=f"{self.enqueue_function_name}:{LIVE_ALIAS}"
+            if kit.options.snapstart
+            else self.enqueue_function_name,
             arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
         )
         self.schedule_arns = stack.format_arn(
@@ -127,7 +130,7 @@ class Schedules(Construct):
         )
         table.grant(self.enqueue, ["PutItem", "GetItem", "UpdateItem"])
         self.enqueue.grant(["sqs:SendMessage"], [queue.queue_arn for queue in queues.queues.values()])
-        self._grant_invoke(self.scheduler_role, self.enqueue.function)
+        self._grant_invoke(self.scheduler_role, self.enqueue.target)
 
         self.sweeper = ServiceFunction(
             self,
@@ -147,7 +150,7 @@ class Schedules(Construct):
         table.grant(self.sweeper, ["UpdateItem", "BatchGetItem"], query_indexes=(SWEEP_INDEX,))
         self.sweeper.grant(["sqs:SendMessage"], queues.all_arns())
         self.sweeper_role = self._scheduler_role("SweeperScheduleRole", "invokes the sweeper function")
-        self._grant_invoke(self.sweeper_role, self.sweeper.function)
+        self._grant_invoke(self.sweeper_role, self.sweeper.target)
 
         self.schedules: dict[str, scheduler.Schedule] = {}
         for name, declared in sorted(registry.schedules.items()):
@@ -167,7 +170,7 @@ class Schedules(Construct):
                 ),
                 enabled=declared.enabled,
                 target=targets.LambdaInvoke(
-                    self.enqueue.function,
+                    self.enqueue.target,
                     # The role's grants are exactly those added here; the target must not widen them.
                     role=self.scheduler_role.without_policy_updates(),
                     input=scheduler.ScheduleTargetInput.from_object(recurring_input(declared.name)),
@@ -185,7 +188,7 @@ class Schedules(Construct):
             schedule=scheduler.ScheduleExpression.expression(SWEEP_EXPRESSION),
             time_window=scheduler.TimeWindow.off(),
             target=targets.LambdaInvoke(
-                self.sweeper.function,
+                self.sweeper.target,
                 role=self.sweeper_role.without_policy_updates(),
                 input=scheduler.ScheduleTargetInput.from_object(SWEEP_INPUT),
                 dead_letter_queue=self.dead_letter_queue,

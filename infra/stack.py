@@ -73,6 +73,7 @@ class OffpathStack(cdk.Stack):
                 "OFFPATH_LOG_LEVEL": options.log_level,
                 **({"OFFPATH_DEMO_JOBS": "1"} if options.demo_jobs else {}),
                 **({"OFFPATH_QUOTAS": options.quotas} if options.quotas else {}),
+                **({"OFFPATH_METRICS_BY_JOB_TYPE": "1"} if options.metrics_by_job_type else {}),
             },
         )
         self.schedules = Schedules(self, "Schedules", registry=registry, kit=kit, table=self.table, queues=self.queues)

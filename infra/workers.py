@@ -60,7 +60,7 @@ class Workers(Construct):
                 report_batch_item_failures=True,
             )
             # Receive, delete and change visibility (the backoff of a retry) on its own queue.
-            worker.function.add_event_source(source)
+            worker.target.add_event_source(source)
             # Its DLQ (a failed job's copy) and its own queue (a fresh copy of a message on its last receives).
             worker.grant(["sqs:SendMessage"], [queues.dlqs[name].queue_arn, queues.queues[name].queue_arn])
             acknowledge(worker, "Serverless-LambdaEventSourceMappingDestination", ESM_DESTINATION_REASON)

@@ -30,7 +30,7 @@ The job payload is 128 bytes of JSON (demo.echo returns it as its result); every
 Writes the measured counts to docs/measured_calls.json (read by `offpath cost`) and a table to the section of
 docs/benchmarks.md between `<!-- calls:begin -->` and `<!-- calls:end -->` (the rest of that file is kept).
 
-    .venv/bin/python scripts/bench_calls.py [--timing-runs 25] [--no-write]
+    .venv/bin/python scripts/bench_calls.py [--timing-runs 25] [--no-write] [--price-only]
     make bench-calls
 """
 
@@ -692,7 +692,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--timing-runs", type=int, default=25, help="unmetered repetitions timed per scenario")
     parser.add_argument("--no-write", action="store_true", help="print the table; write no file")
+    parser.add_argument(
+        "--price-only",
+        action="store_true",
+        help="measure nothing: write the section again from docs/measured_calls.json (after a change of prices)",
+    )
     args = parser.parse_args(argv)
+    if args.price_only:
+        section = markdown(json.loads(MEASURED_JSON.read_text(encoding="utf-8")))
+        if not args.no_write:
+            write_section(BENCHMARKS_MD, section)
+        print(section)
+        return 0
     data = run(max(1, args.timing_runs))
     section = markdown(data)
     if args.no_write:

@@ -1,90 +1,384 @@
-"""Cold-start cost of each handler against the boto3 baseline, each measured in a fresh process.
+"""Cold start as the first caller feels it: each handler's init plus its first request, in a fresh process,
+against the floor of a fresh process doing `import boto3`, creating the clients and making the same AWS calls.
 
-handler:  import the handler module and build its services (the clients it creates at init).
-baseline: `import boto3` and create the same clients, nothing else.
-Runs are interleaved (baseline, handler, baseline, ...) so drift on a noisy machine hits both;
-the medians and their ratio are printed. Nothing is sent anywhere: clients are only created.
+The emulator is a moto server on 127.0.0.1 (offpath_local.emulator.Emulator, started by this script) holding
+the stack's table and queues (offpath_local.resources.create_resources); every process below reaches it
+through AWS_ENDPOINT_URL.
 
-    .venv/bin/python scripts/coldstart.py [--runs 7]
+  api     handler:  import offpath.handlers.api, serve `POST /jobs` (demo.echo, 128-byte payload) -> 202
+          floor:    import boto3, create a DynamoDB and an SQS client, PutItem + SendMessage
+  worker  handler:  import offpath.handlers.worker, serve one SQS record of a QUEUED job (submitted by this
+                    script beforehand) -> no batch item failure (the job SUCCEEDED)
+          floor:    import boto3, create a DynamoDB client, two UpdateItem
+
+The floor creates only the clients its calls need. Each process also reports its init alone (for a handler:
+import + `default_services()`; for the floor: import boto3 + the clients); those "import-only" numbers are
+printed beside the first-request ones, and the enqueue and sweeper handlers are measured that way only
+(against `import boto3` and the clients their init creates on AWS).
+
+Runs are interleaved (floor, handler, floor, ...) after one warm-up pair so drift on a noisy machine hits both;
+the medians, their ratio and the machine's load (os.getloadavg) are printed. Times exclude the interpreter's
+own start, which both sides pay alike. `--json` prints the numbers as JSON (read by write_benchmarks.py).
+
+    .venv/bin/python scripts/coldstart.py [--runs 9] [--json] [--functions DIR]
+
+The asset's modules are compiled to bytecode first, as boto3's are in the Lambda runtime; `--source-only`
+measures them as the stack's asset deploys them today, without bytecode (Lambda's /var/task is read-only, so
+every cold start compiles them again). `--functions DIR` measures another copy of the Lambda asset's
+source (for a before/after: `git archive main functions | tar -x -C /tmp/before`, then
+`--functions /tmp/before/functions`).
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from offpath.jobs import load_job_types
+from offpath.naming import FUNCTION_ENVIRONMENT
+from offpath_local.emulator import Emulator
+from offpath_local.resources import Resources, create_resources
+from offpath_tools.http_events import http_event
 
 ROOT = Path(__file__).resolve().parent.parent
-
-ENVIRONMENT = {
-    "AWS_ACCESS_KEY_ID": "x",
-    "AWS_SECRET_ACCESS_KEY": "x",
+TARGET = 1.30
+PAYLOAD = {"data": "x" * (128 - len('{"data":""}'))}
+CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "coldstart",
+    "AWS_SECRET_ACCESS_KEY": "coldstart",
     "AWS_DEFAULT_REGION": "us-east-1",
-    "OFFPATH_TABLE_NAME": "offpath-jobs",
-    "OFFPATH_QUEUE_URLS": json.dumps({"default": "https://sqs.us-east-1.amazonaws.com/1/offpath-default"}),
-    "OFFPATH_DLQ_URLS": json.dumps({"default": "https://sqs.us-east-1.amazonaws.com/1/offpath-default-dlq"}),
-    "OFFPATH_QUEUE_CLASS": "default",
+    "AWS_REGION": "us-east-1",
+}
+# What the stack gives every function beside the table and queues (infra/lambda_function.py), by name only.
+STACK_ENVIRONMENT = {
+    **FUNCTION_ENVIRONMENT,
     "OFFPATH_SCHEDULE_GROUP": "offpath-schedules",
-    "OFFPATH_SCHEDULER_ROLE_ARN": "arn:aws:iam::1:role/scheduler",
-    "OFFPATH_ENQUEUE_FUNCTION_ARN": "arn:aws:lambda:us-east-1:1:function:enqueue",
-    "OFFPATH_LOG_LEVEL": "WARNING",
+    "OFFPATH_SCHEDULER_ROLE_ARN": "arn:aws:iam::123456789012:role/offpath-scheduler",
+    "OFFPATH_ENQUEUE_FUNCTION_ARN": "arn:aws:lambda:us-east-1:123456789012:function:offpath-enqueue",
+    "OFFPATH_DEMO_JOBS": "true",
 }
 
-# handler module -> the clients its init creates
-HANDLERS = {
-    "api": ["dynamodb", "sqs", "scheduler"],
-    "worker": ["dynamodb", "sqs"],
-    "enqueue": ["dynamodb", "sqs", "scheduler"],
-    "sweeper": ["dynamodb", "sqs", "scheduler"],
-}
+# -- the programs each fresh process runs (the event or record arrives on stdin, read before the clock starts)
 
-HANDLER_PROGRAM = """
-import time
-t = time.perf_counter()
-import offpath.handlers.{name} as module
+API_PROGRAM = """
+import json, sys, time
+event = json.loads(sys.stdin.read())
+t, c = time.perf_counter(), time.process_time()
+import offpath.handlers.api as module
 module.default_services()
-print(time.perf_counter() - t)
+init, init_cpu = time.perf_counter() - t, time.process_time() - c
+response = module.handler(event, None)
+total, total_cpu = time.perf_counter() - t, time.process_time() - c
+assert response["statusCode"] == 202, response
+print(json.dumps([init, total, init_cpu, total_cpu]))
 """
 
-BASELINE_PROGRAM = """
-import time
-t = time.perf_counter()
+API_FLOOR = """
+import json, sys, time, uuid
+request = json.loads(sys.stdin.read())
+t, c = time.perf_counter(), time.process_time()
+import boto3
+dynamodb = boto3.client("dynamodb")
+sqs = boto3.client("sqs")
+init, init_cpu = time.perf_counter() - t, time.process_time() - c
+dynamodb.put_item(TableName=request["table"], Item={"pk": {"S": "floor#" + uuid.uuid4().hex}, "data": {"S": "x" * 128}},
+                  ConditionExpression="attribute_not_exists(pk)")
+sqs.send_message(QueueUrl=request["queue_url"], MessageBody=json.dumps({"job_id": uuid.uuid4().hex}))
+total, total_cpu = time.perf_counter() - t, time.process_time() - c
+print(json.dumps([init, total, init_cpu, total_cpu]))
+"""
+
+WORKER_PROGRAM = """
+import json, sys, time
+event = json.loads(sys.stdin.read())
+t, c = time.perf_counter(), time.process_time()
+import offpath.handlers.worker as module
+module.default_services()
+init, init_cpu = time.perf_counter() - t, time.process_time() - c
+response = module.handler(event, None)
+total, total_cpu = time.perf_counter() - t, time.process_time() - c
+assert response == {"batchItemFailures": []}, response
+print(json.dumps([init, total, init_cpu, total_cpu]))
+"""
+
+WORKER_FLOOR = """
+import json, sys, time
+request = json.loads(sys.stdin.read())
+t, c = time.perf_counter(), time.process_time()
+import boto3
+dynamodb = boto3.client("dynamodb")
+init, init_cpu = time.perf_counter() - t, time.process_time() - c
+for status in ("RUNNING", "SUCCEEDED"):
+    dynamodb.update_item(TableName=request["table"], Key={"pk": {"S": "floor#worker"}},
+                         UpdateExpression="SET #s = :s ADD attempt :one",
+                         ExpressionAttributeNames={"#s": "status"},
+                         ExpressionAttributeValues={":s": {"S": status}, ":one": {"N": "1"}})
+total, total_cpu = time.perf_counter() - t, time.process_time() - c
+print(json.dumps([init, total, init_cpu, total_cpu]))
+"""
+
+IMPORT_PROGRAM = """
+import json, time
+t, c = time.perf_counter(), time.process_time()
+import offpath.handlers.{name} as module
+module.default_services()
+print(json.dumps([time.perf_counter() - t, time.process_time() - c]))
+"""
+
+IMPORT_FLOOR = """
+import json, time
+t, c = time.perf_counter(), time.process_time()
 import boto3
 for service in {clients!r}:
     boto3.client(service)
-print(time.perf_counter() - t)
+print(json.dumps([time.perf_counter() - t, time.process_time() - c]))
+"""
+
+# The clients enqueue's and sweeper's init create on AWS (import-only rows).
+IMPORT_ONLY = {"enqueue": ["dynamodb", "sqs", "scheduler"], "sweeper": ["dynamodb", "sqs", "scheduler"]}
+
+
+def _pair(floor_s: float, handler_s: float) -> dict[str, float]:
+    return {
+        "floor_ms": round(floor_s * 1000, 1),
+        "handler_ms": round(handler_s * 1000, 1),
+        "ratio": round(handler_s / floor_s, 2),
+    }
+
+
+@dataclass
+class Row:
+    """Medians: for a first-request row [init, total, init CPU, total CPU]; for an import-only row [init,
+    init CPU] (seconds)."""
+
+    name: str
+    floor: list[float]
+    handler: list[float]
+
+    def as_dict(self) -> dict[str, Any]:
+        f, h = self.floor, self.handler
+        if len(f) == 2:
+            return {"handler": self.name, "import_only": _pair(f[0], h[0]), "import_only_cpu": _pair(f[1], h[1])}
+        return {
+            "handler": self.name,
+            "first_request": _pair(f[1], h[1]),
+            "first_request_cpu": _pair(f[3], h[3]),
+            "import_only": _pair(f[0], h[0]),
+            "import_only_cpu": _pair(f[2], h[2]),
+        }
+
+
+def _medians(runs: list[list[float]]) -> list[float]:
+    return [statistics.median(column) for column in zip(*runs, strict=True)]
+
+
+class Bench:
+    def __init__(self, emulator: Emulator, resources: Resources, functions: Path = ROOT / "functions") -> None:
+        self.emulator = emulator
+        self.resources = resources
+        self.env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "OFFPATH_"))},
+            **CREDENTIALS,
+            **resources.environment(),
+            **STACK_ENVIRONMENT,
+            "OFFPATH_QUEUE_CLASS": "default",
+            "AWS_ENDPOINT_URL": emulator.endpoint,
+            "PYTHONPATH": str(functions),
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
+        self.sqs = emulator.client("sqs")
+
+    def run(self, program: str, stdin: str = "") -> list[float]:
+        out = subprocess.run(
+            [sys.executable, "-c", program], env=self.env, input=stdin, capture_output=True, text=True, check=False
+        )
+        if out.returncode != 0:
+            raise RuntimeError(f"a measured process failed:\n{out.stderr[-3000:]}")
+        return [float(value) for value in json.loads(out.stdout.strip().splitlines()[-1])]
+
+    def api_event(self) -> str:
+        return json.dumps(http_event("POST", "/jobs", body={"type": "demo.echo", "payload": PAYLOAD}))
+
+    def floor_request(self) -> str:
+        queue_url = self.resources.queue_urls["default"]
+        return json.dumps({"table": self.resources.table_name, "queue_url": queue_url})
+
+    def worker_event(self) -> str:
+        """A QUEUED job's SQS record, as the event source mapping would deliver it: the job is submitted by a
+        handler process of its own (this process imports no handler), and its message received here."""
+        queue_url = self.resources.queue_urls["default"]
+        self._drain(queue_url)
+        self.run(API_PROGRAM, self.api_event())
+        messages = self.sqs.receive_message(
+            QueueUrl=queue_url, MaxNumberOfMessages=1, AttributeNames=["All"], WaitTimeSeconds=1
+        ).get("Messages", [])
+        if not messages:
+            raise RuntimeError("the submitted job's message did not arrive")
+        message = messages[0]
+        record = {
+            "messageId": message["MessageId"],
+            "receiptHandle": message["ReceiptHandle"],
+            "body": message["Body"],
+            "attributes": message.get("Attributes", {}),
+            "messageAttributes": {},
+            "eventSource": "aws:sqs",
+            "eventSourceARN": f"arn:aws:sqs:us-east-1:123456789012:{queue_url.rsplit('/', 1)[-1]}",
+            "awsRegion": "us-east-1",
+            "md5OfBody": message.get("MD5OfBody", ""),
+        }
+        return json.dumps({"Records": [record]})
+
+    def _drain(self, queue_url: str) -> None:
+        """Delete what the floor and earlier runs left on the queue (PurgeQueue is allowed once a minute)."""
+        while messages := self.sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10).get("Messages"):
+            entries = [{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)]
+            self.sqs.delete_message_batch(QueueUrl=queue_url, Entries=entries)
+
+    def pair(self, name: str, runs: int) -> Row:
+        handler_program, floor_program = (API_PROGRAM, API_FLOOR) if name == "api" else (WORKER_PROGRAM, WORKER_FLOOR)
+        event = self.api_event if name == "api" else self.worker_event
+        floors: list[list[float]] = []
+        handlers: list[list[float]] = []
+        for index in range(runs + 1):  # the first pair warms the file cache and the .pyc files
+            floor = self.run(floor_program, self.floor_request())
+            handler = self.run(handler_program, event())
+            if index:
+                floors.append(floor)
+                handlers.append(handler)
+        return Row(name, _medians(floors), _medians(handlers))
+
+    def import_only(self, name: str, clients: list[str], runs: int) -> Row:
+        handler_program = IMPORT_PROGRAM.format(name=name)
+        floor_program = IMPORT_FLOOR.format(clients=clients)
+        floors, handlers = [], []
+        for index in range(runs + 1):
+            floor, handler = self.run(floor_program), self.run(handler_program)
+            if index:
+                floors.append(floor)
+                handlers.append(handler)
+        return Row(name, _medians(floors), _medians(handlers))
+
+
+PROFILE_WRAPPER = """
+import cProfile, pstats, sys
+program = {program!r}
+profiler = cProfile.Profile()
+profiler.enable()
+exec(compile(program, "<measured>", "exec"), {{"__name__": "__main__"}})
+profiler.disable()
+stats = pstats.Stats(profiler, stream=sys.stderr)
+stats.sort_stats({sort!r}).print_stats({limit})
+print("[0]")
 """
 
 
-def run(program: str) -> float:
-    env = {**os.environ, **ENVIRONMENT, "PYTHONPATH": str(ROOT / "functions"), "PYTHONDONTWRITEBYTECODE": "0"}
-    out = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, check=True)
-    return float(out.stdout.strip().splitlines()[-1])
+def profile(name: str, sort: str, limit: int) -> str:
+    """One handler process's init + first request under cProfile (its report, sorted by `sort`)."""
+    emulator = Emulator()
+    emulator.start()
+    try:
+        registry = load_job_types(demo=True)
+        resources = create_resources(emulator.client("dynamodb"), emulator.client("sqs"), registry)
+        bench = Bench(emulator, resources)
+        program, event = (API_PROGRAM, bench.api_event) if name == "api" else (WORKER_PROGRAM, bench.worker_event)
+        stdin = event()
+        wrapped = PROFILE_WRAPPER.format(program=program, sort=sort, limit=limit)
+        out = subprocess.run(
+            [sys.executable, "-c", wrapped], env=bench.env, input=stdin, capture_output=True, text=True, check=True
+        )
+        return out.stderr
+    finally:
+        emulator.stop()
+
+
+def measure(runs: int, functions: Path = ROOT / "functions", source_only: bool = False) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as scratch:
+        if source_only:
+            copy = Path(scratch) / "functions"
+            shutil.copytree(functions, copy, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            functions = copy
+        else:
+            compileall.compile_dir(functions, quiet=1)
+        result = _measure(runs, functions)
+    return {**result, "bytecode": not source_only}
+
+
+def _measure(runs: int, functions: Path) -> dict[str, Any]:
+    emulator = Emulator()
+    emulator.start()
+    try:
+        registry = load_job_types(demo=True)
+        resources = create_resources(emulator.client("dynamodb"), emulator.client("sqs"), registry)
+        bench = Bench(emulator, resources, functions)
+        load_before = os.getloadavg()
+        rows = [bench.pair("api", runs), bench.pair("worker", runs)]
+        rows += [bench.import_only(name, clients, runs) for name, clients in IMPORT_ONLY.items()]
+        load_after = os.getloadavg()
+    finally:
+        emulator.stop()
+    return {
+        "python": sys.version.split()[0],
+        "runs": runs,
+        "cpus": os.cpu_count(),
+        "load_average_1m": [round(load_before[0], 2), round(load_after[0], 2)],
+        "target": TARGET,
+        "rows": [row.as_dict() for row in rows],
+    }
+
+
+def report(result: dict[str, Any]) -> str:
+    before, after = result["load_average_1m"]
+    lines = [
+        f"python {result['python']}, {result['runs']} runs each, interleaved, after one warm-up pair; "
+        f"1-minute load average {before:.2f} before, {after:.2f} after, on {result['cpus']} CPUs; "
+        f"offpath's modules {'with' if result['bytecode'] else 'without'} bytecode",
+        "medians, ms: floor / handler = ratio (wall clock; CPU time of the process beside it)",
+        f"{'handler':<9}{'init + first request':>28}{'(CPU)':>24}{'import only':>26}{'(CPU)':>24}",
+    ]
+    worst = 0.0
+
+    def cell(pair: dict[str, float] | None) -> str:
+        if pair is None:
+            return f"{'-':>24}"
+        return f"{pair['floor_ms']:>8.0f} /{pair['handler_ms']:>6.0f} = {pair['ratio']:.2f}"
+
+    for row in result["rows"]:
+        first = row.get("first_request")
+        if first:
+            worst = max(worst, first["ratio"])
+        lines.append(
+            f"{row['handler']:<9}{cell(first):>28}{cell(row.get('first_request_cpu')):>24}"
+            f"{cell(row['import_only']):>26}{cell(row['import_only_cpu']):>24}"
+        )
+    lines.append(f"worst init + first request ratio {worst:.2f} (target <= {result['target']:.2f})")
+    return "\n".join(lines)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--runs", type=int, default=9)
+    parser.add_argument("--json", action="store_true", help="print the numbers as JSON")
+    parser.add_argument("--functions", type=Path, default=ROOT / "functions", help="the asset source to measure")
+    parser.add_argument("--source-only", action="store_true", help="the asset's modules without bytecode")
+    parser.add_argument("--profile", choices=["api", "worker"], help="profile one handler's cold start instead")
+    parser.add_argument("--sort", default="cumulative", help="with --profile: the pstats sort key")
+    parser.add_argument("--limit", type=int, default=60, help="with --profile: how many rows")
     args = parser.parse_args()
-    print(f"python {sys.version.split()[0]}, {args.runs} runs each, interleaved, after one warm-up pair")
-    print(f"{'handler':<10}{'baseline ms':>14}{'handler ms':>14}{'ratio':>9}")
-    worst = 0.0
-    for name, clients in HANDLERS.items():
-        handler_program = HANDLER_PROGRAM.format(name=name)
-        baseline_program = BASELINE_PROGRAM.format(clients=clients)
-        run(baseline_program), run(handler_program)  # warm the file cache and .pyc files
-        baseline, handler = [], []
-        for _ in range(args.runs):
-            baseline.append(run(baseline_program))
-            handler.append(run(handler_program))
-        b, h = statistics.median(baseline), statistics.median(handler)
-        worst = max(worst, h / b)
-        print(f"{name:<10}{b * 1000:>14.1f}{h * 1000:>14.1f}{h / b:>9.2f}")
-    print(f"worst ratio {worst:.2f} (target <= 1.30)")
+    if args.profile:
+        print(profile(args.profile, args.sort, args.limit))
+        return 0
+    result = measure(args.runs, args.functions, args.source_only)
+    print(json.dumps(result, indent=2) if args.json else report(result))
     return 0
 
 

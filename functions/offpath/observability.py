@@ -87,12 +87,24 @@ def configure_logging(service: str, level: str = "INFO", stream: TextIO | None =
     root.setLevel(level)
 
 
-class EmfMetrics:
-    """Buffers metrics and prints them as Embedded Metric Format lines, one per dimension set."""
+# The dimension sets every metric is published under. CloudWatch bills each distinct (name, dimension values)
+# as one custom metric ($0.30 a month): per queue and overall the count is bounded by the queue classes; per
+# (queue, job type) it grows with every job type added, so that set is opt-in (OFFPATH_METRICS_BY_JOB_TYPE,
+# the stack's `metrics_by_job_type`). The job type is written in every line all the same, as a property that
+# Logs Insights (and the local runtime's Prometheus endpoint) can group by at no metric cost.
+DIMENSION_SETS = [["queue"], []]
+DIMENSION_SETS_BY_JOB_TYPE = [["queue", "job_type"], ["queue"], []]
 
-    def __init__(self, service: str, namespace: str = NAMESPACE, stream: TextIO | None = None) -> None:
+
+class EmfMetrics:
+    """Buffers metrics and prints them as Embedded Metric Format lines, one per queue and job type."""
+
+    def __init__(
+        self, service: str, namespace: str = NAMESPACE, stream: TextIO | None = None, *, by_job_type: bool = False
+    ) -> None:
         self.service = service
         self.namespace = namespace
+        self.dimensions = DIMENSION_SETS_BY_JOB_TYPE if by_job_type else DIMENSION_SETS
         self._stream = stream
         self._buffer: dict[tuple[str, str], dict[str, tuple[str, list[float]]]] = {}
 
@@ -116,7 +128,7 @@ class EmfMetrics:
                     "CloudWatchMetrics": [
                         {
                             "Namespace": self.namespace,
-                            "Dimensions": [["queue", "job_type"], ["queue"], []],
+                            "Dimensions": self.dimensions,
                             "Metrics": [{"Name": name, "Unit": unit} for name, (unit, _) in metrics.items()],
                         }
                     ],
@@ -127,6 +139,6 @@ class EmfMetrics:
             }
             for name, (unit, values) in metrics.items():
                 document[name] = values if unit == "Milliseconds" else sum(values)
-            stream.write(json.dumps(document) + "\n")
+            stream.write(json.dumps(document, separators=(",", ":")) + "\n")
         self._buffer.clear()
         stream.flush()

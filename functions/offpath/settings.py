@@ -26,6 +26,7 @@
 | `OFFPATH_ALLOW_LOOPBACK_RECEIVERS` | api, delivery | `1`: http://127.0.0.1 receivers allowed (local only) |
 | `OFFPATH_WEBHOOK_RETRY_SCALE` | delivery | retry schedule factor (default 1; shorter in tests) |
 | `OFFPATH_REALTIME_URL` | notifier | the AppSync Events API's HTTP endpoint events are published to (absent: none) |
+| `OFFPATH_METRICS_BY_JOB_TYPE` | all | `1`: EMF metrics per (queue, job type) too (grows with job types; default off) |
 | `AWS_ENDPOINT_URL` | all | boto3's own: points every client at an emulator |
 """
 
@@ -87,6 +88,7 @@ class Settings(BaseModel):
     webhook_retry_scale: float = Field(default=1.0, gt=0, le=1)
     # Realtime: the AppSync Events API's HTTP publish endpoint (absent: none).
     realtime_url: str | None = None
+    metrics_by_job_type: bool = False
 
     @field_validator("queue_urls", "dlq_urls", mode="before")
     @classmethod

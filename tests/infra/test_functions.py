@@ -8,7 +8,7 @@ from pathlib import Path
 from infra.nag import RESOURCELESS_ACTIONS
 from infra.options import POWERTOOLS_LAYER_PARAMETER, StackOptions
 from offpath.domain.registry import MAX_WORKER_TIMEOUT_S, SUBMITTER_TIMEOUT_S, WORKER_TIMEOUT_MARGIN_S
-from offpath.naming import TABLE_INDEXES
+from offpath.naming import FUNCTION_ENVIRONMENT, TABLE_INDEXES
 from offpath.settings import Settings
 from tests.infra.stacks import PINNED_LAYER, Synthesized
 from tests.infra.template_view import (
@@ -202,7 +202,7 @@ def test_handlers_are_referenced_by_name(default_stack: Synthesized) -> None:
 
 
 def test_function_environments_hold_only_settings_variables(default_stack: Synthesized) -> None:
-    known = {f"OFFPATH_{name.upper()}" for name in Settings.model_fields}
+    known = {f"OFFPATH_{name.upper()}" for name in Settings.model_fields} | set(FUNCTION_ENVIRONMENT)
     template = default_stack.json
     queues = queues_by_name(template)
     for name, (_, function) in functions_by_name(template).items():
@@ -321,3 +321,16 @@ def test_the_code_asset_holds_offpath_and_tzdata_without_bytecode(default_stack:
     assert not [p for p in Path(root).rglob("*") if p.name == "__pycache__" or p.suffix == ".pyc"]
     code = {f["Code"]["S3Key"] for _, f in functions_by_name(default_stack.json).values()}
     assert code == {f"{asset['source']['path'].removeprefix('asset.')}.zip"}
+
+
+def test_functions_log_json_without_platform_lines_at_the_warning_level(default_stack: Synthesized) -> None:
+    for name, (_, function) in functions_by_name(default_stack.json).items():
+        assert function["LoggingConfig"] == {
+            "LogFormat": "JSON",
+            "SystemLogLevel": "WARN",
+            "ApplicationLogLevel": "INFO",
+            "LogGroup": function["LoggingConfig"]["LogGroup"],
+        }, name
+        variables = function["Environment"]["Variables"]
+        assert variables["OFFPATH_LOG_LEVEL"] == "WARNING", name
+        assert variables["PYDANTIC_DISABLE_PLUGINS"] == "__all__", name

@@ -44,7 +44,7 @@ def test_statistics_are_one_minute_sums_and_percentiles_per_queue_and_job_type(
         stubber.add_response(
             "list_metrics",
             {"Metrics": listed.get(metric, [])},
-            {"Namespace": "Offpath", "MetricName": metric, "Dimensions": [{"Name": "queue"}, {"Name": "job_type"}]},
+            {"Namespace": "Offpath", "MetricName": metric, "Dimensions": [{"Name": "queue"}]},
         )
     answers = {
         "m0_submitted": ([T0, T1], [3.0, 1.0]),
@@ -160,3 +160,28 @@ def test_alarm_changes_come_from_each_alarms_history_newest_first(client: tuple[
         AlarmChange(T1, "offpath-a", "OK", "ALARM", "up"),
         AlarmChange(T0, "offpath-b", "INSUFFICIENT_DATA", "OK", "fine"),
     ]
+
+
+def test_a_queue_whose_metrics_are_not_per_job_type_is_one_row_for_every_job_type(
+    client: tuple[object, Stubber],
+) -> None:
+    """The default EMF dimension sets publish per queue and overall (offpath.observability.DIMENSION_SETS)."""
+    cloudwatch, stubber = client
+    per_queue = [{"Name": "queue", "Value": "default"}]
+    for metric in ("JobsSubmitted", "JobsSucceeded", "JobsFailed", "JobsRetried", "JobsDeadLettered"):
+        found = [{"Namespace": "Offpath", "MetricName": metric, "Dimensions": per_queue}]
+        stubber.add_response("list_metrics", {"Metrics": found if metric == "JobsSubmitted" else []}, None)
+    asked: list[dict[str, object]] = []
+    cloudwatch.meta.events.register(  # type: ignore[attr-defined]
+        "provide-client-params.cloudwatch.GetMetricData", lambda params, **_: asked.extend(params["MetricDataQueries"])
+    )
+    stubber.add_response(
+        "get_metric_data",
+        {"MetricDataResults": [{"Id": "m0_submitted", "Timestamps": [T0], "Values": [4.0], "StatusCode": "Complete"}]},
+        None,
+    )
+
+    rows = CloudWatchStats(client=cloudwatch).minutes(start=T0, end=T1)  # type: ignore[arg-type]
+
+    assert rows == [MinuteStats(T0, "default", "*", submitted=4)]
+    assert {json.dumps(q["MetricStat"]["Metric"]["Dimensions"]) for q in asked} == {json.dumps(per_queue)}  # type: ignore[index]

@@ -204,9 +204,9 @@ def test_the_workers_emf_envelope_is_paid_once_per_invocation(measured: dict[str
 
 
 def test_log_bytes_follow_the_level(measured: dict[str, Any]) -> None:
-    info = cost.job_usage(measured, Config(), BARE)["log_bytes"]
+    info = cost.job_usage(measured, Config(log_level="INFO"), BARE)["log_bytes"]
     warning = cost.job_usage(measured, Config(log_level="WARNING"), BARE)["log_bytes"]
-    with_copy = cost.job_usage(measured, Config(runtime_log_copy=True), BARE)["log_bytes"]
+    with_copy = cost.job_usage(measured, Config(log_level="INFO", runtime_log_copy=True), BARE)["log_bytes"]
 
     assert info - warning == pytest.approx(500)
     assert with_copy - info == pytest.approx(150)
@@ -331,7 +331,7 @@ def test_provisioned_capacity_well_used_costs_less_than_on_demand(measured: dict
 
 
 def test_warning_logs_cost_less_than_info(measured: dict[str, Any]) -> None:
-    assert per_million(measured, Config(log_level="WARNING")) < per_million(measured, Config())
+    assert per_million(measured, Config(log_level="WARNING")) < per_million(measured, Config(log_level="INFO"))
 
 
 def test_a_64_kb_payload_costs_more_than_a_1_kb_one(measured: dict[str, Any]) -> None:
@@ -357,7 +357,8 @@ def test_the_document_states_the_prices_date_and_the_verdict(measured: dict[str,
     text = cost_doc.markdown(measured)
 
     assert cost.PRICES_TAKEN in text
-    assert "does not meet the $3.00 target" in text
+    assert "its $4.50 target" in text
+    assert "against its $3.00 target" in text
     assert "Step Functions Standard" in text
     assert "Temporal Cloud" in text
 
@@ -396,3 +397,45 @@ def test_the_cost_report_states_what_the_consoles_statistics_cost(measured: dict
         in out.getvalue()
     )
     assert f"{cost.money(hour)} an hour" in out.getvalue()
+
+
+# -- the default's logs, SnapStart, the metric dimensions, the cheapest configuration ---------
+
+
+def test_the_default_has_no_platform_lines_and_keeping_them_costs_their_bytes(measured: dict[str, Any]) -> None:
+    assumptions = cost.Assumptions(platform_log_bytes=340)
+    default = cost.job_usage(measured, Config(), assumptions)["log_bytes"]
+    kept = cost.job_usage(measured, Config(platform_logs=True), assumptions)["log_bytes"]
+    invocations = sum(v for k, v in cost.job_usage(measured, Config(), assumptions).items() if "lambda_requests" in k)
+    assert kept - default == pytest.approx(340 * invocations)
+    assert Config().log_level == "WARNING"
+
+
+def test_snapstart_charges_a_cache_per_function_and_a_restore_per_cold_start(measured: dict[str, Any]) -> None:
+    on = cost.estimate(measured, Config(snapstart=True))
+    off = cost.estimate(measured, Config())
+    assert "SnapStart snapshot cache" not in off.fixed_monthly
+    gb = (512 + Config().queue_classes * 512 + 512 + cost.FUNCTION_MEMORY_MB["sweeper"]) / 1024
+    assert on.fixed_monthly["SnapStart snapshot cache"] == pytest.approx(
+        gb * cost.SECONDS_PER_MONTH * cost.price("snapstart_cache_gb_second")
+    )
+    restored = sum(v for k, v in on.usage.items() if k.startswith("snapstart_restore_gb:"))
+    assert restored == pytest.approx(cost.ASSUMPTIONS.cold_start_share * (1 * 0.5 + 0.1 * 0.5))
+    assert not any(k.startswith("snapstart_restore_gb:") for k in off.usage)
+
+
+def test_custom_metrics_stay_bounded_as_job_types_grow_unless_per_job_type_is_asked_for(
+    measured: dict[str, Any],
+) -> None:
+    def metrics(config: Config) -> float:
+        fixed = cost.estimate(measured, config).fixed_monthly
+        return sum(v for k, v in fixed.items() if k.startswith("custom metrics"))
+
+    assert metrics(Config(job_types=1)) == metrics(Config(job_types=100))
+    assert metrics(Config(job_types=100, metrics_by_job_type=True)) > 10 * metrics(Config(job_types=1))
+
+
+def test_the_cheapest_documented_configuration_batches_provisions_and_logs_warnings(measured: dict[str, Any]) -> None:
+    cheapest = cost.cheapest(Config())
+    assert (cheapest.batched_share, cheapest.capacity_mode, cheapest.log_level) == (1.0, "provisioned", "WARNING")
+    assert per_million(measured, cheapest) < per_million(measured, Config())

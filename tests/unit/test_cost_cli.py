@@ -51,8 +51,9 @@ def test_cost_prints_the_estimate_first_then_the_target_explained(capsys: pytest
     end = lines.index("", start)
     target = " ".join(lines[start:end])
     assert end < next(i for i, line in enumerate(lines) if line.startswith("SERVICE"))
-    assert "target: $3.00 per million jobs" in target
-    assert f"${per_million - 3:,.2f} over it" in target
+    assert "target: $4.50 per million jobs" in target
+    assert f"${per_million - 4.5:,.2f} over it" in target
+    assert "against its $3.00 target" in target
 
 
 def test_cost_names_the_configuration_it_priced(capsys: pytest.CaptureFixture[str]) -> None:

@@ -28,7 +28,8 @@ from offpath.settings import Settings
 from offpath_tools.write_units import read_units_for, write_units_for
 
 MEASURED_PATH = Path(__file__).resolve().parents[2] / "docs" / "measured_calls.json"
-TARGET_PER_MILLION = 3.00
+TARGET_PER_MILLION = 3.00  # the cheapest documented configuration's target (`cheapest`)
+DEFAULT_TARGET_PER_MILLION = 4.50  # the default configuration's
 MILLION = 1_000_000
 SECONDS_PER_MONTH = 365 / 12 * 86_400
 DAYS_PER_MONTH = 365 / 12
@@ -181,6 +182,21 @@ PRICES: dict[str, Price] = {
             "Standard workflows, US East (N. Virginia)",
         ),
         Price(
+            "snapstart_cache_gb_second",
+            0.0000015046,
+            "$0.0000015046 per GB-second cached",
+            "AWS Lambda pricing (SnapStart, Python)",
+            "per published version with SnapStart, its memory, while it is active (3 hours at least); "
+            "read through secondary summaries of the page",
+        ),
+        Price(
+            "snapstart_restore_gb",
+            0.0001397998,
+            "$0.0001397998 per GB restored",
+            "AWS Lambda pricing (SnapStart, Python)",
+            "per execution environment restored from a snapshot, by its memory; read through secondary summaries",
+        ),
+        Price(
             "temporal_action",
             25.0 / MILLION,
             "$25 per 1M actions",
@@ -270,8 +286,11 @@ class Config(BaseModel):
     result_bytes: int | None = Field(default=None, **_ITEM_BYTES)  # the stored result's JSON; None: as measured
     capacity_mode: Literal["on-demand", "provisioned"] = "on-demand"
     utilisation: float = Field(default=0.7, gt=0, le=1)  # provisioned capacity's average use
-    log_level: Literal["INFO", "WARNING"] = "INFO"
+    log_level: Literal["INFO", "WARNING"] = "WARNING"  # the stack's default (infra/options.py)
     runtime_log_copy: bool = False  # True: the Lambda runtime's own handler also writes each record
+    platform_logs: bool = False  # True: Lambda's START/END/REPORT lines (system log level INFO; the stack: WARN)
+    snapstart: bool = False  # the stack's `snapstart` option: cache and restore charges instead of init time
+    metrics_by_job_type: bool = False  # EMF metrics also per (queue, job type) (OFFPATH_METRICS_BY_JOB_TYPE)
     api_type: Literal["http", "rest"] = "http"
     tracing: bool = False  # X-Ray active tracing on every function (the stack's `tracing` option, off)
     retention_days: int = Field(default=Settings.model_fields["retention_days"].default, ge=1)  # finished jobs (TTL)
@@ -387,6 +406,10 @@ def scenario_usage(
             io_ms += wait / parallel if call == "DynamoDB.PutItem" else wait
         overhead_ms = count * assumptions.invocation_overhead_ms
         init_ms = count * assumptions.cold_start_share * assumptions.init_ms_full_cpu * cpu_scale
+        if config.snapstart:
+            # A restored environment skips init; each restore is charged by the memory restored.
+            usage[f"snapstart_restore_gb:{function}"] = count * assumptions.cold_start_share * memory / 1024
+            init_ms = 0.0
         usage[f"lambda_requests:{function}"] = count
         usage[f"lambda_gb_s:{function}"] = (cpu_ms + io_ms + overhead_ms + init_ms) / 1000 * memory / 1024
 
@@ -429,7 +452,8 @@ def scenario_usage(
             measured_invocations = scenario["invocations"].get("worker", 0)
             emf = max(emf - envelope * measured_invocations, 0.0) + envelope * invocations["worker"]
         log_bytes += emf
-    log_bytes += sum(invocations.values()) * assumptions.platform_log_bytes
+    if config.platform_logs:
+        log_bytes += sum(invocations.values()) * assumptions.platform_log_bytes
     log_bytes += invocations["api"] * assumptions.access_log_bytes
     usage["log_bytes"] = log_bytes
     return {key: value / jobs for key, value in usage.items()}
@@ -518,11 +542,14 @@ def estimate(measured: Mapping[str, Any], config: Config, assumptions: Assumptio
     wru_price, rru_price = dynamodb_unit_prices(config)
     lambda_requests = sum(v for k, v in usage.items() if k.startswith("lambda_requests:"))
     gb_seconds = sum(v for k, v in usage.items() if k.startswith("lambda_gb_s:"))
+    restored_gb = sum(v for k, v in usage.items() if k.startswith("snapstart_restore_gb:"))
     api_price = price("http_api_request") if config.api_type == "http" else price("rest_api_request")
     log_gb = usage["log_bytes"] / 1e9
     per_job = {
         "API Gateway": usage["api_requests"] * api_price,
-        "Lambda": lambda_requests * price("lambda_request") + gb_seconds * price("lambda_gb_second_arm64"),
+        "Lambda": lambda_requests * price("lambda_request")
+        + gb_seconds * price("lambda_gb_second_arm64")
+        + restored_gb * price("snapstart_restore_gb"),
         "SQS": usage["sqs_requests"] * price("sqs_request"),
         "DynamoDB": usage["wru"] * wru_price
         + usage["rru"] * rru_price
@@ -563,10 +590,20 @@ def fixed_monthly(
     }
     used |= {name for name, share in shares.items() if share > 0}
     metric_names = len(used & names) if names else len(used)
-    # Each metric name is published per (queue, job type), per queue and once overall.
-    metrics = metric_names * (config.job_types + config.queue_classes_in_use + 1)
+    metrics = custom_metrics(metric_names, config)
     alarms = config.queue_classes * assumptions.alarms_per_queue_class + assumptions.other_alarms
+    snapstart: dict[str, float] = {}
+    if config.snapstart:
+        # One published version per function is active: api, a worker per queue class, enqueue, sweeper.
+        memory_gb = (
+            config.api_memory_mb
+            + config.queue_classes * config.worker_memory_mb
+            + config.enqueue_memory_mb
+            + FUNCTION_MEMORY_MB["sweeper"]
+        ) / 1024
+        snapstart["SnapStart snapshot cache"] = memory_gb * SECONDS_PER_MONTH * price("snapstart_cache_gb_second")
     return {
+        **snapstart,
         "sweeper (every minute)": sweeper,
         "idle queue polling": config.queue_classes_in_use
         * assumptions.idle_receives_per_queue_month
@@ -575,6 +612,23 @@ def fixed_monthly(
         f"alarms ({alarms})": alarms * price("alarm_month"),
         "dashboard": assumptions.dashboards * price("dashboard_month"),
     }
+
+
+def custom_metrics(metric_names: int, config: Config) -> int:
+    """Custom metrics the EMF lines create (offpath.observability): each name per queue and once overall;
+    per (queue, job type) too only when asked for, since that count grows with every job type added."""
+    metrics = metric_names * (config.queue_classes_in_use + 1)
+    if config.metrics_by_job_type:
+        metrics += metric_names * config.job_types * config.queue_classes_in_use
+    return metrics
+
+
+def cheapest(base: Config) -> Config:
+    """The cheapest documented configuration: submits in batches of 100 (POST /jobs/batch), DynamoDB
+    provisioned capacity used at 70%, logs at WARNING without platform lines."""
+    return base.changed(
+        batched_share=1.0, capacity_mode="provisioned", utilisation=0.7, log_level="WARNING", platform_logs=False
+    )
 
 
 # -- the same work elsewhere ------------------------------------------------------------------
@@ -646,12 +700,7 @@ def alternatives(
 
 def knobs(base: Config) -> list[tuple[str, Config]]:
     """One change at a time from `base`, then the cheapest combination of the issue's knobs."""
-    cheapest = base.changed(
-        batched_share=1.0,
-        capacity_mode="provisioned",
-        utilisation=0.7,
-        log_level="WARNING",
-    )
+    cheapest_config = cheapest(base)
     return [
         ("default", base),
         ("batch size 1 (low volume, no batching window)", base.changed(batch_size=1)),
@@ -659,7 +708,9 @@ def knobs(base: Config) -> list[tuple[str, Config]]:
         ("memory 512 MB (all functions)", base.with_memory(512)),
         ("memory 1024 MB (all functions)", base.with_memory(1024)),
         ("DynamoDB provisioned, 70% used", base.changed(capacity_mode="provisioned", utilisation=0.7)),
-        ("log level WARNING", base.changed(log_level="WARNING")),
+        ("log level INFO (every job's own lines)", base.changed(log_level="INFO")),
+        ("Lambda START/END/REPORT lines (system log level INFO)", base.changed(platform_logs=True)),
+        ("SnapStart on every function (-c snapstart=true)", base.changed(snapstart=True)),
         ("payload 1 KB", base.changed(payload_bytes=1024)),
         ("payload 64 KB", base.changed(payload_bytes=65_536)),
         ("REST API instead of HTTP API", base.changed(api_type="rest")),
@@ -670,8 +721,8 @@ def knobs(base: Config) -> list[tuple[str, Config]]:
             "mix: 5% retried, 5% scheduled, 5% replayed submits",
             base.changed(retried_share=0.05, scheduled_share=0.05, deduplicated_share=0.05),
         ),
-        ("batches of 100 + provisioned 70% + WARNING", cheapest),
-        ("the same, with on-demand DynamoDB", cheapest.changed(capacity_mode="on-demand")),
+        ("cheapest: batches of 100 + provisioned 70% + WARNING", cheapest_config),
+        ("the same, with on-demand DynamoDB", cheapest_config.changed(capacity_mode="on-demand")),
     ]
 
 

@@ -2,8 +2,10 @@
 with GetMetricData, and the stack's alarms with DescribeAlarms and DescribeAlarmHistory.
 
 `CloudWatchStats` finds the queue and job type pairs that have metrics (ListMetrics, on the
-`JobsSubmitted` ... metrics with both dimensions), then asks GetMetricData for one-minute sums of the counts
-and p50/p95 of the timings of each pair: 9 metrics per pair per call, up to 500 per request. GetMetricData
+`JobsSubmitted` ... metrics with a queue dimension: per (queue, job type) where the functions publish them,
+`OFFPATH_METRICS_BY_JOB_TYPE`; otherwise per queue, reported with the job type `*`), then asks GetMetricData
+for one-minute sums of the counts and p50/p95 of the timings of each pair: 9 metrics per pair per call, up to
+500 per request. GetMetricData
 is billed per metric requested (see `offpath cost`), so callers should not ask more than once a minute.
 """
 
@@ -43,6 +45,8 @@ PERCENTILES = {
     "queue_wait_p95_s": ("QueueDelay", "p95"),
 }
 DIMENSIONS = ("queue", "job_type")
+# The job type of a row read from a queue's own metrics (the default: EMF metrics per queue, not per job type).
+ALL_JOB_TYPES = "*"
 
 
 def default_client() -> CloudWatchClient:
@@ -78,7 +82,11 @@ class CloudWatchStats:
         queries: list[dict[str, Any]] = []
         wanted: dict[str, tuple[tuple[str, str], str]] = {}  # query id -> (pair, MinuteStats field)
         for n, pair in enumerate(pairs):
-            dimensions = [{"Name": name, "Value": value} for name, value in zip(DIMENSIONS, pair, strict=True)]
+            dimensions = [
+                {"Name": name, "Value": value}
+                for name, value in zip(DIMENSIONS, pair, strict=True)
+                if value != ALL_JOB_TYPES
+            ]
             for field, (metric, stat) in _statistics():
                 query_id = f"m{n}_{field}"
                 wanted[query_id] = (pair, field)
@@ -110,15 +118,17 @@ class CloudWatchStats:
         return [rows[key] for key in sorted(rows)]
 
     def _pairs(self) -> list[tuple[str, str]]:
-        """The (queue, job type) pairs with any of the counted metrics (ListMetrics, paginated)."""
+        """The (queue, job type) pairs with any of the counted metrics (ListMetrics, paginated); a queue whose
+        metrics are not published per job type is one pair, (queue, `*`)."""
         pairs: set[tuple[str, str]] = set()
+        queues: set[str] = set()
         for metric in COUNTS.values():
             token: str | None = None
             while True:
                 request: dict[str, Any] = {
                     "Namespace": self.namespace,
                     "MetricName": metric,
-                    "Dimensions": [{"Name": name} for name in DIMENSIONS],
+                    "Dimensions": [{"Name": "queue"}],
                 }
                 if token:
                     request["NextToken"] = token
@@ -127,9 +137,13 @@ class CloudWatchStats:
                     dimensions = {d["Name"]: d["Value"] for d in found.get("Dimensions", [])}
                     if set(dimensions) == set(DIMENSIONS):
                         pairs.add((dimensions["queue"], dimensions["job_type"]))
+                    elif set(dimensions) == {"queue"}:
+                        queues.add(dimensions["queue"])
                 token = response.get("NextToken")
                 if not token:
                     break
+        by_type = {queue for queue, _ in pairs}
+        pairs |= {(queue, ALL_JOB_TYPES) for queue in queues - by_type}
         return sorted(pairs)
 
     def _results(self, queries: list[dict[str, Any]], start: datetime, end: datetime) -> Iterator[dict[str, Any]]:

@@ -22,6 +22,12 @@ MAX_RETRY_ATTEMPTS = 185
 MAX_EVENT_AGE_S = 86_400
 
 
+def default_client() -> EventBridgeSchedulerClient:
+    import boto3
+
+    return boto3.client("scheduler", config=SDK_CONFIG)
+
+
 def one_time_schedule_name(job_id: str) -> str:
     return f"job-{job_id}"
 
@@ -47,11 +53,7 @@ class EventBridgeJobScheduler:
         self.target_arn = target_arn
         self.role_arn = role_arn
         self.dlq_arn = dlq_arn
-        if client is None:
-            import boto3
-
-            client = boto3.client("scheduler", config=SDK_CONFIG)
-        self.client = client
+        self.client = client or default_client()
 
     def create_one_time(self, job: Job) -> None:
         assert job.run_at is not None

@@ -226,8 +226,8 @@ def submit(request: Request, services: ApiServices) -> Response:
     )
     submitted = submit_job(submit_request, services.ports, services.policy)
     if submitted.replayed:
-        return Response(200, JobView.of(submitted.job), {"Idempotent-Replayed": "true"})
-    return Response(202, JobView.of(submitted.job), {"Location": f"/jobs/{submitted.job.job_id}"})
+        return Response(200, JobView.dumped(submitted.job), {"Idempotent-Replayed": "true"})
+    return Response(202, JobView.dumped(submitted.job), {"Location": f"/jobs/{submitted.job.job_id}"})
 
 
 @handles("submitBatch")

@@ -10,8 +10,10 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
+from offpath import snapstart
+from offpath.adapters import scheduler as scheduler_adapter
 from offpath.adapters import sqs_queue
 from offpath.adapters.deliveries import EventBridgeSink, SqsDeliveryQueue
 from offpath.adapters.dynamodb_quotas import DynamoDbQuotaCounters
@@ -30,8 +32,6 @@ from offpath.jobs import load_job_types
 from offpath.logic.notify import WebhookFanout
 from offpath.logic.process import WorkerPolicy, WorkerPorts
 from offpath.logic.quotas import CachedQuotaGate, CountingStore
-from offpath.logic.submit import SubmitPolicy
-from offpath.logic.sweep import SweepPolicy
 from offpath.logic.webhooks import DeliveryPorts, ReceiverPolicy
 from offpath.observability import EmfMetrics
 from offpath.settings import Settings
@@ -44,6 +44,28 @@ if TYPE_CHECKING:
     from offpath.adapters.webhook_http import Connector
     from offpath.domain.events import EventSink
     from offpath.domain.webhooks import Resolver
+    from offpath.logic.submit import SubmitPolicy
+    from offpath.logic.sweep import SweepPolicy
+
+
+class OnFirstUse:
+    """A client made the first time one of its methods is looked up: a request that never calls a service
+    never pays for its client (botocore loads the service's model and endpoint rules: measured after a DynamoDB
+    client, ~50 ms of CPU for SQS's, ~7 ms for the Scheduler's). Which clients a request needs is decided by
+    the request, not the handler's init."""
+
+    def __init__(self, make: Callable[[], Any]) -> None:
+        self._make = make
+        self._client: Any = None
+
+    @property
+    def made(self) -> bool:
+        return self._client is not None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._client is None:
+            self._client = self._make()
+        return getattr(self._client, name)
 
 
 @dataclass
@@ -76,9 +98,10 @@ class Overrides:
         return DynamoDbQuotaCounters(settings.table_name, client=self.dynamodb)
 
     def sqs_client(self) -> SQSClient:
-        """The SQS client every SQS adapter of one set of services shares (made once, when first asked for)."""
+        """The SQS client every SQS adapter of one set of services shares (made once, when first used: a worker
+        whose jobs succeed never calls SQS itself; the event source mapping deletes their messages)."""
         if self.sqs is None:
-            self.sqs = sqs_queue.default_client()
+            self.sqs = cast("SQSClient", OnFirstUse(sqs_queue.default_client))
         return self.sqs
 
 
@@ -87,10 +110,10 @@ def build_ports(settings: Settings, service: str, overrides: Overrides | None = 
     clock = o.clock or SystemClock()
     return Ports(
         registry=o.registry or load_job_types(demo=settings.demo_jobs),
-        store=o.store(settings),
+        store=_snapshot_safe(o.store(settings), overrides),
         queue=SqsJobQueue(settings.queue_urls, settings.dlq_urls, client=o.sqs_client()),
         clock=clock,
-        metrics=o.metrics(service) if o.metrics else EmfMetrics(service),
+        metrics=o.metrics(service) if o.metrics else EmfMetrics(service, by_job_type=settings.metrics_by_job_type),
         scheduler=build_scheduler(settings, o),
         quotas=build_quota_gate(settings, clock, o),
     )
@@ -110,14 +133,27 @@ def build_worker_ports(settings: Settings, overrides: Overrides | None = None) -
         raise RuntimeError("OFFPATH_QUEUE_CLASS is not set")
     o = overrides or Overrides()
     service = f"worker-{settings.queue_class}"
+    rng = o.rng()
+    if overrides is None:
+        snapstart.track_generator(rng)
     return WorkerPorts(
         registry=o.registry or load_job_types(demo=settings.demo_jobs),
-        store=o.store(settings),
+        store=_snapshot_safe(o.store(settings), overrides),
         queue=SqsJobQueue(settings.queue_urls, settings.dlq_urls, client=o.sqs_client()),
         clock=o.clock or SystemClock(),
-        metrics=o.metrics(service) if o.metrics else EmfMetrics(service),
-        rng=o.rng(),
+        metrics=o.metrics(service) if o.metrics else EmfMetrics(service, by_job_type=settings.metrics_by_job_type),
+        rng=rng,
     )
+
+
+def _snapshot_safe(store: JobStore, overrides: Overrides | None) -> JobStore:
+    """On Lambda (nothing overridden): the SnapStart hooks are installed where the runtime has them, and the
+    store's client, made at init, is one whose connections are dropped after a restore (offpath.snapstart).
+    The clients made on first use are made after any restore."""
+    if overrides is None:
+        snapstart.register()
+        snapstart.track_client(getattr(store, "client", None))
+    return store
 
 
 def build_scheduler(settings: Settings, overrides: Overrides | None = None) -> JobScheduler | None:
@@ -128,7 +164,9 @@ def build_scheduler(settings: Settings, overrides: Overrides | None = None) -> J
         target_arn=settings.enqueue_function_arn,
         role_arn=settings.scheduler_role_arn,
         dlq_arn=settings.schedule_dlq_arn,
-        client=(overrides or Overrides()).scheduler,
+        # A plain submit never calls the Scheduler: its client is made for the first delayed job or cancel.
+        client=(overrides or Overrides()).scheduler
+        or cast("EventBridgeSchedulerClient", OnFirstUse(scheduler_adapter.default_client)),
     )
 
 
@@ -141,7 +179,13 @@ def build_redriver(settings: Settings, overrides: Overrides | None = None) -> Sq
     return SqsRedriver(settings.queue_urls, settings.dlq_urls, mode=settings.redrive_mode, client=client)
 
 
+# The submit and sweep use cases are imported by the handlers that run them, not by every handler (a worker
+# imports neither: ~7 ms of its cold start).
+
+
 def submit_policy(settings: Settings) -> SubmitPolicy:
+    from offpath.logic.submit import SubmitPolicy
+
     return SubmitPolicy(payload_limit_bytes=settings.payload_limit_bytes, sweep_grace=settings.sweep_grace)
 
 
@@ -152,6 +196,8 @@ def worker_policy(settings: Settings) -> WorkerPolicy:
 
 
 def sweep_policy(settings: Settings) -> SweepPolicy:
+    from offpath.logic.sweep import SweepPolicy
+
     return SweepPolicy(grace=settings.sweep_grace, retention=settings.retention)
 
 
