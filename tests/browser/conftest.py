@@ -30,6 +30,9 @@ CHROMIUM_ARGS = [
 SCREENSHOTS = ROOT / ".artifacts" / "screenshots"
 WIDE, NARROW = (1280, 900), (390, 844)
 REFUSED_REQUEST = re.compile(r"^Failed to load resource: the server responded with a status of 40[34]\b")
+# A tenant of the webhooks page only: its endpoints are registered before its first job, so the notifier (which
+# keeps a tenant's endpoints for a few seconds) sees them for that job.
+TENANT_HOOKS, TOKEN_HOOKS = "tenant-hooks", "e2e-token-tenant-hooks"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -43,7 +46,7 @@ def local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Local]:
     """`offpath local` in a child process on a free port; the e2e schedule fires once a minute."""
     runtime = OffpathLocal.start(
         tmp_path_factory.mktemp("offpath-console"),
-        tokens={TENANT_A: TOKEN_A, TENANT_B: TOKEN_B},
+        tokens={TENANT_A: TOKEN_A, TENANT_B: TOKEN_B, TENANT_HOOKS: TOKEN_HOOKS},
         admins=[TENANT_A],
         load=["tests.e2e.local_schedules"],
         args=["--alarm-interval", "0.5"],

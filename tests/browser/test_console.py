@@ -137,7 +137,7 @@ def test_a_tenant_sees_its_own_jobs_and_no_admin_page(console: OpenConsole, loca
     tenant = console(TOKEN_B)
 
     assert tenant.page.url.endswith("/console/jobs"), "a tenant starts on its jobs"
-    expect(tenant.page.locator("#nav a")).to_have_text(["Jobs"])
+    expect(tenant.page.locator("#nav a")).to_have_text(["Jobs", "Webhooks"])
     expect(row(tenant, mine)).to_have_count(1)
     expect(row(tenant, theirs)).to_have_count(0)
     tenant.screenshot("tenant-jobs")
@@ -279,7 +279,9 @@ def test_offpath_console_serves_the_same_console_for_a_deployed_api(console: Ope
     proxy.start()
     try:
         remote = console(proxy.session_token, base=proxy.url)
-        expect(remote.page.locator("#nav a")).to_have_text(["Overview", "Jobs", "Queues", "Schedules", "Alarms"])
+        expect(remote.page.locator("#nav a")).to_have_text(
+            ["Overview", "Jobs", "Queues", "Schedules", "Alarms", "Webhooks"]
+        )
         remote.open("/console/jobs")
         expect(row(remote, job_id)).to_have_count(1)
         remote.open(f"/console/jobs/{job_id}")

@@ -134,7 +134,7 @@
   const session = {
     token: null,
     role: null, // "admin" or "tenant"
-    features: { retry: false, stats: false, alarms: false },
+    features: { retry: false, stats: false, alarms: false, webhooks: false },
 
     load() {
       const match = /(?:^#|&)token=([^&]*)/.exec(location.hash);
@@ -211,6 +211,7 @@
       retry: has(/^\/jobs\/\{[^}/]+\}\/retry$/, "post"),
       stats: has(/^\/stats$/, "get"),
       alarms: has(/^\/alarms$/, "get"),
+      webhooks: has(/^\/webhooks$/, "get"),
     };
     if (!session.role) {
       // Admin routes answer 403 to tenants before anything else: GET /stats?minutes=1 reads one minute.
@@ -892,6 +893,149 @@
       "This page is for admins. Your token is a tenant's: you can see your own jobs."), h("p", null, link("/jobs", "Your jobs"))), refresh: async () => {} };
   }
 
+  // -- webhooks (a tenant's endpoints and their deliveries) ------------------------------------
+  //
+  // The signed-in tenant's own endpoints (GET /webhooks answers the caller's only) and, per endpoint, its
+  // latest delivery attempts. An endpoint's secret is never shown here: the API shows it at creation only.
+
+  function webhookState(endpoint) {
+    // In a span: on a narrow screen a table cell's child fills its width, and a badge keeps to its text.
+    return h("span", null, endpoint.enabled ? badge("ENABLED") : badge("DISABLED"));
+  }
+
+  function webhookEvents(endpoint) {
+    const events = (endpoint.events || []).join(", ");
+    const types = endpoint.job_types && endpoint.job_types.length ? ` (job types: ${endpoint.job_types.join(", ")})` : "";
+    return h("span", { class: "wrap" }, events + types);
+  }
+
+  function webhooksTable(list) {
+    return table(
+      [{ label: "Endpoint" }, { label: "URL" }, { label: "Events" }, { label: "State" }, { label: "Why disabled" }],
+      list.map((w) => [
+        link(`/webhooks/${seg(w.name)}`, w.name),
+        h("span", { class: "mono wrap" }, w.url),
+        webhookEvents(w),
+        webhookState(w),
+        w.enabled ? "" : h("span", { class: "wrap disabled-reason" }, w.disabled_reason || "disabled"),
+      ]),
+      "No endpoints. Register one with PUT /webhooks/{name}.",
+    );
+  }
+
+  function webhooksAbsent() {
+    return h("p", { class: "note" }, "Webhooks come from the API's GET /webhooks, which this API does not serve yet.");
+  }
+
+  function webhooksPage() {
+    const body = region();
+    const node = h("section", null, h("h1", null, "Webhooks"), body,
+      h("p", { class: "note" }, "Your endpoints. Open one for its latest deliveries and to send it a test event."));
+    async function refresh() {
+      if (!session.features.webhooks) {
+        body.show("absent", webhooksAbsent);
+        return;
+      }
+      const answer = await api("GET", "/webhooks");
+      body.show(answer.ok ? answer.body : ["error", answer.status],
+        () => (answer.ok ? webhooksTable(answer.body.webhooks || []) : errorBox(answer)));
+    }
+    return { title: "Webhooks", node, refresh };
+  }
+
+  function deliveryStatus(attempt) {
+    if (attempt.status_code === null || attempt.status_code === undefined) {
+      return h("span", null, h("span", { class: "badge FAILED status-code" }, "no answer"));
+    }
+    const ok = attempt.status_code >= 200 && attempt.status_code < 300;
+    return h("span", null, h("span", { class: `badge ${ok ? "SUCCEEDED" : "FAILED"} status-code` }, String(attempt.status_code)));
+  }
+
+  function deliveriesTable(list) {
+    return table(
+      [{ label: "Event" }, { label: "Type" }, { label: "Attempt", cls: "num" }, { label: "At" }, { label: "Status" },
+        { label: "Latency", cls: "num" }, { label: "Error" }, { label: "Next retry" }],
+      list.map((a) => [
+        h("span", { class: "mono wrap" }, a.event_id),
+        a.type,
+        a.attempt,
+        when(a.at),
+        deliveryStatus(a),
+        `${a.latency_ms} ms`,
+        h("span", { class: "wrap" }, a.error || ""),
+        a.next_retry_at ? when(a.next_retry_at) : "-",
+      ]),
+      "No deliveries yet.",
+    );
+  }
+
+  function webhookPage(params) {
+    const name = params[0];
+    const fields = region();
+    const deliveries = region();
+    const message = h("div", { role: "status", "aria-live": "polite" });
+    const test = h("button", { type: "button", class: "secondary", on: { click: async () => {
+      test.disabled = true;
+      const answer = await api("POST", `/webhooks/${seg(name)}/test`);
+      message.replaceChildren(answer.ok
+        ? h("div", { class: "notice" }, `Sent ${answer.body.type} ${answer.body.event_id}: its attempt shows below.`)
+        : errorBox(answer));
+      test.disabled = false;
+      await refresh();
+    } } }, "Send test");
+    const node = h("section", null,
+      h("h1", null, "Webhook ", name),
+      fields,
+      h("div", { class: "actions" }, test, h("span", { class: "note" }, "Sends a webhook.test event, signed as every delivery.")),
+      message,
+      h("h2", null, "Latest deliveries"), deliveries);
+
+    async function refresh() {
+      if (!session.features.webhooks) {
+        fields.show("absent", webhooksAbsent);
+        test.hidden = true;
+        return;
+      }
+      const answer = await api("GET", `/webhooks/${seg(name)}`);
+      if (!answer.ok) {
+        fields.show(["error", answer.status], () => errorBox(answer));
+        test.hidden = true;
+        deliveries.show("none", () => h("div"));
+        return;
+      }
+      const w = answer.body;
+      test.hidden = false;
+      // A disabled endpoint's deliveries, a test's too, go to the delivery DLQ unsent: a PUT enables it again.
+      test.disabled = !w.enabled;
+      fields.show(w, () => h("dl", { class: "fields" },
+        h("dt", null, "URL"), h("dd", { class: "mono" }, w.url),
+        h("dt", null, "Events"), h("dd", null, webhookEvents(w)),
+        h("dt", null, "Payload"), h("dd", null, w.include_payload ? "included" : "not included"),
+        h("dt", null, "State"), h("dd", null, webhookState(w)),
+        w.enabled ? null : [
+          h("dt", null, "Why disabled"), h("dd", { class: "disabled-reason" }, w.disabled_reason || "disabled"),
+          h("dt", null, "Disabled at"), h("dd", null, when(w.disabled_at)),
+          h("dt", null, "To enable"), h("dd", null, `Register it again (PUT /webhooks/${name}); its secret is kept.`),
+        ],
+        h("dt", null, "Created"), h("dd", null, when(w.created_at)),
+        h("dt", null, "Updated"), h("dd", null, when(w.updated_at)),
+        w.previous_secret_expires_at
+          ? [h("dt", null, "Previous secret"), h("dd", null, "valid until ", when(w.previous_secret_expires_at))]
+          : null,
+      ));
+      const log = await api("GET", `/webhooks/${seg(name)}/deliveries`);
+      deliveries.show(log.ok ? [log.body, w.enabled] : ["error", log.status], () => (log.ok ? h("div", null,
+        log.body.failing_since
+          ? h("div", { class: "error failing" }, "Failing since ", when(log.body.failing_since),
+            w.enabled ? ": failing for 5 days in a row disables the endpoint." : ".")
+          : null,
+        deliveriesTable(log.body.deliveries || []),
+        h("p", { class: "note" }, "The latest attempts, newest first. A retried event keeps its id."),
+      ) : errorBox(log)));
+    }
+    return { title: `Webhook ${name}`, node, refresh };
+  }
+
   const ROUTES = [
     [/^\/?$/, overviewPage],
     [/^\/jobs\/?$/, jobsPage],
@@ -900,6 +1044,8 @@
     [/^\/queues\/([^/]+)$/, queuePage],
     [/^\/schedules\/?$/, schedulesPage],
     [/^\/alarms\/?$/, alarmsPage],
+    [/^\/webhooks\/?$/, webhooksPage],
+    [/^\/webhooks\/([^/]+)$/, webhookPage],
   ];
 
   const NAV = [
@@ -908,6 +1054,7 @@
     ["/queues", "Queues", true],
     ["/schedules", "Schedules", true],
     ["/alarms", "Alarms", true],
+    ["/webhooks", "Webhooks", false],
   ];
 
   // -- the app ---------------------------------------------------------------------------------
@@ -951,7 +1098,8 @@
 
     drawHeader() {
       const nav = document.getElementById("nav");
-      nav.replaceChildren(...NAV.filter(([path, , admin]) => (!admin || session.admin) && (path !== "/alarms" || session.features.alarms))
+      nav.replaceChildren(...NAV.filter(([path, , admin]) => (!admin || session.admin) && (path !== "/alarms" || session.features.alarms)
+        && (path !== "/webhooks" || session.features.webhooks))
         .map(([path, label]) => link(path, label)));
       const who = document.getElementById("who");
       who.replaceChildren(
