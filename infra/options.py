@@ -46,8 +46,9 @@
   `target=localstack`.
 - `tracing` (default `false`): active X-Ray tracing on every function. Off by default: at low volume it
   records about one trace per invocation, ~$5 per million jobs, as much as the rest of the pipeline.
-- `event_bus` (default `default`): where the notifier puts every job event (source `offpath`, detail-type
+- `event_bus` (default `off`): where the notifier puts every job event (source `offpath`, detail-type
   `Job State Change`): `default` the account's default bus, another name a new bus of that name, `off` none.
+  Off by default: EventBridge charges $1.00 a million events, three a plain job ($3.00 a million jobs).
 - `realtime` (default `false`): an AWS AppSync Events API a browser subscribes to for its tenant's job events
   (channel `/jobs/<tenant>/<job_id>`), the notifier publishing to it. Needs the JWT authorizer (`jwt_issuer`,
   `jwt_audience`): a browser connects with the same token it calls the API with, and may subscribe only to
@@ -122,7 +123,7 @@ class StackOptions:
     table_max_write_units: int = 4_000
     monthly_budget_usd: int = 0
     budget_email: str | None = None
-    event_bus: str = "default"
+    event_bus: str = "off"
     realtime: bool = False
     snapstart: bool = False
     metrics_by_job_type: bool = False

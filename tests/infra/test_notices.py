@@ -131,16 +131,14 @@ def test_notices_grants_stay_on_their_resources(any_stack: Synthesized) -> None:
     assert render(delivery_variables["OFFPATH_DELIVERY_DLQ_URL"]) == f"<{queues[f'{prefix}-webhooks-dlq'][0]}>"
 
 
-def test_the_default_bus_by_default(default_stack: Synthesized) -> None:
+def test_no_bus_by_default(default_stack: Synthesized) -> None:
+    """Events go on a bus only when asked: three events a job are $3.00 a million jobs (docs/decisions.md)."""
     template = default_stack.json
     notifier = functions_by_name(template)["offpath-notifier"][1]
-    grants = grants_of_role(template, role_of(notifier))
 
+    assert "OFFPATH_EVENT_BUS_NAME" not in notifier["Environment"]["Variables"]
+    assert "events:PutEvents" not in grants_of_role(template, role_of(notifier))
     assert not of_type(template, "AWS::Events::EventBus")
-    assert notifier["Environment"]["Variables"]["OFFPATH_EVENT_BUS_NAME"] == "default"
-    assert grants["events:PutEvents"] == {
-        "arn:<AWS::Partition>:events:<AWS::Region>:<AWS::AccountId>:event-bus/default"
-    }
     assert "OFFPATH_REALTIME_URL" not in notifier["Environment"]["Variables"]
     assert not of_type(template, "AWS::AppSync::Api")
 
@@ -158,13 +156,15 @@ def test_a_named_bus_is_made_and_the_notifier_puts_events_on_it_alone(extended_s
     }
 
 
-def test_the_bus_can_be_turned_off(tmp_path: Path) -> None:
-    stack = synthesize(tmp_path, {**cdk_json_context(), "event_bus": "off"}, None)
+def test_the_accounts_default_bus_when_asked(tmp_path: Path) -> None:
+    stack = synthesize(tmp_path, {**cdk_json_context(), "event_bus": "default"}, None)
     notifier = functions_by_name(stack.json)["offpath-notifier"][1]
 
-    assert "OFFPATH_EVENT_BUS_NAME" not in notifier["Environment"]["Variables"]
-    assert "events:PutEvents" not in grants_of_role(stack.json, role_of(notifier))
     assert not of_type(stack.json, "AWS::Events::EventBus")
+    assert notifier["Environment"]["Variables"]["OFFPATH_EVENT_BUS_NAME"] == "default"
+    assert grants_of_role(stack.json, role_of(notifier))["events:PutEvents"] == {
+        "arn:<AWS::Partition>:events:<AWS::Region>:<AWS::AccountId>:event-bus/default"
+    }
 
 
 @pytest.mark.parametrize(
