@@ -439,3 +439,20 @@ def test_the_cheapest_documented_configuration_batches_provisions_and_logs_warni
     cheapest = cost.cheapest(Config())
     assert (cheapest.batched_share, cheapest.capacity_mode, cheapest.log_level) == (1.0, "provisioned", "WARNING")
     assert per_million(measured, cheapest) < per_million(measured, Config())
+
+
+def test_the_notifier_the_stack_deploys_is_counted_in_the_default_estimate(measured: dict[str, Any]) -> None:
+    with_notifier = cost.job_usage(measured, Config(), BARE)
+    without = cost.job_usage(measured, Config(notifier=False), BARE)
+
+    # A plain job's three job item writes are three stream records, batched together at 1 s windows.
+    records = 3
+    rate = Config().jobs_per_month / cost.SECONDS_PER_MONTH
+    assert with_notifier["lambda_requests:notifier"] == pytest.approx(1 / (1 + rate * BARE.notifier_batching_window_s))
+    assert "lambda_requests:notifier" not in without
+    busy = Config(jobs_per_month=1e12)
+    assert cost.job_usage(measured, busy, BARE)["lambda_requests:notifier"] == pytest.approx(
+        records / BARE.notifier_batch_size
+    )
+    assert per_million(measured, Config(), BARE) > per_million(measured, Config(notifier=False), BARE)
+    assert "notifier (Lambda)" not in dict(cost.notices_rows())
