@@ -528,11 +528,29 @@ def notifier_usage(records_per_job: float, config: Config, assumptions: Assumpti
     invocations = notifier_invocations_per_job(records_per_job, config, assumptions)
     memory = NOTICES_MEMORY_MB["notifier"]
     ms = assumptions.notifier_ms + assumptions.invocation_overhead_ms
+    platform = assumptions.platform_log_bytes if config.platform_logs else 0.0
     return {
         "lambda_requests:notifier": invocations,
         "lambda_gb_s:notifier": invocations * ms / 1000 * memory / 1024,
-        "log_bytes": invocations * assumptions.platform_log_bytes if config.platform_logs else 0.0,
+        "log_bytes": invocations * (notifier_emf_bytes(config) + platform),
     }
+
+
+def notifier_emf_bytes(config: Config) -> int:
+    """The notifier's EMF line for a batch holding one job's whole life (logic.notify.record_metrics), as
+    observability.EmfMetrics writes it; a fuller batch adds a few bytes per value."""
+    import io
+
+    from offpath.observability import EmfMetrics
+
+    out = io.StringIO()
+    metrics = EmfMetrics("notifier", stream=out, by_job_type=config.metrics_by_job_type)
+    for name in ("JobsSubmitted", "JobsStarted", "JobsSucceeded"):
+        metrics.count(name, queue="default", job_type="demo.echo")
+    metrics.milliseconds("QueueDelay", 123.456, queue="default", job_type="demo.echo")
+    metrics.milliseconds("JobDuration", 12.345, queue="default", job_type="demo.echo")
+    metrics.flush()
+    return len(out.getvalue().encode())
 
 
 def sampled_share(rate_per_s: float, assumptions: Assumptions = ASSUMPTIONS) -> float:
