@@ -248,3 +248,11 @@ def test_the_asset_carries_standardwebhooks(default_stack: Synthesized, localsta
         root = stack.outdir / asset["source"]["path"]
         assert (root / "standardwebhooks" / "webhooks.py").is_file()
         assert any(p.name.startswith("standardwebhooks-") and p.suffix == ".dist-info" for p in root.iterdir())
+
+
+def test_the_cost_model_prices_the_notifiers_batches_as_the_stack_sets_them() -> None:
+    from infra.notices import NOTIFIER_BATCH_SIZE, NOTIFIER_BATCHING_WINDOW
+    from offpath_tools.cost import ASSUMPTIONS
+
+    assert ASSUMPTIONS.notifier_batch_size == NOTIFIER_BATCH_SIZE
+    assert ASSUMPTIONS.notifier_batching_window_s == NOTIFIER_BATCHING_WINDOW.to_seconds()

@@ -196,8 +196,9 @@ WORKER_EMF_AT_10 = 500 - ENVELOPE + ENVELOPE / 10
 
 
 def test_the_workers_emf_envelope_is_paid_once_per_invocation(measured: dict[str, Any]) -> None:
-    at_10 = cost.job_usage(measured, Config(log_level="WARNING"), BARE)["log_bytes"]
-    at_1 = cost.job_usage(measured, Config(log_level="WARNING", batch_size=1), BARE)["log_bytes"]
+    # The notifier's own lines (test_the_notifier_..._is_counted_in_the_default_estimate) left aside.
+    at_10 = cost.job_usage(measured, Config(log_level="WARNING", notifier=False), BARE)["log_bytes"]
+    at_1 = cost.job_usage(measured, Config(log_level="WARNING", batch_size=1, notifier=False), BARE)["log_bytes"]
 
     assert at_10 == pytest.approx(300 + WORKER_EMF_AT_10)
     assert at_1 - at_10 == pytest.approx(ENVELOPE * 0.9)
@@ -439,3 +440,25 @@ def test_the_cheapest_documented_configuration_batches_provisions_and_logs_warni
     cheapest = cost.cheapest(Config())
     assert (cheapest.batched_share, cheapest.capacity_mode, cheapest.log_level) == (1.0, "provisioned", "WARNING")
     assert per_million(measured, cheapest) < per_million(measured, Config())
+
+
+def test_the_notifier_the_stack_deploys_is_counted_in_the_default_estimate(measured: dict[str, Any]) -> None:
+    with_notifier = cost.job_usage(measured, Config(), BARE)
+    without = cost.job_usage(measured, Config(notifier=False), BARE)
+
+    # A plain job's three job item writes are three stream records, batched together at 1 s windows.
+    records = 3
+    rate = Config().jobs_per_month / cost.SECONDS_PER_MONTH
+    assert with_notifier["lambda_requests:notifier"] == pytest.approx(1 / (1 + rate * BARE.notifier_batching_window_s))
+    assert "lambda_requests:notifier" not in without
+    # Its EMF line, one per batch, is paid for in the logs.
+    invocations = with_notifier["lambda_requests:notifier"]
+    assert with_notifier["log_bytes"] - without["log_bytes"] == pytest.approx(
+        invocations * cost.notifier_emf_bytes(Config())
+    )
+    busy = Config(jobs_per_month=1e12)
+    assert cost.job_usage(measured, busy, BARE)["lambda_requests:notifier"] == pytest.approx(
+        records / BARE.notifier_batch_size
+    )
+    assert per_million(measured, Config(), BARE) > per_million(measured, Config(notifier=False), BARE)
+    assert "notifier (Lambda)" not in dict(cost.notices_rows())

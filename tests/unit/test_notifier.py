@@ -160,3 +160,69 @@ def test_entries_the_bus_keeps_refusing_fail_the_batch() -> None:
     )
     with pytest.raises(EventPublishError):
         EventBridgeSink("bus", render_job, client=Refusing()).publish([event])
+
+
+# -- lifecycle metrics, from the stream -------------------------------------------------------------
+
+
+def lifecycle(seq0: int = 1) -> tuple[list[dict[str, Any]], Job]:
+    """A job's stream: queued, started 2 s after its creation, succeeded 0.5 s later."""
+    job_id = "f" * 32
+    queued = job(job_id, JobStatus.QUEUED)
+    running = replace(job(job_id, JobStatus.RUNNING, at=2), attempt_started_at=T0 + timedelta(seconds=2))
+    done = replace(running, status=JobStatus.SUCCEEDED, updated_at=T0 + timedelta(seconds=2.5))
+    done = replace(done, finished_at=done.updated_at, lease_until=None)
+    records = [record(seq0, None, queued), record(seq0 + 1, queued, running), record(seq0 + 2, running, done)]
+    return records, done
+
+
+def test_the_notifier_publishes_each_batchs_lifecycle_metrics_in_one_emf_line() -> None:
+    import io
+
+    from offpath.observability import EmfMetrics
+
+    out = io.StringIO()
+    records, _ = lifecycle()
+    services = NotifierServices(from_item, [Sink()], metrics=EmfMetrics("notifier", stream=out))
+
+    notifier.handler({"Records": records}, None, services=services)
+
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 1
+    doc = json.loads(lines[0])
+    assert (doc["queue"], doc["job_type"]) == ("default", "demo.echo")
+    assert [doc["JobsSubmitted"], doc["JobsStarted"], doc["JobsSucceeded"]] == [1, 1, 1]
+    assert doc["QueueDelay"] == [2000] and doc["JobDuration"] == [500]
+    names = {m["Name"] for m in doc["_aws"]["CloudWatchMetrics"][0]["Metrics"]}
+    assert names == {"JobsSubmitted", "JobsStarted", "JobsSucceeded", "QueueDelay", "JobDuration"}
+
+
+def test_failures_retries_and_dead_letters_are_counted_from_the_states_entered() -> None:
+    from offpath_tools.fakes import RecordingMetrics
+
+    metrics = RecordingMetrics()
+    running = replace(job("a" * 32, JobStatus.RUNNING, at=1), attempt_started_at=T0)
+    retrying = replace(running, status=JobStatus.RETRYING, updated_at=T0 + timedelta(seconds=3))
+    again = replace(retrying, status=JobStatus.RUNNING, attempt=2, attempt_started_at=T0 + timedelta(seconds=9))
+    failed = replace(again, status=JobStatus.FAILED, updated_at=T0 + timedelta(seconds=10))
+    renewed = replace(failed, sweep_at=T0)  # a write that changes no state is no metric
+    records = [record(1, running, retrying), record(2, retrying, again), record(3, again, failed)]
+    records.append(record(4, failed, renewed))
+
+    notifier.handler({"Records": records}, None, NotifierServices(from_item, [Sink()], metrics=metrics))
+
+    assert metrics.counts == {"JobsRetried": 1, "JobsStarted": 1, "JobsFailed": 1, "JobsDeadLettered": 1}
+    assert metrics.timings == {"JobDuration": [3000, 1000]}  # no QueueDelay: attempt 2 is no first start
+
+
+def test_a_record_retried_by_the_mapping_is_counted_once() -> None:
+    from offpath_tools.fakes import RecordingMetrics
+
+    metrics = RecordingMetrics()
+    records = [record(i, None, job(c * 32, JobStatus.QUEUED)) for i, c in ((1, "a"), (2, "b"), (3, "c"))]
+    failing = NotifierServices(from_item, [Sink(fail_on="b" * 32)], metrics=metrics)
+
+    notifier.handler({"Records": records}, None, failing)  # "2" and "3" are reported for the retry
+    notifier.handler({"Records": records[1:]}, None, NotifierServices(from_item, [Sink()], metrics=metrics))
+
+    assert metrics.counts == {"JobsSubmitted": 3}

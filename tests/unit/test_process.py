@@ -128,7 +128,8 @@ def test_a_successful_job_is_acked_and_stores_its_result(
 
     done = stored(store, job)
     assert (done.status, done.attempt, done.result) == (JobStatus.SUCCEEDED, 1, {"done": True})
-    assert (metrics.counts["JobsStarted"], metrics.counts["JobsSucceeded"]) == (1, 1)
+    # The lifecycle counts come from the table's stream (the notifier), not from the worker's hot path.
+    assert "JobsStarted" not in metrics.counts and "JobsSucceeded" not in metrics.counts
 
 
 def test_a_failed_attempt_stays_on_the_queue_for_the_backoff_delay(

@@ -251,6 +251,11 @@ class Assumptions:
     alarms_per_queue_class: int = 5
     other_alarms: int = 5
     dashboards: int = 1
+    # The notifier (deployed with the table's stream by default): its event source mapping's batch (size and
+    # batching window, as infra/notices.py sets them) and its time per invocation at its memory.
+    notifier_batch_size: int = 100
+    notifier_batching_window_s: float = 1.0
+    notifier_ms: float = 40.0
 
 
 ASSUMPTIONS = Assumptions()
@@ -291,6 +296,7 @@ class Config(BaseModel):
     platform_logs: bool = False  # True: Lambda's START/END/REPORT lines (system log level INFO; the stack: WARN)
     snapstart: bool = False  # the stack's `snapstart` option: cache and restore charges instead of init time
     metrics_by_job_type: bool = False  # EMF metrics also per (queue, job type) (OFFPATH_METRICS_BY_JOB_TYPE)
+    notifier: bool = True  # the table's stream and the notifier function, which the stack always deploys
     api_type: Literal["http", "rest"] = "http"
     tracing: bool = False  # X-Ray active tracing on every function (the stack's `tracing` option, off)
     retention_days: int = Field(default=Settings.model_fields["retention_days"].default, ge=1)  # finished jobs (TTL)
@@ -456,6 +462,10 @@ def scenario_usage(
         log_bytes += sum(invocations.values()) * assumptions.platform_log_bytes
     log_bytes += invocations["api"] * assumptions.access_log_bytes
     usage["log_bytes"] = log_bytes
+    # The table's stream: one record for each job item write that changed the item.
+    usage["stream_records"] = float(
+        sum(1 for w in scenario["dynamodb"]["writes"] if w["item"] == "JOB" and not w["condition_failed"])
+    )
     return {key: value / jobs for key, value in usage.items()}
 
 
@@ -485,6 +495,9 @@ def job_usage(measured: Mapping[str, Any], config: Config, assumptions: Assumpti
         traces += per_job * sampled_share(rate, assumptions)
     total["traces"] = traces if config.tracing else 0.0
 
+    if config.notifier:
+        _add(total, notifier_usage(total.get("stream_records", 0.0), config, assumptions), 1.0)
+
     # Storage: a finished job's item and index entry, kept for the retention period.
     plain_writes = [w for w in scenarios["plain"]["dynamodb"]["writes"] if w["item"] == "JOB"]
     stored = 1000
@@ -493,6 +506,51 @@ def job_usage(measured: Mapping[str, Any], config: Config, assumptions: Assumpti
     stored += assumptions.item_overhead_bytes + assumptions.index_entry_bytes
     total["storage_gb_months"] = stored / 1e9 * (config.retention_days / DAYS_PER_MONTH)
     return total
+
+
+def notifier_invocations_per_job(
+    records_per_job: float, config: Config, assumptions: Assumptions = ASSUMPTIONS
+) -> float:
+    """The notifier's invocations per job. A job's records (queued, started, finished) follow one another within
+    a fraction of a second, so they share a batch: a batch opens with the first record after the last batch and
+    gathers for the batching window (or until it is full), which at `r` jobs a second and a window of `w`
+    seconds makes r / (1 + r w) batches a second (at least one per `notifier_batch_size` records)."""
+    if records_per_job <= 0:
+        return 0.0
+    rate = config.jobs_per_month / SECONDS_PER_MONTH
+    window = assumptions.notifier_batching_window_s
+    return max(records_per_job / assumptions.notifier_batch_size, 1 / (1 + rate * window))
+
+
+def notifier_usage(records_per_job: float, config: Config, assumptions: Assumptions = ASSUMPTIONS) -> Usage:
+    """What the notifier uses per job: its invocations (Lambda's reads of the stream are not billed) and their
+    duration at its memory (CPU scaled like the other functions')."""
+    invocations = notifier_invocations_per_job(records_per_job, config, assumptions)
+    memory = NOTICES_MEMORY_MB["notifier"]
+    ms = assumptions.notifier_ms + assumptions.invocation_overhead_ms
+    platform = assumptions.platform_log_bytes if config.platform_logs else 0.0
+    return {
+        "lambda_requests:notifier": invocations,
+        "lambda_gb_s:notifier": invocations * ms / 1000 * memory / 1024,
+        "log_bytes": invocations * (notifier_emf_bytes(config) + platform),
+    }
+
+
+def notifier_emf_bytes(config: Config) -> int:
+    """The notifier's EMF line for a batch holding one job's whole life (logic.notify.record_metrics), as
+    observability.EmfMetrics writes it; a fuller batch adds a few bytes per value."""
+    import io
+
+    from offpath.observability import EmfMetrics
+
+    out = io.StringIO()
+    metrics = EmfMetrics("notifier", stream=out, by_job_type=config.metrics_by_job_type)
+    for name in ("JobsSubmitted", "JobsStarted", "JobsSucceeded"):
+        metrics.count(name, queue="default", job_type="demo.echo")
+    metrics.milliseconds("QueueDelay", 123.456, queue="default", job_type="demo.echo")
+    metrics.milliseconds("JobDuration", 12.345, queue="default", job_type="demo.echo")
+    metrics.flush()
+    return len(out.getvalue().encode())
 
 
 def sampled_share(rate_per_s: float, assumptions: Assumptions = ASSUMPTIONS) -> float:
@@ -875,8 +933,10 @@ def notices_per_million(bus: bool = True, assumptions: NoticesAssumptions = Noti
 
 
 def notices_rows(bus: bool = True) -> list[tuple[str, float]]:
-    """(part, dollars per million jobs) rows and their total, for `offpath cost` and the benchmarks page."""
-    parts = notices_per_million(bus)
+    """(part, dollars per million jobs) rows and their total, for `offpath cost` and the benchmarks page. The
+    notifier itself is left out: the stack always deploys it, so the job's own estimate counts it
+    (`notifier_usage`)."""
+    parts = {k: v for k, v in notices_per_million(bus).items() if k != "notifier (Lambda)"}
     return [*parts.items(), ("notices in all", sum(parts.values()))]
 
 

@@ -208,6 +208,8 @@ def sweep_policy(settings: Settings) -> SweepPolicy:
 class NotifierServices:
     read_item: Callable[[Mapping[str, Any]], Job]
     sinks: list[EventSink]
+    # The jobs' lifecycle metrics (logic.notify.publish_metrics); None publishes none.
+    metrics: Metrics | None = None
 
 
 @dataclass
@@ -265,7 +267,8 @@ def build_notifier_services(settings: Settings, overrides: Overrides | None = No
     if settings.realtime_url:
         # The stack's realtime API (AppSync Events): browsers subscribed to the jobs' channels.
         sinks.append(AppSyncEventsSink(settings.realtime_url))
-    return NotifierServices(read_item=from_item, sinks=sinks)
+    metrics = o.metrics("notifier") if o.metrics else EmfMetrics("notifier", by_job_type=settings.metrics_by_job_type)
+    return NotifierServices(read_item=from_item, sinks=sinks, metrics=metrics)
 
 
 def build_delivery_ports(settings: Settings, overrides: Overrides | None = None) -> DeliveryPorts:

@@ -1,6 +1,7 @@
 """The notifier: the job table's stream (DynamoDB Streams, new and old images, filtered to job items by the
 event source mapping) → job events → the event bus and the webhook deliveries. Partial batch responses: the
-first record whose events could not be published is reported, and the mapping retries from it."""
+first record whose events could not be published is reported, and the mapping retries from it. The jobs'
+lifecycle metrics (logic.notify.record_metrics) are published here too, one EMF document per batch and queue."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import functools
 from typing import Any
 
 from offpath.handlers.composition import NotifierServices, Overrides, build_notifier_services
-from offpath.logic.notify import StreamRecord, notify
+from offpath.logic.notify import StreamRecord, notify, publish_metrics
 from offpath.observability import configure_logging
 from offpath.settings import Settings
 
@@ -28,4 +29,6 @@ def handler(event: dict[str, Any], context: Any, services: NotifierServices | No
     services = services or default_services()
     records = [StreamRecord.of(record) for record in event.get("Records", [])]
     failed = notify(records, services.read_item, services.sinks)
+    if services.metrics is not None:
+        publish_metrics(records, services.read_item, services.metrics, failed)
     return {"batchItemFailures": [{"itemIdentifier": failed}] if failed is not None else []}

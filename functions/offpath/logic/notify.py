@@ -15,7 +15,8 @@ from typing import Any
 
 from offpath.domain.clock import Clock
 from offpath.domain.events import EventSink, JobEvent, events_of_change
-from offpath.domain.job import Job
+from offpath.domain.job import Job, JobStatus
+from offpath.domain.ports import Metrics
 from offpath.domain.webhooks import Delivery, DeliveryQueue, EndpointCache, WebhookStore
 
 logger = logging.getLogger("offpath.notifier")
@@ -74,6 +75,66 @@ def notify(records: Sequence[StreamRecord], read_item: ItemReader, sinks: Sequen
             logger.exception("a record's events could not be published", extra={"seq": record.sequence_number})
             return record.sequence_number
     return None
+
+
+# The lifecycle metrics, published here from the stream (one EMF document per batch and queue) rather than by
+# the api and the worker for each job: a job's entry into each state, and the timings its images carry.
+ENTERED_COUNTS: dict[JobStatus, tuple[str, ...]] = {
+    JobStatus.RUNNING: ("JobsStarted",),
+    JobStatus.SUCCEEDED: ("JobsSucceeded",),
+    JobStatus.RETRYING: ("JobsRetried",),
+    JobStatus.FAILED: ("JobsFailed", "JobsDeadLettered"),
+}
+_FINISHED_ATTEMPT = (JobStatus.SUCCEEDED, JobStatus.RETRYING, JobStatus.FAILED)
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000, 3)
+
+
+def record_metrics(old: Job | None, new: Job | None, metrics: Metrics) -> None:
+    """The lifecycle metrics one change of a job item is: JobsSubmitted for a new job; JobsStarted (with
+    QueueDelay, creation to the first attempt's start) when an attempt starts; JobDuration when a running
+    attempt ends (its start to the write that ended it); JobsSucceeded, JobsRetried, JobsFailed and
+    JobsDeadLettered when the job enters those states."""
+    if new is None:
+        return
+    queue, job_type = new.queue, new.type
+    if old is None:
+        metrics.count("JobsSubmitted", queue=queue, job_type=job_type)
+    entered = old is None or old.status is not new.status
+    started = new.status is JobStatus.RUNNING and (entered or (old is not None and old.attempt != new.attempt))
+    if not (entered or started):
+        return
+    for name in ENTERED_COUNTS.get(new.status, ()):
+        metrics.count(name, queue=queue, job_type=job_type)
+    began = new.attempt_started_at or new.started_at
+    if started and new.attempt == 1 and began is not None:
+        waited = _ms((began - new.created_at).total_seconds())
+        metrics.milliseconds("QueueDelay", waited, queue=queue, job_type=job_type)
+    if old is not None and old.status is JobStatus.RUNNING and new.status in _FINISHED_ATTEMPT:
+        ran_from = old.attempt_started_at or old.started_at
+        if ran_from is not None:
+            ended = new.finished_at or new.updated_at
+            ms = _ms((ended - ran_from).total_seconds())
+            metrics.milliseconds("JobDuration", ms, queue=queue, job_type=job_type)
+
+
+def publish_metrics(
+    records: Sequence[StreamRecord], read_item: ItemReader, metrics: Metrics, failed: str | None = None
+) -> None:
+    """The lifecycle metrics of the records before `failed` (those done: the mapping retries from `failed`, so
+    a record is counted once), written as one EMF document per queue and job type."""
+    for record in records:
+        if failed is not None and record.sequence_number == failed:
+            break
+        try:
+            old = read_item(record.old_image) if record.old_image else None
+            new = read_item(record.new_image) if record.new_image else None
+        except Exception:  # noqa: S112 (logged by events_of_record)
+            continue
+        record_metrics(old, new, metrics)
+    metrics.flush()
 
 
 class WebhookFanout:

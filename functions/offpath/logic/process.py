@@ -229,19 +229,15 @@ def _claim_and_run(
         else:
             return _not_claimed(delivery, conflict.job, ports, policy, now)
 
+    # JobsStarted, QueueDelay, JobDuration and the outcomes' counts come from the table's stream (logic.notify).
     queue, job_type_name = job.queue, job.type
-    ports.metrics.count("JobsStarted", queue=queue, job_type=job_type_name)
-    if job.attempt == 1:
-        ports.metrics.milliseconds("QueueDelay", _ms(now - job.created_at), queue=queue, job_type=job_type_name)
     logger.info("job started", extra={"attempt": job.attempt, "job_type": job.type})
 
-    started = ports.clock.now()
     try:
         result = _run(job, job_type, ports, remaining_ms)
     except PermanentError as error:
         return _fail(job, f"permanent error: {_describe(error)}", ports, policy, remaining_ms)
     except (Exception, JobTimeout) as error:  # every other error is retryable by contract
-        ports.metrics.milliseconds("JobDuration", _ms(ports.clock.now() - started), queue=queue, job_type=job_type_name)
         if isinstance(error, JobTimeout):
             ports.metrics.count("JobsTimedOut", queue=queue, job_type=job_type_name)
         if job.attempt >= job.max_attempts:
@@ -249,7 +245,6 @@ def _claim_and_run(
         return _retry(delivery, job, job_type, _describe(error), ports, policy, remaining_ms)
 
     finished = ports.clock.now()
-    ports.metrics.milliseconds("JobDuration", _ms(finished - started), queue=queue, job_type=job_type_name)
     result_size = len(json.dumps(result, default=str).encode())
     if result_size > MAX_RESULT_BYTES:
         reason = f"result is {result_size} bytes; the limit is {MAX_RESULT_BYTES} bytes"
@@ -267,7 +262,6 @@ def _claim_and_run(
     except JobConflictError:
         logger.warning("a newer attempt owns this job; this attempt's result is discarded")
         return True
-    ports.metrics.count("JobsSucceeded", queue=queue, job_type=job_type_name)
     logger.info("job succeeded", extra={"attempt": job.attempt})
     return True
 
@@ -385,7 +379,6 @@ def _retry(
         logger.warning("a newer attempt owns this job; this attempt's failure is not recorded")
         return True
     ports.queue.change_visibility(job.queue, delivery.receipt_handle, min(MAX_VISIBILITY_S, delay_s))
-    ports.metrics.count("JobsRetried", queue=job.queue, job_type=job.type)
     logger.warning("job failed; retrying", extra={"attempt": job.attempt, "retry_in_s": delay_s, "error": error})
     return False
 
@@ -406,8 +399,6 @@ def _fail(job: Job, reason: str, ports: WorkerPorts, policy: WorkerPolicy, remai
     except JobConflictError:
         logger.warning("a newer attempt owns this job; this attempt's failure is not recorded")
         return True
-    ports.metrics.count("JobsFailed", queue=job.queue, job_type=job.type)
-    ports.metrics.count("JobsDeadLettered", queue=job.queue, job_type=job.type)
     logger.error("job failed", extra={"attempt": job.attempt, "error": reason})
     return True
 
@@ -430,8 +421,6 @@ def _not_claimed(delivery: Delivery, job: Job, ports: WorkerPorts, policy: Worke
             ports.store.fail_expired_lease(job, now=now, expires_at=now + policy.retention)
         except JobConflictError:
             return True
-        ports.metrics.count("JobsFailed", queue=job.queue, job_type=job.type)
-        ports.metrics.count("JobsDeadLettered", queue=job.queue, job_type=job.type)
         logger.error("job failed: its last attempt's lease expired")
         return True
     # Not claimable for a reason that may pass (for example RETRYING with its delay still running

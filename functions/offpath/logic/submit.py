@@ -228,7 +228,6 @@ def submit_job(request: SubmitRequest, ports: Ports, policy: SubmitPolicy) -> Su
     if outcome.replayed:
         ports.metrics.count("JobsDeduplicated", queue=job.queue, job_type=job.type)
         return Submitted(outcome.job, replayed=True)
-    ports.metrics.count("JobsSubmitted", queue=job.queue, job_type=job.type)
     if outcome.job.status is JobStatus.SCHEDULED:
         dispatch(ports, outcome.job)
     return Submitted(outcome.job, replayed=False)
@@ -321,8 +320,6 @@ def submit_batch(requests: Sequence[SubmitRequest], ports: Ports, policy: Submit
         results = list(pool.map(write, range(len(requests))))
 
     new_jobs = [r.submitted.job for r in results if r.submitted and not r.submitted.replayed]
-    for job in new_jobs:
-        ports.metrics.count("JobsSubmitted", queue=job.queue, job_type=job.type)
     for r in results:
         if r.submitted and r.submitted.replayed:
             ports.metrics.count("JobsDeduplicated", queue=r.submitted.job.queue, job_type=r.submitted.job.type)

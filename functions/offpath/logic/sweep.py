@@ -109,8 +109,6 @@ def _sweep_one(job: Job, ports: Ports, policy: SweepPolicy, now: datetime, repor
         else:
             ports.queue.send_to_dlq(job.queue, JobMessage.of(job), reason="lease expired")
             ports.store.fail_expired_lease(job, now=now, expires_at=now + policy.retention)
-            ports.metrics.count("JobsFailed", queue=job.queue, job_type=job.type)
-            ports.metrics.count("JobsDeadLettered", queue=job.queue, job_type=job.type)
             report.failed += 1
             logger.error("lease expired on the last attempt; job failed")
         return
