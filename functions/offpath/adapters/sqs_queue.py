@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import botocore.exceptions
@@ -20,6 +20,13 @@ SDK_CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 3}, conne
 MAX_DELAY_S = 900
 SEND_BATCH_LIMIT = 10
 REASON_ATTRIBUTE = "offpath-failure-reason"
+VISIBILITY_BATCH_LIMIT = 10
+# What a queue holds, as SQS counts it (each approximate; GetQueueAttributes).
+DEPTH_ATTRIBUTES = (
+    "ApproximateNumberOfMessages",
+    "ApproximateNumberOfMessagesNotVisible",
+    "ApproximateNumberOfMessagesDelayed",
+)
 
 
 def _call(operation: Callable[..., Any], **request: Any) -> Any:
@@ -78,6 +85,37 @@ class SqsJobQueue:
             ReceiptHandle=receipt_handle,
             VisibilityTimeout=timeout_s,
         )
+
+    def change_visibility_batch(self, queue: str, receipt_handles: Sequence[str], timeout_s: int) -> list[str]:
+        """ChangeMessageVisibilityBatch, 10 entries a request; the handles not changed are returned (a request
+        that fails as a whole counts each of its entries)."""
+        unchanged: list[str] = []
+        for start in range(0, len(receipt_handles), VISIBILITY_BATCH_LIMIT):
+            chunk = list(receipt_handles[start : start + VISIBILITY_BATCH_LIMIT])
+            try:
+                response = _call(
+                    self.client.change_message_visibility_batch,
+                    QueueUrl=self.queue_urls[queue],
+                    Entries=[
+                        {"Id": str(i), "ReceiptHandle": handle, "VisibilityTimeout": timeout_s}
+                        for i, handle in enumerate(chunk)
+                    ],
+                )
+            except QueueUnavailableError:
+                unchanged.extend(chunk)
+                continue
+            unchanged.extend(chunk[int(failure["Id"])] for failure in response.get("Failed", []))
+        return unchanged
+
+    def depth(self, queue: str) -> int:
+        """GetQueueAttributes: visible + in flight + delayed messages."""
+        response = _call(
+            self.client.get_queue_attributes,
+            QueueUrl=self.queue_urls[queue],
+            AttributeNames=list(DEPTH_ATTRIBUTES),
+        )
+        attributes = response.get("Attributes", {})
+        return sum(int(attributes.get(name, 0)) for name in DEPTH_ATTRIBUTES)
 
     def send_to_dlq(self, queue: str, message: JobMessage, *, reason: str) -> None:
         _call(
