@@ -416,7 +416,7 @@ class InMemoryJobQueue:
         self._failing_visibility_batches = times
 
     def depth(self, queue: str) -> int:
-        """`depths[queue]` (set by a test: the messages the queue holds), 0 by default; a queue named in
+        """`depths[queue]` (set by a test: the messages waiting on the queue), 0 by default; a queue named in
         `failing_depths` is unavailable."""
         with self._lock:
             self.depth_reads.append(queue)

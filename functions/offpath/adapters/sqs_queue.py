@@ -21,12 +21,8 @@ MAX_DELAY_S = 900
 SEND_BATCH_LIMIT = 10
 REASON_ATTRIBUTE = "offpath-failure-reason"
 VISIBILITY_BATCH_LIMIT = 10
-# What a queue holds, as SQS counts it (each approximate; GetQueueAttributes).
-DEPTH_ATTRIBUTES = (
-    "ApproximateNumberOfMessages",
-    "ApproximateNumberOfMessagesNotVisible",
-    "ApproximateNumberOfMessagesDelayed",
-)
+# The messages waiting on a queue, as SQS counts them (each approximate; GetQueueAttributes): visible or delayed.
+DEPTH_ATTRIBUTES = ("ApproximateNumberOfMessages", "ApproximateNumberOfMessagesDelayed")
 
 
 def _call(operation: Callable[..., Any], **request: Any) -> Any:
@@ -108,7 +104,7 @@ class SqsJobQueue:
         return unchanged
 
     def depth(self, queue: str) -> int:
-        """GetQueueAttributes: visible + in flight + delayed messages."""
+        """GetQueueAttributes: visible + delayed messages (not those in flight)."""
         response = _call(
             self.client.get_queue_attributes,
             QueueUrl=self.queue_urls[queue],

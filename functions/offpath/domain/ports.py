@@ -142,8 +142,8 @@ class JobQueue(Protocol):
         handles whose visibility could not be changed (every one of them when the queue is unavailable)."""
 
     def depth(self, queue: str) -> int:
-        """How many messages the queue holds, visible, in flight or delayed (approximate: SQS's counts).
-        QueueUnavailableError when it cannot be read."""
+        """How many messages wait on the queue, visible or delayed, not in flight (approximate: SQS's
+        counts). QueueUnavailableError when it cannot be read."""
 
     def send_to_dlq(self, queue: str, message: JobMessage, *, reason: str) -> None: ...
 

@@ -14,15 +14,17 @@ A queue backlog is not a lost message. Since the api sends before it writes, an 
 the sweep index is one whose send failed, or one written before it was sent (a batch submit, a delayed
 job enqueued, a job requeued, redriven or retried by hand): most of them are on their queue, waiting
 behind others. So before re-sending a queue's overdue QUEUED or RETRYING jobs the sweeper reads how many
-messages the queue holds (visible, in flight and delayed: one GetQueueAttributes per queue per sweep,
-and only for a queue with such a job) and ranks those jobs by the time they went on the queue, oldest
-first. The k-th is deferred while the queue holds at least k messages (enough for its own to be among
-them, behind older ones) and it has waited less than its queue class's `oldest_age_alarm_s` (a backlog
-older than that is not healthy: its alarm fires, and re-sends go on as before, backing off). A job whose
-send failed is therefore re-sent at once on a queue that is not backlogged, and at the latest once it
-has waited its queue class's oldest-age alarm threshold on one that is. A deferred job is looked at
-again after as long as it has waited so far (at least the grace, never past that threshold): a few
-writes per job of a long backlog, not one a sweep. A queue whose size cannot be read defers nothing.
+messages wait on the queue (visible or delayed: one GetQueueAttributes per queue per sweep, and only for
+a queue with such a job) and ranks those jobs by the time they went on the queue, oldest first. The k-th
+is deferred while at least k messages wait (enough for its own to be among them, behind older ones) and
+it has waited less than its queue class's `oldest_age_alarm_s` (a backlog older than that is not
+healthy: its alarm fires, and re-sends go on as before, backing off). Messages in flight are not
+counted: they are being worked on (or wait for a retry's backoff, or for a dead worker's lease to end),
+and a queue that keeps up holds some at any time; a backlog is what waits. So a job whose send failed
+is re-sent at once on a queue that keeps up, and at the latest once it has waited its queue class's
+oldest-age alarm threshold behind a backlog. A deferred job is looked at again after as long as it has
+waited so far (at least the grace, never past that threshold): a few writes per job of a long backlog,
+not one a sweep. A queue whose size cannot be read defers nothing.
 
 A sweep of limited size (`max_jobs`) is shared out round-robin across tenants (`domain.job.fair_share`):
 one tenant's flood of due jobs does not keep another tenant's due job out of it. The window it is shared out
