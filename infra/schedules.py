@@ -149,6 +149,8 @@ class Schedules(Construct):
         # The sweep index holds keys only: the due jobs are then read with BatchGetItem.
         table.grant(self.sweeper, ["UpdateItem", "BatchGetItem"], query_indexes=(SWEEP_INDEX,))
         self.sweeper.grant(["sqs:SendMessage"], queues.all_arns())
+        # How many messages a queue holds, before re-sending its overdue jobs (a backlog is not a lost message).
+        self.sweeper.grant(["sqs:GetQueueAttributes"], [queue.queue_arn for _, queue in sorted(queues.queues.items())])
         self.sweeper_role = self._scheduler_role("SweeperScheduleRole", "invokes the sweeper function")
         self._grant_invoke(self.sweeper_role, self.sweeper.target)
 

@@ -59,7 +59,8 @@ class Workers(Construct):
                 max_concurrency=settings.max_concurrency,
                 report_batch_item_failures=True,
             )
-            # Receive, delete and change visibility (the backoff of a retry) on its own queue.
+            # Receive, delete and change visibility (the backoff of a retry; the batch held until its lease ends,
+            # ChangeMessageVisibilityBatch, which the same action allows) on its own queue.
             worker.target.add_event_source(source)
             # Its DLQ (a failed job's copy) and its own queue (a fresh copy of a message on its last receives).
             worker.grant(["sqs:SendMessage"], [queues.dlqs[name].queue_arn, queues.queues[name].queue_arn])

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from offpath_local.faults import KINDS
-from offpath_tools.ledger import Ledger, LedgerRuntime, run_ledger
+from offpath_tools.ledger import FINAL_WITHIN_S, Ledger, LedgerRuntime, run_ledger
 
 SEED = 7
 FAULT_RATE = 0.03
@@ -29,7 +29,7 @@ def ledger(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Ledger, L
     data_dir: Path = tmp_path_factory.mktemp("ledger")
     local = LedgerRuntime.launch(data_dir, seed=SEED, fault_rate=FAULT_RATE)
     try:
-        result = run_ledger(local, JOBS, seed=SEED, fault_rate=FAULT_RATE, timeout_s=90)
+        result = run_ledger(local, JOBS, seed=SEED, fault_rate=FAULT_RATE, timeout_s=FINAL_WITHIN_S)
     finally:
         local.stop()
     print("\n" + "\n".join(result.lines()))
@@ -100,7 +100,7 @@ def ledger_with_quotas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tup
     data_dir: Path = tmp_path_factory.mktemp("ledger-quotas")
     local = LedgerRuntime.launch(data_dir, seed=SEED, fault_rate=FAULT_RATE, quotas=QUOTAS)
     try:
-        result = run_ledger(local, QUOTA_JOBS, seed=SEED, fault_rate=FAULT_RATE, timeout_s=150, tag="quotas")
+        result = run_ledger(local, QUOTA_JOBS, seed=SEED, fault_rate=FAULT_RATE, timeout_s=FINAL_WITHIN_S, tag="quotas")
         api = local.api()
         try:
             # A submit still refused after its retries left no job: each id answers 404.

@@ -2,8 +2,10 @@
 
 One runtime for the module, started with faults forced onto given jobs only (`--fault-job
 worker-crash:JOB_ID`: that job's worker dies after the job function ran, before its success write) and
-the test timings, so a dead worker's batch reappears within two minutes (see WAIT_S). The jobs of 14 and 16
-are submitted when it starts and recover while the burst (21) runs.
+the test timings, with the queues' visibility timeouts in the stack's ratio (6 x the worker's timeout).
+A dead worker's batch was held until its invocation's lease ends, and reappears then, well before its
+visibility timeout would bring it back (see WAIT_S). The jobs of 14 and 16 are submitted when it starts and
+recover while the burst (21) runs.
 """
 
 from __future__ import annotations
@@ -12,25 +14,31 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from offpath.logic.submit import job_id_for
-from offpath_tools.ledger import TENANT, Api, LedgerRuntime, final_views, run_burst
+from offpath_tools.ledger import STACK_VISIBILITY_SCALE, TENANT, Api, LedgerRuntime, final_views, run_burst
 from tests.e2e.conftest import wait_for
 
 BURST = 300
 WELCOME_KEY = "crash-after-the-e-mail"
 BATCH_KEYS = [f"mid-batch-{n}" for n in range(5)]
 CRASHED_IN_BATCH = 2  # the middle one: two records finished before it, two not started
-# A dead worker's batch comes back when its visibility timeout ends: 105 s on `default` at the test timings
-# (its worker's 700 s timeout, a full batch of its slowest job type, scaled by 0.1; 4,200 s by 0.025).
+# A dead worker's batch comes back when its invocation's lease has passed (the hold, logic/process.py): 74 s
+# after the invocation started on `default` (its worker's 700 s timeout, a full batch of its slowest job type,
+# scaled by 0.1, + the lease margin + 1 s), 24 s on `e2e-batch` (200 s scaled). Its queue's visibility timeout
+# would take 420 s and 120 s (VISIBILITY_TIMEOUT_S): the tests check that the second attempt started before it.
 WAIT_S = 180
+BATCH_WAIT_S = 100
 # The queue class offpath_tools/ledger_jobs.py declares in the runtime (not imported here: it would register its
 # job types in this process's registry, which the infra tests synthesize the stack from).
 BATCH_QUEUE = "e2e-batch"
+# The queues' visibility timeouts in this runtime (TestTiming with both scales at 0.1: 6 x the scaled worker timeout).
+VISIBILITY_TIMEOUT_S = {"default": 420, BATCH_QUEUE: 120}
 
 
 @dataclass
@@ -53,6 +61,7 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
         data_dir,
         fault_jobs=[f"worker-crash:{welcome_id}", f"worker-crash:{batch_ids[CRASHED_IN_BATCH]}"],
         sweep_grace_s=120,  # recovery here is the event source mapping's, not the sweeper's
+        visibility_scale=STACK_VISIBILITY_SCALE,
     )
     api = local.api()
     try:
@@ -74,8 +83,8 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
         local.stop()
 
 
-def _finals(scenario: Scenario, job_ids: list[str]) -> dict[str, dict[str, Any]]:
-    views = final_views(scenario.api, job_ids, timeout_s=WAIT_S)
+def _finals(scenario: Scenario, job_ids: list[str], wait_s: float = WAIT_S) -> dict[str, dict[str, Any]]:
+    views = final_views(scenario.api, job_ids, timeout_s=wait_s)
     assert all(views[j]["status"] in {"SUCCEEDED", "FAILED"} for j in job_ids), [views[j]["status"] for j in job_ids]
     return views
 
@@ -101,6 +110,8 @@ def test_a_worker_that_dies_after_the_side_effect_does_not_repeat_it_on_redelive
     assert (view["status"], view["attempts"]) == ("SUCCEEDED", 2)
     assert view["result"] == {"user_id": "u-14", "sent": False}  # the second run found the mark
     assert len(emails) == 1
+    # Run again once the dead invocation's lease had passed, not at its queue's visibility timeout.
+    assert _second_attempt_after_s(view) < VISIBILITY_TIMEOUT_S[view["queue"]]
 
 
 def test_a_worker_that_dies_mid_batch_redoes_no_finished_record_and_returns_the_unstarted_ones(
@@ -110,9 +121,11 @@ def test_a_worker_that_dies_mid_batch_redoes_no_finished_record_and_returns_the_
     came back. The two finished records were acknowledged without running again, the crashed one ran
     again without repeating its side effect, the two unstarted ones ran once."""
     ids = scenario.batch_ids
-    views = _finals(scenario, ids)
+    views = _finals(scenario, ids, BATCH_WAIT_S)
     # The duplicate acknowledgements are logged when the batch comes back, possibly just after the last success.
-    acknowledged = wait_for(lambda: _acknowledged(scenario, ids[:CRASHED_IN_BATCH]), timeout_s=WAIT_S, interval_s=0.2)
+    acknowledged = wait_for(
+        lambda: _acknowledged(scenario, ids[:CRASHED_IN_BATCH]), timeout_s=BATCH_WAIT_S, interval_s=0.2
+    )
     effects = scenario.local.effects()
     runs = Counter(e["tag"] for e in effects if e.get("effect") == "run")
     sent = Counter(e["tag"] for e in effects if e.get("effect") == "batch-effect")
@@ -123,6 +136,17 @@ def test_a_worker_that_dies_mid_batch_redoes_no_finished_record_and_returns_the_
     assert [sent[key] for key in BATCH_KEYS] == [1, 1, 1, 1, 1]
     assert all(acknowledged[j] >= 1 for j in ids[:CRASHED_IN_BATCH])
     assert views[ids[CRASHED_IN_BATCH]]["queue"] == BATCH_QUEUE
+    assert _second_attempt_after_s(views[ids[CRASHED_IN_BATCH]]) < VISIBILITY_TIMEOUT_S[BATCH_QUEUE]
+
+
+def _second_attempt_after_s(view: dict[str, Any]) -> float:
+    """How long after the job was accepted its second attempt (the one after the crash) started."""
+    (second,) = [a for a in view["attempt_history"] if a["attempt"] == 2]
+    return (_time(second["started_at"]) - _time(view["created_at"])).total_seconds()
+
+
+def _time(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
 def _acknowledged(scenario: Scenario, job_ids: list[str]) -> Counter[str] | None:

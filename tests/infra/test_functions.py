@@ -52,7 +52,8 @@ EXPECTED_ACTIONS = {
     "worker": {
         "dynamodb:UpdateItem",
         "dynamodb:PutItem",
-        # The event source mapping's grant on its own queue (ChangeMessageVisibility: the retry backoff).
+        # The event source mapping's grant on its own queue (ChangeMessageVisibility: the retry backoff, and the
+        # batch held until its lease ends with ChangeMessageVisibilityBatch, which this action allows).
         "sqs:ReceiveMessage",
         "sqs:ChangeMessageVisibility",
         "sqs:DeleteMessage",
@@ -71,6 +72,7 @@ EXPECTED_ACTIONS = {
         "dynamodb:UpdateItem",
         "dynamodb:BatchGetItem",
         "sqs:SendMessage",
+        "sqs:GetQueueAttributes",
     },
     # + events:PutEvents with a bus, appsync:EventPublish with realtime (notifier_actions).
     "notifier": {
@@ -270,6 +272,9 @@ def test_grants_stay_on_the_resources_each_function_uses(default_stack: Synthesi
         assert worker["sqs:ReceiveMessage"] == {f"<{queues[f'offpath-{name}'][0]}.Arn>"}
         assert worker["dynamodb:UpdateItem"] == {f"<{table_id}.Arn>"}
     assert grants("sweeper")["dynamodb:Query"] == {f"<{table_id}.Arn>/index/sweep"}
+    # The sweeper reads the job queues' sizes (a backlog is not a lost message), not the DLQs'.
+    job_queue_arns = {f"<{queues[f'offpath-{q}'][0]}.Arn>" for q in default_stack.registry.queues}
+    assert grants("sweeper")["sqs:GetQueueAttributes"] == job_queue_arns
     listing = {f"<{table_id}.Arn>/index/{index.name}" for index in TABLE_INDEXES if index.name != "sweep"}
     assert listing
     assert grants("api")["dynamodb:Query"] == listing

@@ -234,6 +234,30 @@ def test_overlapping_sweeps_resend_a_job_once(timed: Pipeline, clock: ManualCloc
     assert sum(r["resent"] for r in reports) == 1
 
 
+def test_a_backlog_on_the_queue_gets_no_resends_and_a_lost_send_beside_it_is_resent(
+    timed: Pipeline, clock: ManualClock
+) -> None:
+    """Issue 13: the sweeper reads the queue's size from SQS (GetQueueAttributes) before re-sending: 20 overdue
+    jobs of a batch (written, then sent) and 20 messages on the queue are a backlog; a 21st overdue job, whose
+    send failed, cannot be among them."""
+    items = [{"type": "demo.echo", "payload": {"n": n}} for n in range(20)]
+    code, batch, _ = timed.call("POST", "/jobs/batch", body={"jobs": items})
+    assert code == 207, batch
+    clock.advance(1)
+    with FailingSends(timed):
+        code, lost, _ = timed.submit("demo.echo", {"lost": True})
+    assert code == 202
+    clock.advance(GRACE_S + 1)
+
+    report = timed.sweep()
+
+    assert (report["resent"], report["backlog"]) == (1, 20)
+    assert timed.depth() == (21, 0)
+    timed.drain()
+    assert {status_of(timed, r["job"]["job_id"])["status"] for r in batch["results"]} == {"SUCCEEDED"}
+    assert status_of(timed, lost["job_id"])["status"] == "SUCCEEDED"
+
+
 class OneJobCannotBeSwept(DynamoDbJobStore):
     """Sweeping one given job raises what nothing expects (as an item the code cannot read would)."""
 

@@ -6,6 +6,7 @@ The queue's own time is real (moto): a test that needs a visibility timeout to p
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import logging
@@ -13,7 +14,7 @@ import threading
 import time
 import types
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
@@ -28,6 +29,7 @@ from offpath.handlers import worker
 from offpath.jobs import welcome_email
 from offpath.logic.process import WorkerPolicy
 from offpath.observability import EmfMetrics, JsonFormatter
+from offpath_local.lambda_context import LocalLambdaContext
 from offpath_local.resources import Resources
 from offpath_tools.clocks import ManualClock
 from offpath_tools.fakes import (
@@ -187,6 +189,56 @@ def test_a_worker_that_dies_after_the_side_effect_does_not_repeat_it_on_redelive
     view = view_of(timed, job_id)
     assert (view["status"], view["attempts"]) == ("SUCCEEDED", 2)
     assert len(email_transport.sent) == 1
+
+
+QUICK_TYPE = "test.quick"
+
+
+def test_a_worker_that_dies_after_claiming_is_run_again_once_its_lease_has_passed_not_the_visibility_timeout(
+    pipeline: Pipeline, scripted: ScriptedJob, registry: Registry
+) -> None:
+    """The invocation sets its messages' visibility to its claims' lease (ChangeMessageVisibilityBatch):
+    moto's SQS returns the dead worker's message seconds after the lease, where the queue's visibility
+    timeout would have kept it for 70 minutes."""
+    registry.add_job_type(
+        JobType(
+            name=QUICK_TYPE,
+            function=scripted,
+            payload_model=AnyPayload,
+            queue="default",
+            max_attempts=3,
+            timeout_s=1,
+            backoff=Backoff(),
+        )
+    )
+    job_id = submit(pipeline, job_type=QUICK_TYPE)
+    pipeline.store = DiesBeforeRecordingSuccess(pipeline.store)
+    services = pipeline.worker_services("default")
+    # An invocation of 2 s with a lease margin of 1 s: its claims' lease ends 3 s after it starts.
+    services.policy = dataclasses.replace(services.policy, lease_margin=timedelta(seconds=1), start_margin_ms=0)
+    queue_visibility_s = int(
+        pipeline.clients["sqs"].get_queue_attributes(
+            QueueUrl=pipeline.resources.queue_urls["default"], AttributeNames=["VisibilityTimeout"]
+        )["Attributes"]["VisibilityTimeout"]
+    )
+    messages = pipeline.receive()
+    with pytest.raises(WorkerDied):
+        worker.handler(sqs_event(messages), LocalLambdaContext("worker-default", 2), services=services)
+    assert view_of(pipeline, job_id)["status"] == "RUNNING"
+
+    again = (
+        pipeline.clients["sqs"]
+        .receive_message(QueueUrl=pipeline.resources.queue_urls["default"], AttributeNames=["All"], WaitTimeSeconds=20)
+        .get("Messages", [])
+    )
+
+    assert queue_visibility_s >= 600  # what the message would have waited for without the hold
+    assert [m["MessageId"] for m in again] == [messages[0]["MessageId"]]
+    assert again[0]["Attributes"]["ApproximateReceiveCount"] == "2"
+    assert worker.handler(sqs_event(again), None, services=services) == {"batchItemFailures": []}
+    view = view_of(pipeline, job_id)
+    assert (view["status"], view["attempts"]) == ("SUCCEEDED", 2)
+    assert scripted.runs_of(job_id) == 2
 
 
 # -- 15, 16: batches ----------------------------------------------------------------------------
@@ -435,7 +487,8 @@ def test_a_job_costs_the_worker_two_writes_no_reads_and_no_metric_calls(
     answer = worker.handler(sqs_event(messages), None, services=services)
 
     assert answer == {"batchItemFailures": []}
-    assert calls == {"DynamoDB.UpdateItem": 2}  # the claim and the success
+    # The claim and the success, and the batch's visibility set to the lease (one request per 10 messages).
+    assert calls == {"DynamoDB.UpdateItem": 2, "SQS.ChangeMessageVisibilityBatch": 1}
     assert not [call for call in calls_from_new_clients if call.startswith("CloudWatch")]
     assert emf.getvalue() == ""  # a job that simply succeeds writes no metric line: the notifier counts it
 

@@ -158,6 +158,20 @@ def test_a_plain_job_uses_one_request_one_tenth_of_a_batch_and_eight_write_units
     assert usage["rru"] == 0
 
 
+def test_the_workers_hold_is_one_sqs_request_per_invocation_not_per_job(measured: dict[str, Any]) -> None:
+    """The batch's messages held until the lease ends: one ChangeMessageVisibilityBatch per worker invocation."""
+    without = cost.job_usage(measured, Config(), BARE)
+    for name in ("plain", "batch"):
+        held = measured["scenarios"][name]
+        held["calls"]["worker"]["SQS.ChangeMessageVisibilityBatch"] = held["invocations"]["worker"]
+
+    batches_of_10 = cost.job_usage(measured, Config(), BARE)
+    batches_of_1 = cost.job_usage(measured, Config(batch_size=1), BARE)
+
+    assert batches_of_10["sqs_requests"] - without["sqs_requests"] == pytest.approx(0.1)
+    assert batches_of_1["sqs_requests"] == pytest.approx(1 + 1 + 1 + 1)  # send, receive, delete, hold
+
+
 def test_the_services_are_priced_from_the_usage(measured: dict[str, Any]) -> None:
     e = cost.estimate(measured, Config(tracing=False), BARE)
 

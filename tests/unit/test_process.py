@@ -912,3 +912,93 @@ def test_a_store_outage_on_the_last_receive_sends_a_fresh_copy_or_leaves_the_mes
     store.fail_next("claim", StoreUnavailableError("DynamoDB ThrottlingException"))
     queue.fail_sends(1)
     assert run(delivery, worker_ports, policy) is False
+
+
+# -- the batch held until the lease ends --------------------------------------------------------
+
+
+def test_an_invocation_holds_its_messages_until_one_second_after_the_lease_its_claims_take(
+    ports: Ports,
+    worker_ports: WorkerPorts,
+    policy: WorkerPolicy,
+    store: InMemoryJobStore,
+    queue: InMemoryJobQueue,
+    clock: ManualClock,
+) -> None:
+    jobs = [submitted(ports, idempotency_key=f"k-{n}") for n in range(12)]
+    invocation = Invocation(clock, 100)
+
+    failures = process_batch(
+        [delivery_of(job, f"m-{n}") for n, job in enumerate(jobs)], worker_ports, policy, invocation.remaining_ms
+    )
+
+    lease = invocation.ends + policy.lease_margin
+    assert failures == []
+    assert {stored(store, job).status for job in jobs} == {JobStatus.SUCCEEDED}
+    # One request per 10 messages, every message of the batch, set before the first claim: it comes back
+    # one second after the lease ends (the lease every claim of the invocation takes).
+    assert queue.visibility_batches == [
+        ("default", [f"rh-m-{n}" for n in range(10)], 131),
+        ("default", ["rh-m-10", "rh-m-11"], 131),
+    ]
+    assert clock.now() + timedelta(seconds=131) == lease + timedelta(seconds=1)
+
+
+def test_a_record_that_goes_back_with_a_time_of_its_own_sets_it_after_the_hold(
+    ports: Ports,
+    worker_ports: WorkerPorts,
+    policy: WorkerPolicy,
+    queue: InMemoryJobQueue,
+    scripted: ScriptedJob,
+) -> None:
+    job = submitted(ports)
+    scripted.action = fails(RuntimeError("try again"))
+
+    assert process_batch([delivery_of(job)], worker_ports, policy, unbounded) == ["m-1"]
+
+    lease_s = worker_ports.registry.worker_timeout_s("default") + policy.lease_margin.total_seconds()
+    assert queue.visibility_batches == [("default", ["rh-m-1"], int(lease_s) + 1)]
+    # The retry's backoff, set afterwards, is the visibility the message keeps.
+    assert [change.receipt_handle for change in queue.visibility_changes] == ["rh-m-1"]
+    assert queue.visibility_changes[0].timeout_s < lease_s
+
+
+def test_a_hold_that_fails_is_counted_and_every_record_still_runs(
+    ports: Ports,
+    worker_ports: WorkerPorts,
+    policy: WorkerPolicy,
+    store: InMemoryJobStore,
+    queue: InMemoryJobQueue,
+    metrics: RecordingMetrics,
+) -> None:
+    jobs = [submitted(ports, idempotency_key=f"k-{n}") for n in range(3)]
+    queue.fail_visibility_batches()
+
+    deliveries = [delivery_of(job, f"m-{n}") for n, job in enumerate(jobs)]
+
+    failures = process_batch(deliveries, worker_ports, policy, unbounded)
+
+    assert failures == []
+    assert {stored(store, job).status for job in jobs} == {JobStatus.SUCCEEDED}
+    assert queue.visibility_batches == []
+    assert metrics.counts["VisibilityHoldsFailed"] == 3
+
+
+def test_a_hold_that_raises_is_counted_and_every_record_still_runs(
+    ports: Ports,
+    worker_ports: WorkerPorts,
+    policy: WorkerPolicy,
+    store: InMemoryJobStore,
+    metrics: RecordingMetrics,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    job = submitted(ports)
+
+    def unavailable(queue: str, receipt_handles: Any, timeout_s: int) -> list[str]:
+        raise StoreUnavailableError("anything the adapter may raise")
+
+    monkeypatch.setattr(worker_ports.queue, "change_visibility_batch", unavailable)
+
+    assert process_batch([delivery_of(job)], worker_ports, policy, unbounded) == []
+    assert stored(store, job).status is JobStatus.SUCCEEDED
+    assert metrics.counts["VisibilityHoldsFailed"] == 1

@@ -381,6 +381,11 @@ def _log(scenario: Mapping[str, Any], function: str, kind: str) -> float:
     return float(scenario["log_bytes"].get(function, {}).get(kind, 0))
 
 
+# Calls a worker makes once per invocation, whatever its batch holds (10 records a request): the batch's
+# messages held until the lease ends (logic/process.py), one ChangeMessageVisibilityBatch.
+PER_INVOCATION_CALLS = ("SQS.ChangeMessageVisibilityBatch",)
+
+
 def scenario_usage(
     scenario: Mapping[str, Any], config: Config, envelope: float, assumptions: Assumptions = ASSUMPTIONS
 ) -> Usage:
@@ -406,8 +411,11 @@ def scenario_usage(
         made = calls.get(function, {})
         puts_per_call = made.get("DynamoDB.PutItem", 0) / max(1.0, count)
         parallel = min(BATCH_WRITERS, max(1.0, puts_per_call)) if function == "api" else 1.0
+        measured = float(scenario["invocations"].get(function, 0))
         for call, n in made.items():
             service = call.split(".", 1)[0]
+            if call in PER_INVOCATION_CALLS and function == "worker" and measured:
+                n = n / measured * count  # once per modelled invocation (below)
             wait = assumptions.latency_ms.get(service, 0.0) * n
             io_ms += wait / parallel if call == "DynamoDB.PutItem" else wait
         overhead_ms = count * assumptions.invocation_overhead_ms
@@ -421,6 +429,12 @@ def scenario_usage(
 
     # SQS: the functions' requests, and the event source mapping's receives and deletes per batch.
     sqs = sum(n for made in calls.values() for call, n in made.items() if call.startswith("SQS."))
+    # A worker's per-invocation calls (the batch's hold) were measured per measured invocation: per modelled one.
+    measured_invocations = float(scenario["invocations"].get("worker", 0))
+    for call in PER_INVOCATION_CALLS:
+        n = calls.get("worker", {}).get(call, 0)
+        if n and measured_invocations:
+            sqs += n / measured_invocations * invocations["worker"] - n
     usage["sqs_requests"] = sqs + deliveries / config.batch_size + acks / config.batch_size
     usage["scheduler_invocations"] = float(calls.get("scheduler", {}).get("Scheduler.Invocation", 0))
 

@@ -12,7 +12,7 @@ import base64
 import json
 import random
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -363,6 +363,11 @@ class InMemoryJobQueue:
         self.visibility_changes: list[VisibilityChange] = []
         self.dead_letters: list[DeadLetter] = []
         self._failing_sends: int | None = 0
+        self.visibility_batches: list[tuple[str, list[str], int]] = []
+        self._failing_visibility_batches = 0
+        self.depths: dict[str, int] = {}
+        self.failing_depths: set[str] = set()
+        self.depth_reads: list[str] = []
 
     def fail_sends(self, times: int | None = None) -> None:
         """The next `times` sends fail (None: every send from now on); DLQ sends are not affected."""
@@ -393,6 +398,31 @@ class InMemoryJobQueue:
     def change_visibility(self, queue: str, receipt_handle: str, timeout_s: int) -> None:
         with self._lock:
             self.visibility_changes.append(VisibilityChange(queue, receipt_handle, timeout_s))
+
+    def change_visibility_batch(self, queue: str, receipt_handles: Sequence[str], timeout_s: int) -> list[str]:
+        """Recorded in `visibility_batches`, one entry a request of up to 10 (not in `visibility_changes`,
+        which holds the changes of one message each); `fail_visibility_batches()` makes them fail."""
+        with self._lock:
+            handles = list(receipt_handles)
+            if self._failing_visibility_batches:
+                self._failing_visibility_batches -= 1
+                return handles
+            for start in range(0, len(handles), 10):
+                self.visibility_batches.append((queue, handles[start : start + 10], timeout_s))
+            return []
+
+    def fail_visibility_batches(self, times: int = 1) -> None:
+        """The next `times` calls of change_visibility_batch change nothing (every handle is returned)."""
+        self._failing_visibility_batches = times
+
+    def depth(self, queue: str) -> int:
+        """`depths[queue]` (set by a test: the messages waiting on the queue), 0 by default; a queue named in
+        `failing_depths` is unavailable."""
+        with self._lock:
+            self.depth_reads.append(queue)
+            if queue in self.failing_depths:
+                raise QueueUnavailableError("SQS unavailable (injected)")
+            return self.depths.get(queue, 0)
 
     def send_to_dlq(self, queue: str, message: JobMessage, *, reason: str) -> None:
         with self._lock:

@@ -46,12 +46,22 @@ EFFECTS_FILE = "effects.jsonl"
 # declares a queue class in the registry) write the side effects the ledger counts.
 EFFECTS_ENV = "LEDGER_EFFECTS_FILE"
 LEDGER_JOBS = "offpath_tools.ledger_jobs"
-# Test timings: a worker's crash is recovered within a minute or two (the default queue's worker timeout becomes
-# 70 s, so a lease at most 73 s, and its visibility timeout 70 s, the least TestTiming allows: a crashed worker's
-# message, not the sweeper, brings its job back, so the visibility timeout is what recovery waits for); the
-# sweeper runs every second (its schedule at 60x) with a short grace.
+# Test timings: a worker's crash is recovered within a minute or two. The default queue's worker timeout becomes
+# 70 s, so a lease at most 73 s: a crashed worker's batch, held until the lease ends (logic/process.py), comes
+# back 74 s after its invocation started. The ledger keeps the queues' visibility timeouts at the least
+# TestTiming allows (the worker's timeout: 70 s on default), so that a record the hold missed (its request
+# failed: the ledger injects faults into it too) is not kept longer; `STACK_VISIBILITY_SCALE` keeps the stack's
+# ratio instead (6 x the worker's timeout: 420 s on default), where a test shows that the hold, not the
+# visibility timeout, brings a dead worker's job back. The sweeper runs every second (its schedule at 60x) with
+# a short grace.
 TIMEOUT_SCALE = 0.1
 VISIBILITY_SCALE = 0.01
+STACK_VISIBILITY_SCALE = TIMEOUT_SCALE
+# How long a job may take, at the test timings, to reach its final state once it was accepted, at the most: the
+# slowest recovery is a record's return at its invocation's lease end (74 s after the invocation started, on
+# default), after a crash or with its claim refused by an outage; a job may meet two in a row and, before them,
+# a retry's backoff. A bound, not a wait: a run takes as long as its slowest job.
+FINAL_WITHIN_S = 180
 SWEEP_GRACE_S = 5
 UNAVAILABLE = frozenset({429, 500, 502, 503, 504})
 LIST_EVERY_ROUND_UP_TO = 300
@@ -84,11 +94,13 @@ class LedgerRuntime(OffpathLocal):
         alarm_interval_s: float = 1,
         quiet: bool = True,
         quotas: Sequence[str] = (),
+        visibility_scale: float = VISIBILITY_SCALE,
     ) -> LedgerRuntime:
-        """`quotas`: `--quota` options (TENANT:submits_per_s=N,open_jobs=M...), the ledger's tenant being TENANT."""
+        """`quotas`: `--quota` options (TENANT:submits_per_s=N,open_jobs=M...), the ledger's tenant being TENANT.
+        `visibility_scale`: the queues' visibility timeouts at the test timings (see VISIBILITY_SCALE)."""
         args = ["--clock-speed", str(clock_speed), "--clock-tick", "0.2", "--alarm-interval", str(alarm_interval_s)]
         if test_timing:
-            args += ["--timeout-scale", str(TIMEOUT_SCALE), "--visibility-scale", str(VISIBILITY_SCALE)]
+            args += ["--timeout-scale", str(TIMEOUT_SCALE), "--visibility-scale", str(visibility_scale)]
         if quiet:
             args.append("--quiet")
         if seed is not None:

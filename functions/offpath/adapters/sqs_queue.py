@@ -8,7 +8,7 @@ the messages in flight (docs/local.md, "Fair delivery"). Nothing changes for the
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import botocore.exceptions
@@ -39,6 +39,11 @@ def message_group_of(tenant: str) -> str:
         return tenant
     digest = hashlib.sha256(tenant.encode()).hexdigest()[:_GROUP_DIGEST_CHARS]
     return f"{tenant[: MESSAGE_GROUP_ID_MAX - _GROUP_DIGEST_CHARS - 1]}~{digest}"
+
+
+VISIBILITY_BATCH_LIMIT = 10
+# The messages waiting on a queue, as SQS counts them (each approximate; GetQueueAttributes): visible or delayed.
+DEPTH_ATTRIBUTES = ("ApproximateNumberOfMessages", "ApproximateNumberOfMessagesDelayed")
 
 
 def _call(operation: Callable[..., Any], **request: Any) -> Any:
@@ -101,6 +106,37 @@ class SqsJobQueue:
             ReceiptHandle=receipt_handle,
             VisibilityTimeout=timeout_s,
         )
+
+    def change_visibility_batch(self, queue: str, receipt_handles: Sequence[str], timeout_s: int) -> list[str]:
+        """ChangeMessageVisibilityBatch, 10 entries a request; the handles not changed are returned (a request
+        that fails as a whole counts each of its entries)."""
+        unchanged: list[str] = []
+        for start in range(0, len(receipt_handles), VISIBILITY_BATCH_LIMIT):
+            chunk = list(receipt_handles[start : start + VISIBILITY_BATCH_LIMIT])
+            try:
+                response = _call(
+                    self.client.change_message_visibility_batch,
+                    QueueUrl=self.queue_urls[queue],
+                    Entries=[
+                        {"Id": str(i), "ReceiptHandle": handle, "VisibilityTimeout": timeout_s}
+                        for i, handle in enumerate(chunk)
+                    ],
+                )
+            except QueueUnavailableError:
+                unchanged.extend(chunk)
+                continue
+            unchanged.extend(chunk[int(failure["Id"])] for failure in response.get("Failed", []))
+        return unchanged
+
+    def depth(self, queue: str) -> int:
+        """GetQueueAttributes: visible + delayed messages (not those in flight)."""
+        response = _call(
+            self.client.get_queue_attributes,
+            QueueUrl=self.queue_urls[queue],
+            AttributeNames=list(DEPTH_ATTRIBUTES),
+        )
+        attributes = response.get("Attributes", {})
+        return sum(int(attributes.get(name, 0)) for name in DEPTH_ATTRIBUTES)
 
     def send_to_dlq(self, queue: str, message: JobMessage, *, reason: str) -> None:
         _call(

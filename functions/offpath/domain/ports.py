@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
@@ -135,6 +136,14 @@ class JobQueue(Protocol):
         """Send up to any number of messages; returns the ones that could not be sent."""
 
     def change_visibility(self, queue: str, receipt_handle: str, timeout_s: int) -> None: ...
+
+    def change_visibility_batch(self, queue: str, receipt_handles: Sequence[str], timeout_s: int) -> list[str]:
+        """Set the visibility of several received messages at once (up to 10 a request); returns the receipt
+        handles whose visibility could not be changed (every one of them when the queue is unavailable)."""
+
+    def depth(self, queue: str) -> int:
+        """How many messages wait on the queue, visible or delayed, not in flight (approximate: SQS's
+        counts). QueueUnavailableError when it cannot be read."""
 
     def send_to_dlq(self, queue: str, message: JobMessage, *, reason: str) -> None: ...
 

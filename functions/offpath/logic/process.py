@@ -18,6 +18,15 @@ the worker takes over:
   maxReceiveCount), a claim also writes the job's sweep time, so the sweeper finds the job if this
   attempt's worker dies or retries; a message that would go back unclaimed is sent again as a fresh
   copy (a new receive count) and this one acknowledged.
+
+A worker that dies is recovered at its lease's end, not at the queue's visibility timeout (6 x the
+worker's timeout): as an invocation starts, one ChangeMessageVisibilityBatch (10 entries a request: one
+for the shipped queue classes) sets its messages' visibility to the lease its claims take (the
+invocation's end + the lease margin) + `HOLD_MARGIN_S`. A record that then goes back with a time of its
+own (a retry's backoff, a job not written yet, a job another worker holds) changes its message's
+visibility again; one that goes back without (the store unavailable, an unreadable record) returns at
+the lease's end. If the call fails, that is logged and counted (`VisibilityHoldsFailed`) and nothing
+else changes: the queue's visibility timeout still brings the messages back.
 """
 
 from __future__ import annotations
@@ -67,6 +76,9 @@ LAST_RECEIVES = 2
 # A message whose job is not written yet goes back for this long first (the api's write is usually
 # milliseconds behind its send), then until UNWRITTEN_BOUND_S has passed.
 UNWRITTEN_FIRST_RETRY_S = 2
+# A held message becomes visible this long after the lease ends, so that the claim it meets then finds the
+# lease expired (SQS counts whole seconds; a claim's lease is computed a few milliseconds after the hold's).
+HOLD_MARGIN_S = 1
 
 
 @dataclass(frozen=True)
@@ -119,11 +131,36 @@ def process_batch(
     remaining_ms: Callable[[], int],
 ) -> list[str]:
     """Returns the message ids to report in `batchItemFailures`."""
+    _hold_until_lease_ends(deliveries, ports, policy, _invocation_left(ports, policy, remaining_ms))
     failures: list[str] = []
     for delivery in deliveries:
         if not process_record(delivery, ports, policy, remaining_ms):
             failures.append(delivery.message_id)
     return failures
+
+
+def _hold_until_lease_ends(
+    deliveries: Sequence[Delivery], ports: WorkerPorts, policy: WorkerPolicy, remaining_ms: Callable[[], int]
+) -> None:
+    """Set the batch's messages to come back when the lease this invocation's claims take has ended (each
+    claim's lease is the invocation's end + the lease margin, whenever in the invocation it is taken)."""
+    if not deliveries:
+        return
+    lease = timedelta(milliseconds=remaining_ms()) + policy.lease_margin
+    timeout_s = min(MAX_VISIBILITY_S, math.ceil(lease.total_seconds()) + HOLD_MARGIN_S)
+    handles = [delivery.receipt_handle for delivery in deliveries]
+    try:
+        unchanged = ports.queue.change_visibility_batch(policy.queue, handles, timeout_s)
+    except Exception:  # never fails a record: the queue's visibility timeout remains the backstop
+        logger.exception("the batch's visibility could not be set to the lease")
+        unchanged = handles
+    if unchanged:
+        logger.warning(
+            "%d of the batch's messages keep the queue's visibility timeout (not set to the lease)",
+            len(unchanged),
+            extra={"visibility_s": timeout_s},
+        )
+        ports.metrics.count("VisibilityHoldsFailed", len(unchanged), queue=policy.queue, job_type=UNKNOWN)
 
 
 def process_record(

@@ -10,6 +10,22 @@ looks at the job and acts on what it finds:
 Before acting it moves the sweep time on with a write fenced on the time it saw, so when two
 sweeps overlap only one of them acts on a job.
 
+A queue backlog is not a lost message. Since the api sends before it writes, an overdue QUEUED job in
+the sweep index is one whose send failed, or one written before it was sent (a batch submit, a delayed
+job enqueued, a job requeued, redriven or retried by hand): most of them are on their queue, waiting
+behind others. So before re-sending a queue's overdue QUEUED or RETRYING jobs the sweeper reads how many
+messages wait on the queue (visible or delayed: one GetQueueAttributes per queue per sweep, and only for
+a queue with such a job) and ranks those jobs by the time they went on the queue, oldest first. The k-th
+is deferred while at least k messages wait (enough for its own to be among them, behind older ones) and
+it has waited less than its queue class's `oldest_age_alarm_s` (a backlog older than that is not
+healthy: its alarm fires, and re-sends go on as before, backing off). Messages in flight are not
+counted: they are being worked on (or wait for a retry's backoff, or for a dead worker's lease to end),
+and a queue that keeps up holds some at any time; a backlog is what waits. So a job whose send failed
+is re-sent at once on a queue that keeps up, and at the latest once it has waited its queue class's
+oldest-age alarm threshold behind a backlog. A deferred job is looked at again after as long as it has
+waited so far (at least the grace, never past that threshold): a few writes per job of a long backlog,
+not one a sweep. A queue whose size cannot be read defers nothing.
+
 A sweep of limited size (`max_jobs`) is shared out round-robin across tenants (`domain.job.fair_share`):
 one tenant's flood of due jobs does not keep another tenant's due job out of it. The window it is shared out
 of is each shard's `max_jobs` oldest due keys (the index holds keys only; a tenant is known once its item is
@@ -44,6 +60,8 @@ class SweepPolicy:
     max_jobs: int = 500
     # Re-sends of one job back off (grace, 2x, 4x, ...) so a long backlog is not flooded with copies.
     max_resend_interval: timedelta = timedelta(hours=1)
+    # Re-sends wait while the queue holds enough messages for the job's own to be among them (above).
+    backlog_aware: bool = True
 
 
 @dataclass
@@ -53,6 +71,8 @@ class SweepReport:
     requeued: int = 0
     failed: int = 0
     deferred: int = 0
+    # Of `deferred`: overdue QUEUED or RETRYING jobs not re-sent because their queue holds a backlog.
+    backlog: int = 0
     # Jobs whose sweep raised (and the due-jobs query, if it failed): each stays due for the next sweep.
     errors: int = 0
 
@@ -71,10 +91,11 @@ def sweep(ports: Ports, policy: SweepPolicy) -> SweepReport:
         ports.metrics.count("SweepErrors", queue=UNKNOWN, job_type=UNKNOWN)
         report.errors += 1
         due = []
+    backlog = Backlog(ports, _ranks(due, policy, now)) if policy.backlog_aware else None
     for job in due:
         with bound_job_id(job.job_id):
             try:
-                _sweep_one(job, ports, policy, now, report)
+                _sweep_one(job, ports, policy, now, report, backlog)
             except JobConflictError:
                 logger.info("job changed while being swept; left to its new owner")
             except (StoreUnavailableError, QueueUnavailableError):
@@ -91,7 +112,73 @@ def sweep(ports: Ports, policy: SweepPolicy) -> SweepReport:
     return report
 
 
-def _sweep_one(job: Job, ports: Ports, policy: SweepPolicy, now: datetime, report: SweepReport) -> None:
+def _resend_due(job: Job, policy: SweepPolicy, now: datetime) -> bool:
+    """An overdue QUEUED or RETRYING job: its message may be missing."""
+    if job.status is JobStatus.QUEUED:
+        return True
+    return job.status is JobStatus.RETRYING and not (job.next_attempt_at and job.next_attempt_at + policy.grace > now)
+
+
+def _on_queue_since(job: Job) -> datetime:
+    """When the job's message went (or should have gone) on its queue: its retry's end, or its last change."""
+    return job.next_attempt_at if job.status is JobStatus.RETRYING and job.next_attempt_at else job.updated_at
+
+
+def _ranks(due: list[Job], policy: SweepPolicy, now: datetime) -> dict[str, int]:
+    """Each overdue QUEUED or RETRYING job's rank on its queue among this sweep's: 1 for the oldest."""
+    by_queue: dict[str, list[Job]] = {}
+    for job in due:
+        if _resend_due(job, policy, now):
+            by_queue.setdefault(job.queue, []).append(job)
+    ranks: dict[str, int] = {}
+    for jobs in by_queue.values():
+        for rank, job in enumerate(sorted(jobs, key=lambda j: (_on_queue_since(j), j.job_id)), start=1):
+            ranks[job.job_id] = rank
+    return ranks
+
+
+class Backlog:
+    """The sizes of the queues this sweep re-sends to, each read once (when first needed)."""
+
+    def __init__(self, ports: Ports, ranks: dict[str, int]) -> None:
+        self.ports = ports
+        self.ranks = ranks
+        self._depths: dict[str, int | None] = {}
+
+    def depth(self, queue: str) -> int | None:
+        if queue not in self._depths:
+            try:
+                self._depths[queue] = self.ports.queue.depth(queue)
+            except Exception:
+                logger.exception("the size of queue %s could not be read; its overdue jobs are re-sent", queue)
+                self.ports.metrics.count("QueueDepthUnread", queue=queue, job_type=UNKNOWN)
+                self._depths[queue] = None
+        return self._depths[queue]
+
+    def healthy_until(self, job: Job) -> datetime:
+        """Until when the job's message may still be waiting in a healthy backlog: its queue class's
+        oldest-age alarm threshold after it went on the queue."""
+        queue_class = self.ports.registry.queues.get(job.queue)
+        alarm_s = queue_class.oldest_age_alarm_s if queue_class is not None else 0
+        return _on_queue_since(job) + timedelta(seconds=alarm_s)
+
+    def holds(self, job: Job, now: datetime) -> bool:
+        """Whether the job's message is likely on its queue behind older ones (module docstring)."""
+        if now >= self.healthy_until(job):
+            return False
+        depth = self.depth(job.queue)
+        return depth is not None and depth >= self.ranks.get(job.job_id, depth + 1)
+
+    def look_again(self, job: Job, now: datetime, policy: SweepPolicy) -> datetime:
+        """When to look at a deferred job again: after as long again as it has waited (at least the grace),
+        so a long backlog costs each of its jobs a few deferrals, and never after its healthy time."""
+        waited = max(policy.grace, now - _on_queue_since(job))
+        return min(now + waited, max(now + timedelta(seconds=1), self.healthy_until(job)))
+
+
+def _sweep_one(
+    job: Job, ports: Ports, policy: SweepPolicy, now: datetime, report: SweepReport, backlog: Backlog | None = None
+) -> None:
     status = job.status
     if status is JobStatus.RUNNING:
         if not job.lease_expired(now):
@@ -130,6 +217,11 @@ def _sweep_one(job: Job, ports: Ports, policy: SweepPolicy, now: datetime, repor
         report.deferred += 1
         return
     if status in (JobStatus.QUEUED, JobStatus.RETRYING):
+        if backlog is not None and backlog.holds(job, now):
+            ports.store.reschedule_sweep(job, sweep_at=backlog.look_again(job, now, policy), resent=False)
+            report.deferred += 1
+            report.backlog += 1
+            return
         interval = min(policy.max_resend_interval, policy.grace * 2**job.resends)
         ports.store.reschedule_sweep(job, sweep_at=now + interval, resent=True)
         _stuck(ports, job)
