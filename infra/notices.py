@@ -199,7 +199,7 @@ class Notices(Construct):
                 resource_name=f"{self.realtime_api.api_id}/channelNamespace/{REALTIME_NAMESPACE}",
             )
             self.notifier.grant(["appsync:EventPublish"], [namespace_arn])
-        self.stream_mapping = self.notifier.function.add_event_source(
+        self.stream_mapping = self.notifier.target.add_event_source(
             event_sources.DynamoEventSource(
                 table.table,
                 starting_position=lambda_.StartingPosition.TRIM_HORIZON,
@@ -231,7 +231,7 @@ class Notices(Construct):
         # last failure (or a disabled endpoint's delivery) to the DLQ with its reason.
         table.grant(self.delivery, ["GetItem", "PutItem"])
         self.delivery.grant(["sqs:SendMessage"], [self.delivery_queue.queue_arn, self.delivery_dlq.queue_arn])
-        self.delivery.function.add_event_source(
+        self.delivery.target.add_event_source(
             event_sources.SqsEventSource(
                 self.delivery_queue,
                 batch_size=DELIVERY_BATCH_SIZE,
