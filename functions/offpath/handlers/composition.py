@@ -15,24 +15,15 @@ from typing import TYPE_CHECKING, Any, cast
 from offpath import snapstart
 from offpath.adapters import scheduler as scheduler_adapter
 from offpath.adapters import sqs_queue
-from offpath.adapters.deliveries import EventBridgeSink, SqsDeliveryQueue
-from offpath.adapters.dynamodb_quotas import DynamoDbQuotaCounters
 from offpath.adapters.dynamodb_store import DynamoDbJobStore, from_item
-from offpath.adapters.realtime import AppSyncEventsSink
 from offpath.adapters.scheduler import EventBridgeJobScheduler
 from offpath.adapters.sqs_queue import SqsJobQueue, SqsQueueMonitor, SqsRedriver
-from offpath.adapters.webhook_http import PinnedSender, SocketConnector, SystemResolver
-from offpath.adapters.webhook_store import DynamoDbWebhookStore
 from offpath.domain.clock import Clock, SystemClock
 from offpath.domain.job import Job
 from offpath.domain.ports import JobScheduler, JobStore, Metrics, Ports
 from offpath.domain.registry import Registry
-from offpath.domain.webhooks import DeliveryQueue, WebhookStore
 from offpath.jobs import load_job_types
-from offpath.logic.notify import WebhookFanout
 from offpath.logic.process import WorkerPolicy, WorkerPorts
-from offpath.logic.quotas import CachedQuotaGate, CountingStore
-from offpath.logic.webhooks import DeliveryPorts, ReceiverPolicy
 from offpath.observability import EmfMetrics
 from offpath.settings import Settings
 
@@ -41,11 +32,15 @@ if TYPE_CHECKING:
     from mypy_boto3_scheduler.client import EventBridgeSchedulerClient
     from mypy_boto3_sqs.client import SQSClient
 
+    from offpath.adapters.deliveries import SqsDeliveryQueue
+    from offpath.adapters.dynamodb_quotas import DynamoDbQuotaCounters
     from offpath.adapters.webhook_http import Connector
     from offpath.domain.events import EventSink
-    from offpath.domain.webhooks import Resolver
+    from offpath.domain.webhooks import DeliveryQueue, Resolver, WebhookStore
+    from offpath.logic.quotas import CachedQuotaGate
     from offpath.logic.submit import SubmitPolicy
     from offpath.logic.sweep import SweepPolicy
+    from offpath.logic.webhooks import DeliveryPorts, ReceiverPolicy
 
 
 class OnFirstUse:
@@ -91,10 +86,14 @@ class Overrides:
         store: JobStore = DynamoDbJobStore(settings.table_name, client=self.dynamodb)
         book = settings.quota_book
         if book.counts:
+            from offpath.logic.quotas import CountingStore
+
             store = CountingStore(store, book, self.quota_counters(settings))
         return self.wrap_store(store) if self.wrap_store else store
 
     def quota_counters(self, settings: Settings) -> DynamoDbQuotaCounters:
+        from offpath.adapters.dynamodb_quotas import DynamoDbQuotaCounters
+
         return DynamoDbQuotaCounters(settings.table_name, client=self.dynamodb)
 
     def sqs_client(self) -> SQSClient:
@@ -124,6 +123,8 @@ def build_quota_gate(settings: Settings, clock: Clock, overrides: Overrides | No
     book = settings.quota_book
     if not book.configured:
         return None
+    from offpath.logic.quotas import CachedQuotaGate
+
     return CachedQuotaGate(book, (overrides or Overrides()).quota_counters(settings), clock)
 
 
@@ -202,6 +203,9 @@ def sweep_policy(settings: Settings) -> SweepPolicy:
 
 
 # -- notices: the notifier, webhook deliveries and the api's webhook routes ---------------------------
+# Their adapters are imported by the builders that use them, not at the module's import: a worker or an api
+# answering a submit imports none of them (the realtime adapter alone brought the api's response models into
+# the worker's cold start: ~270 ms of imports).
 
 
 @dataclass
@@ -231,17 +235,24 @@ def render_job(job: Job, with_payload: bool) -> dict[str, Any]:
 
 
 def receiver_policy(settings: Settings) -> ReceiverPolicy:
+    from offpath.logic.webhooks import ReceiverPolicy
+
     return ReceiverPolicy(allow_loopback=settings.allow_loopback_receivers, retry_scale=settings.webhook_retry_scale)
 
 
 def build_delivery_queue(settings: Settings, overrides: Overrides | None = None) -> SqsDeliveryQueue | None:
     if not settings.delivery_queue_url:
         return None
+    from offpath.adapters.deliveries import SqsDeliveryQueue
+
     client = (overrides or Overrides()).sqs_client()
     return SqsDeliveryQueue(settings.delivery_queue_url, settings.delivery_dlq_url, client=client)
 
 
 def build_webhook_services(settings: Settings, overrides: Overrides | None = None) -> WebhookServices:
+    from offpath.adapters.webhook_http import SystemResolver
+    from offpath.adapters.webhook_store import DynamoDbWebhookStore
+
     o = overrides or Overrides()
     return WebhookServices(
         store=DynamoDbWebhookStore(settings.table_name, client=o.dynamodb),
@@ -254,6 +265,11 @@ def build_webhook_services(settings: Settings, overrides: Overrides | None = Non
 def build_notifier_services(settings: Settings, overrides: Overrides | None = None) -> NotifierServices:
     """The sinks: the event bus (when one is named, or the override standing in for it), then the webhook
     fan-out (when there is a delivery queue), then the realtime API (when the stack has one)."""
+    from offpath.adapters.deliveries import EventBridgeSink
+    from offpath.adapters.realtime import AppSyncEventsSink
+    from offpath.adapters.webhook_store import DynamoDbWebhookStore
+    from offpath.logic.notify import WebhookFanout
+
     o = overrides or Overrides()
     sinks: list[EventSink] = []
     if o.event_bus is not None:
@@ -272,6 +288,10 @@ def build_notifier_services(settings: Settings, overrides: Overrides | None = No
 
 
 def build_delivery_ports(settings: Settings, overrides: Overrides | None = None) -> DeliveryPorts:
+    from offpath.adapters.webhook_http import PinnedSender, SocketConnector, SystemResolver
+    from offpath.adapters.webhook_store import DynamoDbWebhookStore
+    from offpath.logic.webhooks import DeliveryPorts
+
     o = overrides or Overrides()
     queue = build_delivery_queue(settings, o)
     if queue is None:
