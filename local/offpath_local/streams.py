@@ -31,7 +31,9 @@ logger = logging.getLogger("offpath.local.streams")
 
 Handler = Callable[[dict[str, Any], Any], Any]
 Subscriber = Callable[[Sequence[JobEvent]], None]
-POLL_S = 0.1
+# Lambda polls a DynamoDB stream's shards four times a second; so does the stand-in (each poll is a GetRecords
+# per shard on the emulator: an idle runtime spends most of its CPU on them).
+POLL_S = 0.25
 RETRY_PAUSE_S = (0.2, 0.5, 1.0, 2.0, 4.0)
 
 
