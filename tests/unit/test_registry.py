@@ -263,3 +263,30 @@ def test_a_queue_class_of_fast_job_types_keeps_its_batch_size(registry: Registry
 
     assert registry.batch_size("reports") == 10
     assert registry.worker_timeout_s("reports") == 10 * (5 + WORKER_TIMEOUT_MARGIN_S)
+
+
+@pytest.mark.parametrize("space", ["\u0085", "\ufeff", "\u00a0", " ", "\u2028"])
+def test_an_email_with_whitespace_the_document_and_the_validator_see_differently_is_refused_by_both(
+    space: str,
+) -> None:
+    """The payload's pattern means the same to the validator (Rust's regex) and to the document's readers
+    (ECMAScript's): an address with any whitespace either counts is invalid in both."""
+    import json
+    import re
+    import subprocess
+
+    from pydantic import ValidationError
+
+    from offpath.jobs.welcome_email import EMAIL_PATTERN, WelcomeEmail
+
+    address = f"a{space}b@example.com"
+    with pytest.raises(ValidationError):
+        WelcomeEmail(user_id="u-1", email=address)
+    assert re.fullmatch(EMAIL_PATTERN, address) is None
+    # The document's readers (schemathesis, a browser) match it as ECMAScript does: Node's RegExp, unicode mode.
+    script = "const [p, a] = JSON.parse(process.argv[1]); process.stdout.write(String(new RegExp(p, 'u').test(a)))"
+    ecmascript = subprocess.run(
+        ["node", "-e", script, json.dumps([EMAIL_PATTERN, address])], capture_output=True, text=True, check=True
+    )
+    assert ecmascript.stdout == "false"
+    assert WelcomeEmail(user_id="u-1", email="a.b@example.com").email == "a.b@example.com"

@@ -10,10 +10,16 @@ from pydantic import BaseModel, Field
 from offpath.domain.context import JobContext
 from offpath.domain.registry import job
 
+# Whitespace spelled out beyond `\s`: the validator's regex (Rust's: Unicode White_Space, with U+0085) and the
+# document's (JSON Schema, ECMAScript's: with U+FEFF) disagree on those two, so both are named and the pattern
+# accepts the same addresses in both.
+NOT_SPACE_OR_AT = r"[^@\s\u0085\ufeff]"
+EMAIL_PATTERN = rf"^{NOT_SPACE_OR_AT}+@{NOT_SPACE_OR_AT}+\.{NOT_SPACE_OR_AT}+$"
+
 
 class WelcomeEmail(BaseModel):
     user_id: str = Field(min_length=1, max_length=128)
-    email: str = Field(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$", max_length=254)
+    email: str = Field(pattern=EMAIL_PATTERN, max_length=254)
 
 
 class EmailTransport(Protocol):
