@@ -17,9 +17,14 @@ import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import botocore.exceptions
-
-from offpath.adapters.dynamodb_store import CONFLICT, attribute_values, default_client, key_of, plain_values
+from offpath.adapters.dynamodb_store import (
+    ConditionFailed,
+    attribute_values,
+    call,
+    default_client,
+    key_of,
+    plain_values,
+)
 from offpath.domain.errors import StoreUnavailableError
 from offpath.domain.quotas import Usage
 
@@ -64,7 +69,7 @@ class DynamoDbQuotaCounters:
             try:
                 self._seen_tat[key] = self._write(key, busy, interval, tolerance, now_us, ttl)
                 return 0.0
-            except _ConditionFailedError as failed:
+            except ConditionFailed as failed:
                 tat = _tat(failed.item)
             if tat is not None:
                 self._seen_tat[key] = tat
@@ -121,20 +126,7 @@ class DynamoDbQuotaCounters:
         )
 
     def _call(self, operation: Callable[..., Any], **request: Any) -> Any:
-        try:
-            return operation(**request)
-        except botocore.exceptions.ClientError as error:
-            code = error.response.get("Error", {}).get("Code", "")
-            if code == CONFLICT:
-                raise _ConditionFailedError(error.response.get("Item") or {}) from None
-            raise StoreUnavailableError(f"DynamoDB {code or 'error'}") from error
-        except botocore.exceptions.BotoCoreError as error:
-            raise StoreUnavailableError(f"DynamoDB unreachable: {type(error).__name__}") from error
-
-
-class _ConditionFailedError(Exception):
-    def __init__(self, item: Any) -> None:
-        self.item = item
+        return call(operation, **request)
 
 
 def _tat(item: Any) -> int | None:

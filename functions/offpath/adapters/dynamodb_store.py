@@ -124,7 +124,7 @@ class DynamoDbJobStore:
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
             return CreateOutcome(job, replayed=False)
-        except _ConditionFailed as failed:
+        except ConditionFailed as failed:
             existing = from_item(failed.item)
         if existing.submission_id == job.submission_id:
             # An SDK retry of our own write that had landed: the job is ours, and new.
@@ -256,7 +256,7 @@ class DynamoDbJobStore:
                 f"{swept} REMOVE next_attempt_at",
                 {":one": 1, ":now": iso(now), ":lease": iso(lease_until), **sweep_values},
             )
-        except _ConditionFailed as failed:
+        except ConditionFailed as failed:
             if not failed.item:
                 raise JobNotFoundError(job_id) from None
             current = from_item(failed.item)
@@ -324,7 +324,7 @@ class DynamoDbJobStore:
                 names={"#e": "error"},
                 returns=False,
             )
-        except _ConditionFailed as failed:
+        except ConditionFailed as failed:
             current = from_item(failed.item) if failed.item else None
             if (
                 current is not None
@@ -346,7 +346,7 @@ class DynamoDbJobStore:
                 {":f": fraction_number(progress.fraction), ":m": progress.message, ":now": iso(now)},
                 returns=False,
             )
-        except _ConditionFailed:
+        except ConditionFailed:
             raise JobConflictError(None, f"attempt {attempt} no longer holds the job") from None
 
     def mark_once(self, job_id: str, name: str, *, now: datetime, expires_at: datetime) -> bool:
@@ -369,7 +369,7 @@ class DynamoDbJobStore:
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
             return True
-        except _ConditionFailed as failed:
+        except ConditionFailed as failed:
             return plain_values(failed.item).get("mark_token") == token
 
     # -- scheduling, sweeping and redrive -----------------------------------------------------
@@ -436,7 +436,7 @@ class DynamoDbJobStore:
                 {":now": iso(now), ":shard": sweep_shard(job_id), ":sweep": iso(sweep_at), **(values or {})},
                 names=names,
             )
-        except _ConditionFailed as failed:
+        except ConditionFailed as failed:
             current = _tenants_job(failed, job_id, tenant)
             raise JobConflictError(current, f"job is {current.status.value}") from None
 
@@ -455,7 +455,7 @@ class DynamoDbJobStore:
                     ":attempts": attempts_json(job.history_with(LEASE_EXPIRED_OUTCOME, now, "lease expired")),
                 },
             )
-        except _ConditionFailed as failed:
+        except ConditionFailed as failed:
             current = from_item(failed.item) if failed.item else None
             raise JobConflictError(current, "the job's lease is no longer expired at that attempt") from None
 
@@ -488,7 +488,7 @@ class DynamoDbJobStore:
                 {":next": iso(sweep_at), ":inc": 1 if resent else 0},
                 returns=False,
             )
-        except _ConditionFailed:
+        except ConditionFailed:
             raise JobConflictError(None, "another sweep handled the job") from None
 
     def get_schedule_state(self, name: str) -> ScheduleState | None:
@@ -522,7 +522,7 @@ class DynamoDbJobStore:
                     **({"ExpressionAttributeValues": values} if values else {}),
                 )
                 return updated
-            except _ConditionFailed:
+            except ConditionFailed:
                 continue
         raise StoreUnavailableError(f"schedule {name} is being updated too often to record a firing")
 
@@ -537,7 +537,7 @@ class DynamoDbJobStore:
                 "SET #s = :status, updated_at = :now, finished_at = :now, expires_at = :ttl REMOVE sweep_pk, sweep_at",
                 {":now": iso(now), ":ttl": epoch(expires_at)},
             )
-        except _ConditionFailed as failed:
+        except ConditionFailed as failed:
             current = _tenants_job(failed, job_id, tenant)
             if (
                 current.status is JobStatus.CANCELLED
@@ -591,7 +591,7 @@ class DynamoDbJobStore:
         """One conditional update of a job: `update` (which sets the status to `:status` when the
         transition changes it; the local runtime's fault injector finds the success write by it)
         under the transition's declared condition. On a failed condition
-        `_ConditionFailed` carries the job as it was."""
+        `ConditionFailed` carries the job as it was."""
         condition = condition_of(transition, facts)
         if transition.to is not None:
             values = {**values, ":status": transition.to.value}
@@ -614,26 +614,33 @@ class DynamoDbJobStore:
     # -- plumbing ---------------------------------------------------------------------------
 
     def _call(self, operation: Callable[..., Any], **request: Any) -> Any:
-        try:
-            return operation(**request)
-        except botocore.exceptions.ClientError as error:
-            code = error.response.get("Error", {}).get("Code", "")
-            if code == CONFLICT:
-                raise _ConditionFailed(cast("Item", error.response.get("Item") or {})) from None
-            message = str(error.response.get("Error", {}).get("Message", ""))
-            if code == "ValidationException" and ITEM_TOO_LARGE.search(message):
-                raise ItemTooLargeError(f"DynamoDB refused the item for its size: {message}") from None
-            raise StoreUnavailableError(f"DynamoDB {code or 'error'}") from error
-        except botocore.exceptions.BotoCoreError as error:
-            raise StoreUnavailableError(f"DynamoDB unreachable: {type(error).__name__}") from error
+        return call(operation, **request)
 
 
-class _ConditionFailed(Exception):
+def call(operation: Callable[..., Any], **request: Any) -> Any:
+    """One DynamoDB call with its errors as the store's: a failed condition is `ConditionFailed` (with the item
+    when the request asked for it), an item over 400 KB `ItemTooLargeError`, anything else
+    `StoreUnavailableError`. Every DynamoDB adapter of offpath makes its calls through it."""
+    try:
+        return operation(**request)
+    except botocore.exceptions.ClientError as error:
+        code = error.response.get("Error", {}).get("Code", "")
+        if code == CONFLICT:
+            raise ConditionFailed(cast("Item", error.response.get("Item") or {})) from None
+        message = str(error.response.get("Error", {}).get("Message", ""))
+        if code == "ValidationException" and ITEM_TOO_LARGE.search(message):
+            raise ItemTooLargeError(f"DynamoDB refused the item for its size: {message}") from None
+        raise StoreUnavailableError(f"DynamoDB {code or 'error'}") from error
+    except botocore.exceptions.BotoCoreError as error:
+        raise StoreUnavailableError(f"DynamoDB unreachable: {type(error).__name__}") from error
+
+
+class ConditionFailed(Exception):
     def __init__(self, item: Item) -> None:
         self.item = item
 
 
-def _tenants_job(failed: _ConditionFailed, job_id: str, tenant: str) -> Job:
+def _tenants_job(failed: ConditionFailed, job_id: str, tenant: str) -> Job:
     """The job a failed condition returned, if it is the tenant's; another tenant's job is no job."""
     current = from_item(failed.item) if failed.item else None
     if current is None or current.tenant != tenant:

@@ -14,16 +14,21 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import botocore.exceptions
-
-from offpath.adapters.dynamodb_store import attribute_values, default_client, iso, parse_iso, plain_values
+from offpath.adapters.dynamodb_store import (
+    ConditionFailed,
+    attribute_values,
+    call,
+    default_client,
+    iso,
+    parse_iso,
+    plain_values,
+)
 from offpath.domain.errors import StoreUnavailableError
 from offpath.domain.webhooks import Attempt, DeliveryLog, Endpoint, EndpointLimitError, Secret
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
 
-CONFLICT = "ConditionalCheckFailedException"
 CONFLICT_RETRIES = 5
 T = TypeVar("T")
 
@@ -34,10 +39,6 @@ def endpoints_key(tenant: str) -> str:
 
 def log_key(tenant: str, name: str) -> str:
     return f"WEBHOOKLOG#{tenant}#{name}"
-
-
-class _Conflict(Exception):
-    pass
 
 
 class DynamoDbWebhookStore:
@@ -136,20 +137,12 @@ class DynamoDbWebhookStore:
         for _ in range(CONFLICT_RETRIES):
             try:
                 return change()
-            except _Conflict:
+            except ConditionFailed:
                 continue
         raise StoreUnavailableError("the webhook item kept changing under a write")
 
     def _call(self, operation: Callable[..., Any], **request: Any) -> Any:
-        try:
-            return operation(**request)
-        except botocore.exceptions.ClientError as error:
-            code = error.response.get("Error", {}).get("Code", "")
-            if code == CONFLICT:
-                raise _Conflict() from None
-            raise StoreUnavailableError(f"DynamoDB {code or 'error'}") from error
-        except botocore.exceptions.BotoCoreError as error:
-            raise StoreUnavailableError(f"DynamoDB unreachable: {type(error).__name__}") from error
+        return call(operation, **request)
 
 
 def _when(value: datetime | None) -> str | None:
