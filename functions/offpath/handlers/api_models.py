@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
     BaseModel,
@@ -24,9 +24,9 @@ from pydantic import (
 
 from offpath.domain.errors import InvalidRequestError
 from offpath.domain.events import EventType
-from offpath.domain.job import AttemptRecord, Job, JobStatus
-from offpath.domain.ports import AlarmChange, AlarmState, MinuteStats, QueueStats, RedriveTask
-from offpath.domain.webhooks import Attempt, Endpoint
+from offpath.domain.job import Job, JobStatus
+from offpath.domain.ports import QueueStats, RedriveTask
+from offpath.domain.webhooks import Endpoint
 from offpath.logic.submit import validation_error
 
 _LAZY = ConfigDict(defer_build=True)
@@ -169,7 +169,16 @@ class ProgressView(BaseModel):
     message: str
 
 
-class AttemptView(BaseModel):
+class Projection(BaseModel):
+    """A view whose fields are the same-named attributes of a port's record: `of` reads them (pydantic's
+    `from_attributes`) rather than copying them field by field."""
+
+    @classmethod
+    def of(cls, source: object) -> Self:
+        return cls.model_validate(source, from_attributes=True)
+
+
+class AttemptView(Projection):
     """One attempt's end (`outcome`: SUCCEEDED, RETRYING, FAILED or LEASE_EXPIRED); the error cut to 200
     characters."""
 
@@ -180,16 +189,6 @@ class AttemptView(BaseModel):
     finished_at: Timestamp
     outcome: str
     error: str | None = None
-
-    @classmethod
-    def of(cls, record: AttemptRecord) -> AttemptView:
-        return cls(
-            attempt=record.attempt,
-            started_at=record.started_at,
-            finished_at=record.finished_at,
-            outcome=record.outcome,
-            error=record.error,
-        )
 
 
 class JobView(BaseModel):
@@ -580,7 +579,7 @@ class JobTypesView(BaseModel):
     job_types: list[JobTypeView]
 
 
-class MinuteView(BaseModel):
+class MinuteView(Projection):
     """One minute of one queue class and job type; the percentiles in seconds (null: nothing ran)."""
 
     model_config = _LAZY
@@ -597,23 +596,6 @@ class MinuteView(BaseModel):
     duration_p95_s: float | None
     queue_wait_p50_s: float | None
     queue_wait_p95_s: float | None
-
-    @classmethod
-    def of(cls, stats: MinuteStats) -> MinuteView:
-        return cls(
-            minute=stats.minute,
-            queue=stats.queue,
-            job_type=stats.job_type,
-            submitted=stats.submitted,
-            succeeded=stats.succeeded,
-            failed=stats.failed,
-            retried=stats.retried,
-            dead_lettered=stats.dead_lettered,
-            duration_p50_s=stats.duration_p50_s,
-            duration_p95_s=stats.duration_p95_s,
-            queue_wait_p50_s=stats.queue_wait_p50_s,
-            queue_wait_p95_s=stats.queue_wait_p95_s,
-        )
 
 
 class StatsView(BaseModel):
@@ -645,7 +627,7 @@ class StatsView(BaseModel):
     minutes: list[MinuteView]
 
 
-class AlarmView(BaseModel):
+class AlarmView(Projection):
     model_config = _LAZY
 
     name: str
@@ -654,18 +636,8 @@ class AlarmView(BaseModel):
     updated_at: Timestamp | None
     description: str
 
-    @classmethod
-    def of(cls, alarm: AlarmState) -> AlarmView:
-        return cls(
-            name=alarm.name,
-            state=alarm.state,
-            reason=alarm.reason,
-            updated_at=alarm.updated_at,
-            description=alarm.description,
-        )
 
-
-class AlarmChangeView(BaseModel):
+class AlarmChangeView(Projection):
     model_config = _LAZY
 
     time: Timestamp
@@ -673,16 +645,6 @@ class AlarmChangeView(BaseModel):
     old_state: str
     new_state: str
     reason: str
-
-    @classmethod
-    def of(cls, change: AlarmChange) -> AlarmChangeView:
-        return cls(
-            time=change.time,
-            alarm=change.alarm,
-            old_state=change.old_state,
-            new_state=change.new_state,
-            reason=change.reason,
-        )
 
 
 class AlarmsView(BaseModel):
@@ -856,7 +818,7 @@ class WebhooksView(BaseModel):
     webhooks: list[WebhookView]
 
 
-class DeliveryAttemptView(BaseModel):
+class DeliveryAttemptView(Projection):
     model_config = _LAZY
 
     event_id: str
@@ -867,19 +829,6 @@ class DeliveryAttemptView(BaseModel):
     latency_ms: int
     error: str | None = None
     next_retry_at: Timestamp | None = None
-
-    @classmethod
-    def of(cls, attempt: Attempt) -> DeliveryAttemptView:
-        return cls(
-            event_id=attempt.event_id,
-            type=attempt.type,
-            attempt=attempt.attempt,
-            at=attempt.at,
-            status_code=attempt.status_code,
-            latency_ms=attempt.latency_ms,
-            error=attempt.error,
-            next_retry_at=attempt.next_retry_at,
-        )
 
 
 class DeliveriesView(BaseModel):
