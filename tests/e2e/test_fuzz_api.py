@@ -49,6 +49,11 @@ from offpath.jobs import load_job_types
 from offpath.logic.submit import job_id_for
 from offpath_tools.launcher import OffpathLocal
 from tests.e2e.conftest import ROOT, wait_for
+from tests.e2e.fuzz_hooks import LOOPBACK_RECEIVER, WEBHOOK_NAMES
+
+# Endpoints registered before the run, so the routes of one endpoint (test, deliveries, rotate-secret) are
+# reached with a name that exists, not only through the stateful phase's links from a PUT it happened to make.
+SEEDED_WEBHOOKS = [f"fuzz-{n}" for n in range(WEBHOOK_NAMES)]
 
 TENANT, TOKEN = "fuzz", "fuzz-token-0123456789abcdef"
 AUTHORIZATION = {"Authorization": f"Bearer {TOKEN}"}
@@ -92,7 +97,7 @@ def schemathesis_config() -> str:
     dictionaries = {
         "job_types": sorted(registry.job_types),
         "queues": sorted(registry.queues),
-        "names": sorted(registry.queues) + sorted(registry.schedules),
+        "names": sorted(registry.queues) + sorted(registry.schedules) + SEEDED_WEBHOOKS,
         "job_ids": [job_id_for(TENANT, key) for key in SEEDED_JOBS],
     }
     parameters = {
@@ -159,6 +164,8 @@ def _send(
 
 
 def _seed_jobs(url: str) -> None:
+    for name in SEEDED_WEBHOOKS:
+        _request(url, "PUT", f"/webhooks/{name}", {"url": LOOPBACK_RECEIVER, "events": ["job.succeeded"]})
     now = datetime.now(UTC)
     for key, job in SEEDED_JOBS.items():
         body = {**job, "run_at": _iso(now + job["run_at"])} if "run_at" in job else job
