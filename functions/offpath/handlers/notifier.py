@@ -9,7 +9,7 @@ import functools
 from typing import Any
 
 from offpath.handlers.composition import NotifierServices, Overrides, build_notifier_services
-from offpath.logic.notify import StreamRecord, notify, publish_metrics
+from offpath.logic.notify import StreamRecord, change_of, notify, publish_metrics
 from offpath.observability import configure_logging
 from offpath.settings import Settings
 
@@ -27,8 +27,8 @@ def build_services(settings: Settings, overrides: Overrides | None = None) -> No
 
 def handler(event: dict[str, Any], context: Any, services: NotifierServices | None = None) -> dict[str, Any]:
     services = services or default_services()
-    records = [StreamRecord.of(record) for record in event.get("Records", [])]
-    failed = notify(records, services.read_item, services.sinks)
+    changes = [change_of(StreamRecord.of(record), services.read_item) for record in event.get("Records", [])]
+    failed = notify(changes, services.sinks)
     if services.metrics is not None:
-        publish_metrics(records, services.read_item, services.metrics, failed)
+        publish_metrics(changes, services.metrics, failed)
     return {"batchItemFailures": [{"itemIdentifier": failed}] if failed is not None else []}

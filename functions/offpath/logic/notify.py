@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from offpath.domain.clock import Clock
-from offpath.domain.events import EventSink, JobEvent, events_of_change
+from offpath.domain.events import EventSink, EventType, JobEvent, events_of_change
 from offpath.domain.job import Job, JobStatus
 from offpath.domain.ports import Metrics
 from offpath.domain.webhooks import Delivery, DeliveryQueue, EndpointCache, WebhookStore
@@ -40,23 +40,39 @@ class StreamRecord:
         return cls(str(change.get("SequenceNumber", "")), change.get("OldImage"), change.get("NewImage"))
 
 
-def events_of_record(record: StreamRecord, read_item: ItemReader) -> list[JobEvent]:
-    """The events of one record. An image the store cannot read is left out (logged by its sequence
-    number): one bad record never blocks the stream."""
+@dataclass(frozen=True)
+class Change:
+    """One record read once: the job before and after (None for an image absent or unreadable) and the events
+    that change is."""
+
+    sequence_number: str
+    old: Job | None
+    new: Job | None
+    events: tuple[JobEvent, ...] = ()
+
+
+def change_of(record: StreamRecord, read_item: ItemReader) -> Change:
+    """The record's job images, each deserialised once for both its events and its metrics. An image the
+    store cannot read leaves the change empty (logged by its sequence number): one bad record never blocks the
+    stream."""
     try:
         old = read_item(record.old_image) if record.old_image else None
         new = read_item(record.new_image) if record.new_image else None
     except Exception:
         logger.error("a stream record's job image could not be read; left out", extra={"seq": record.sequence_number})
-        return []
-    return events_of_change(old, new)
+        return Change(record.sequence_number, None, None)
+    return Change(record.sequence_number, old, new, tuple(events_of_change(old, new)))
 
 
-def notify(records: Sequence[StreamRecord], read_item: ItemReader, sinks: Sequence[EventSink]) -> str | None:
-    """Publishes the records' events to every sink; returns the sequence number of the first record whose
+def events_of_record(record: StreamRecord, read_item: ItemReader) -> list[JobEvent]:
+    return list(change_of(record, read_item).events)
+
+
+def notify(changes: Sequence[Change], sinks: Sequence[EventSink]) -> str | None:
+    """Publishes the changes' events to every sink; returns the sequence number of the first change whose
     events could not be published (None: all were)."""
-    per_record = [events_of_record(record, read_item) for record in records]
-    everything = [event for events in per_record for event in events]
+    per_change = [list(change.events) for change in changes]
+    everything = [event for events in per_change for event in events]
     if not everything:
         return None
     try:
@@ -65,25 +81,26 @@ def notify(records: Sequence[StreamRecord], read_item: ItemReader, sinks: Sequen
         return None
     except Exception:
         logger.warning("publishing the batch failed; publishing record by record", exc_info=True)
-    for record, events in zip(records, per_record, strict=True):
+    for change, events in zip(changes, per_change, strict=True):
         if not events:
             continue
         try:
             for sink in sinks:
                 sink.publish(events)
         except Exception:
-            logger.exception("a record's events could not be published", extra={"seq": record.sequence_number})
-            return record.sequence_number
+            logger.exception("a record's events could not be published", extra={"seq": change.sequence_number})
+            return change.sequence_number
     return None
 
 
 # The lifecycle metrics, published here from the stream (one EMF document per batch and queue) rather than by
 # the api and the worker for each job: a job's entry into each state, and the timings its images carry.
-ENTERED_COUNTS: dict[JobStatus, tuple[str, ...]] = {
-    JobStatus.RUNNING: ("JobsStarted",),
-    JobStatus.SUCCEEDED: ("JobsSucceeded",),
-    JobStatus.RETRYING: ("JobsRetried",),
-    JobStatus.FAILED: ("JobsFailed", "JobsDeadLettered"),
+EVENT_COUNTS: dict[EventType, str] = {
+    EventType.STARTED: "JobsStarted",
+    EventType.SUCCEEDED: "JobsSucceeded",
+    EventType.RETRYING: "JobsRetried",
+    EventType.FAILED: "JobsFailed",
+    EventType.DEAD_LETTERED: "JobsDeadLettered",
 }
 _FINISHED_ATTEMPT = (JobStatus.SUCCEEDED, JobStatus.RETRYING, JobStatus.FAILED)
 
@@ -92,24 +109,23 @@ def _ms(seconds: float) -> float:
     return round(seconds * 1000, 3)
 
 
-def record_metrics(old: Job | None, new: Job | None, metrics: Metrics) -> None:
-    """The lifecycle metrics one change of a job item is: JobsSubmitted for a new job; JobsStarted (with
-    QueueDelay, creation to the first attempt's start) when an attempt starts; JobDuration when a running
-    attempt ends (its start to the write that ended it); JobsSucceeded, JobsRetried, JobsFailed and
-    JobsDeadLettered when the job enters those states."""
+def record_metrics(change: Change, metrics: Metrics) -> None:
+    """The lifecycle metrics one change of a job item is, counted from its events (domain.events decides which
+    change is which): JobsSubmitted for a new job; JobsStarted (with QueueDelay, creation to the first
+    attempt's start), JobsSucceeded, JobsRetried, JobsFailed, JobsDeadLettered; JobDuration when a running
+    attempt ends (its start to the write that ended it)."""
+    old, new = change.old, change.new
     if new is None:
         return
     queue, job_type = new.queue, new.type
     if old is None:
         metrics.count("JobsSubmitted", queue=queue, job_type=job_type)
-    entered = old is None or old.status is not new.status
-    started = new.status is JobStatus.RUNNING and (entered or (old is not None and old.attempt != new.attempt))
-    if not (entered or started):
-        return
-    for name in ENTERED_COUNTS.get(new.status, ()):
-        metrics.count(name, queue=queue, job_type=job_type)
+    kinds = {event.type for event in change.events}
+    for kind in kinds:
+        if kind in EVENT_COUNTS:
+            metrics.count(EVENT_COUNTS[kind], queue=queue, job_type=job_type)
     began = new.attempt_started_at or new.started_at
-    if started and new.attempt == 1 and began is not None:
+    if EventType.STARTED in kinds and new.attempt == 1 and began is not None:
         waited = _ms((began - new.created_at).total_seconds())
         metrics.milliseconds("QueueDelay", waited, queue=queue, job_type=job_type)
     if old is not None and old.status is JobStatus.RUNNING and new.status in _FINISHED_ATTEMPT:
@@ -120,20 +136,13 @@ def record_metrics(old: Job | None, new: Job | None, metrics: Metrics) -> None:
             metrics.milliseconds("JobDuration", ms, queue=queue, job_type=job_type)
 
 
-def publish_metrics(
-    records: Sequence[StreamRecord], read_item: ItemReader, metrics: Metrics, failed: str | None = None
-) -> None:
-    """The lifecycle metrics of the records before `failed` (those done: the mapping retries from `failed`, so
+def publish_metrics(changes: Sequence[Change], metrics: Metrics, failed: str | None = None) -> None:
+    """The lifecycle metrics of the changes before `failed` (those done: the mapping retries from `failed`, so
     a record is counted once), written as one EMF document per queue and job type."""
-    for record in records:
-        if failed is not None and record.sequence_number == failed:
+    for change in changes:
+        if failed is not None and change.sequence_number == failed:
             break
-        try:
-            old = read_item(record.old_image) if record.old_image else None
-            new = read_item(record.new_image) if record.new_image else None
-        except Exception:  # noqa: S112 (logged by events_of_record)
-            continue
-        record_metrics(old, new, metrics)
+        record_metrics(change, metrics)
     metrics.flush()
 
 
