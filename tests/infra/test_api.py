@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from offpath import contract
 from offpath.contract import ROUTES, Answer, Route
 from offpath.tenancy import ADMIN_SCOPE
+from offpath_tools.cost import ASSUMPTIONS
 from tests.infra.stacks import EXTENDED_CONTEXT, Synthesized, cdk_json_context, synthesize
 from tests.infra.template_view import of_type, render
 
@@ -122,3 +124,26 @@ def test_the_stage_throttles_by_default_and_writes_json_access_logs(default_stac
     groups = of_type(default_stack.json, "AWS::Logs::LogGroup")
     assert destination.removeprefix("<").removesuffix(".Arn>") in groups
     assert '"requestId":"$context.requestId"' in properties["AccessLogSettings"]["Format"]
+
+
+def test_an_access_log_line_is_no_longer_than_the_cost_model_prices(default_stack: Synthesized) -> None:
+    (stage,) = of_type(default_stack.json, "AWS::ApiGatewayV2::Stage").values()
+    line_format = stage["Properties"]["AccessLogSettings"]["Format"]
+    typical = {  # a batch submit from an IPv4 caller, as HTTP APIs fill the variables
+        "$context.requestId": "JZb3xj3KoAMEbRw=",
+        "$context.identity.sourceIp": "203.0.113.42",
+        "$context.requestTimeEpoch": "1796155170059",
+        "$context.routeKey": "POST /jobs/batch",
+        "$context.status": "202",
+        "$context.responseLength": "4312",
+        "$context.responseLatency": "127",
+        "$context.integrationErrorMessage": "-",
+        "$context.authorizer.error": "-",
+    }
+    line = line_format
+    for variable, value in sorted(typical.items(), key=lambda item: -len(item[0])):
+        line = line.replace(variable, value)
+    assert "$context" not in line  # every variable the format uses has its typical value above
+    fields = json.loads(line)
+    assert {"requestId", "ip", "routeKey", "status", "responseLatency", "integrationError"} <= fields.keys()
+    assert len(line.encode()) + 1 <= ASSUMPTIONS.access_log_bytes  # the line and its newline

@@ -232,8 +232,9 @@ class Assumptions:
     init_ms_full_cpu: float = 350.0
     # Lambda's START, END and REPORT lines (with the X-Ray line of active tracing) per invocation.
     platform_log_bytes: int = 340
-    # One line of the HTTP API's access log (the stack's JSON format, typical values).
-    access_log_bytes: int = 300
+    # One line of the HTTP API's access log (infra/api.py ACCESS_LOG_FIELDS with typical values; a test holds
+    # the stack's format to it).
+    access_log_bytes: int = 240
     # The event source mapping's pollers long-poll an idle queue: about 5 pollers x 3 receives a minute.
     idle_receives_per_queue_month: float = 5 * 3 * 60 * 24 * DAYS_PER_MONTH
     # The sweeper, every minute: 4 index queries (eventually consistent), ~30 ms at its memory.
@@ -254,7 +255,7 @@ class Assumptions:
     # The notifier (deployed with the table's stream by default): its event source mapping's batch (size and
     # batching window, as infra/notices.py sets them) and its time per invocation at its memory.
     notifier_batch_size: int = 100
-    notifier_batching_window_s: float = 1.0
+    notifier_batching_window_s: float = 5.0
     notifier_ms: float = 40.0
 
 
