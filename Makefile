@@ -39,7 +39,7 @@ imports: $(STAMP)
 
 # Two workers on two cores; tests/conftest.py groups the tests that share a synthesized stack or a runtime.
 test: lint typecheck imports checkov browser-deps compose-deps
-	$(BIN)/python -m pytest -n auto --dist loadgroup
+	$(BIN)/python -m pytest -n auto --dist loadgroup --durations=15
 
 # checkov over the synthesized template (infra/checkov.py lists each skipped check with its reason). It has a
 # virtual environment of its own inside the venv: its pins (boto3, packaging) are older than the project's.
