@@ -13,9 +13,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from offpath import snapstart
+from offpath.adapters import dynamodb_store, sqs_queue
 from offpath.adapters import scheduler as scheduler_adapter
-from offpath.adapters import sqs_queue
-from offpath.adapters import dynamodb_store
 from offpath.adapters.dynamodb_store import DynamoDbJobStore, from_item
 from offpath.adapters.scheduler import EventBridgeJobScheduler
 from offpath.adapters.sqs_queue import SqsJobQueue, SqsQueueMonitor, SqsRedriver
