@@ -54,3 +54,49 @@ def test_a_handlers_init_imports_nothing_its_first_request_does_not_use(handler:
 
     assert f"offpath.handlers.{handler}" in modules
     assert modules & unwanted == set()
+
+
+# -- the collector across the init (offpath.collector) -----------------------------------------------------------
+
+COLLECTOR = """
+import gc, json
+import offpath.handlers.{name} as module
+imported = [gc.isenabled(), gc.get_freeze_count() > 0]
+{services}
+print(json.dumps([imported, [gc.isenabled(), gc.get_freeze_count() > 0]]))
+"""
+HANDLERS = ["api", "worker", "enqueue", "sweeper", "notifier", "delivery"]
+SERVICES = {"api": "module.default_services()", "worker": "module.default_services()"}
+LAMBDA = {"AWS_LAMBDA_FUNCTION_NAME": "offpath-test", "OFFPATH_QUEUE_CLASS": "default"}
+
+
+def collector_after_init(name: str, environment: dict[str, str]) -> list[list[bool]]:
+    program = COLLECTOR.format(name=name, services=SERVICES.get(name, ""))
+    out = subprocess.run(
+        [sys.executable, "-c", program],
+        env={**ENVIRONMENT, "OFFPATH_QUEUE_CLASS": "default", **environment},
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    ).stdout
+    result: list[list[bool]] = json.loads(out.strip().splitlines()[-1])
+    return result
+
+
+@pytest.mark.parametrize("handler", HANDLERS)
+def test_on_lambda_the_collector_runs_again_once_a_handlers_init_is_done(handler: str) -> None:
+    imported, served = collector_after_init(handler, LAMBDA)
+
+    # Collecting again, with what the init made frozen (never scanned again), after the import and after
+    # default_services; a handler left with its collector paused would grow without bound.
+    assert imported == [True, True]
+    assert served == [True, True]
+
+
+@pytest.mark.parametrize("handler", ["api", "worker"])
+def test_outside_lambda_the_collector_is_left_alone(handler: str) -> None:
+    imported, served = collector_after_init(handler, {})
+
+    assert imported == [True, False]
+    assert served == [True, False]

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from offpath import contract
+from offpath import collector, contract
 from offpath.adapters.cloudwatch import CloudWatchAlarms, CloudWatchStats
 from offpath.domain.errors import (
     IdempotencyConflictError,
@@ -139,6 +139,7 @@ class ApiServices:
 
 
 @functools.lru_cache(maxsize=1)
+@collector.during_init
 def default_services() -> ApiServices:
     settings = Settings.from_env()
     configure_logging("api", settings.log_level)
@@ -612,3 +613,6 @@ def identify(event: dict[str, Any], services: ApiServices) -> Caller:
 
 
 router: Router[ApiServices] = Router(contract.ROUTES, HANDLERS, refusal, identify)
+
+# The init's imports are done: what they made is frozen and the collector runs again (offpath.collector).
+collector.settle()
