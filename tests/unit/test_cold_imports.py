@@ -13,7 +13,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAM = """
 import json, sys
-import offpath.handlers.{name}
+import offpath.handlers.{name} as module
+{services}
 print(json.dumps(sorted(m for m in sys.modules if m.startswith("offpath"))))
 """
 ENVIRONMENT = {"AWS_DEFAULT_REGION": "us-east-1", "OFFPATH_TABLE_NAME": "jobs", "PYTHONPATH": str(ROOT / "functions")}
@@ -31,26 +32,42 @@ NOT_IN_THE_WORKER = {
     "offpath.logic.notify",
     "offpath.adapters.dynamodb_quotas",
     "offpath.logic.quotas",
+    # Only the handlers that make one-time schedules (api, enqueue, sweeper) import the Scheduler's adapter.
+    "offpath.adapters.scheduler",
 }
-# Never at the api's init: the notifier's sinks and the delivery path.
-NOT_IN_THE_API = {"offpath.adapters.realtime", "offpath.adapters.deliveries", "offpath.logic.notify"}
+# Never at the api's init: the notifier's sinks and the delivery path; the webhook routes' use cases, domain and
+# adapters (imported by those routes, on their first call); the worker's use case.
+NOT_IN_THE_API = {
+    "offpath.adapters.realtime",
+    "offpath.adapters.deliveries",
+    "offpath.logic.notify",
+    "offpath.logic.webhooks",
+    "offpath.domain.webhooks",
+    "offpath.adapters.webhook_store",
+    "offpath.adapters.webhook_http",
+    "offpath.logic.process",
+}
 
 
-def imported_by(name: str) -> set[str]:
+def imported_by(name: str, services: bool = False) -> set[str]:
+    program = PROGRAM.format(name=name, services="module.default_services()" if services else "")
     out = subprocess.run(
-        [sys.executable, "-c", PROGRAM.format(name=name)],
-        env=ENVIRONMENT,
+        [sys.executable, "-c", program],
+        env={**ENVIRONMENT, "OFFPATH_QUEUE_CLASS": "default"},
         capture_output=True,
         text=True,
         check=True,
         cwd=ROOT,
     ).stdout
-    return set(json.loads(out))
+    return set(json.loads(out.strip().splitlines()[-1]))
 
 
 @pytest.mark.parametrize(("handler", "unwanted"), [("worker", NOT_IN_THE_WORKER), ("api", NOT_IN_THE_API)])
-def test_a_handlers_init_imports_nothing_its_first_request_does_not_use(handler: str, unwanted: set[str]) -> None:
-    modules = imported_by(handler)
+@pytest.mark.parametrize("services", [False, True], ids=["imported", "services built"])
+def test_a_handlers_init_imports_nothing_its_first_request_does_not_use(
+    handler: str, unwanted: set[str], services: bool
+) -> None:
+    modules = imported_by(handler, services)
 
     assert f"offpath.handlers.{handler}" in modules
     assert modules & unwanted == set()
