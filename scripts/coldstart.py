@@ -67,6 +67,9 @@ STACK_ENVIRONMENT = {
     "OFFPATH_ENQUEUE_FUNCTION_ARN": "arn:aws:lambda:us-east-1:123456789012:function:offpath-enqueue",
     "OFFPATH_DEMO_JOBS": "true",
 }
+# What Lambda itself sets in every function's environment and offpath reads: the function's name (on Lambda the
+# collector is paused during the init, offpath.collector; the JSON log handler stands alone, offpath.observability).
+LAMBDA_ENVIRONMENT = {"AWS_LAMBDA_FUNCTION_NAME": "offpath-coldstart"}
 
 # -- the programs each fresh process runs (the event or record arrives on stdin, read before the clock starts)
 
@@ -191,6 +194,7 @@ class Bench:
             **CREDENTIALS,
             **resources.environment(),
             **STACK_ENVIRONMENT,
+            **LAMBDA_ENVIRONMENT,
             "OFFPATH_QUEUE_CLASS": "default",
             "AWS_ENDPOINT_URL": emulator.endpoint,
             "PYTHONPATH": str(functions),

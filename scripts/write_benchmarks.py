@@ -132,7 +132,9 @@ def coldstart_section(result: dict[str, Any], arguments: list[str], when: dateti
         "clients its calls need and making the same calls (api: PutItem + SendMessage; worker: two UpdateItem). "
         "Wall clock is what the caller waits for; the process's CPU time beside it is steadier on a loaded "
         "machine. Import only: the handler's import + `default_services()` against `import boto3` + those "
-        "clients. SnapStart (`-c snapstart=true`) cannot be measured here: it needs Lambda's snapshots.",
+        "clients. Every process runs with Lambda's `AWS_LAMBDA_FUNCTION_NAME` set, so a handler pauses the garbage "
+        "collector during its init as it does on Lambda (offpath.collector). "
+        "SnapStart (`-c snapstart=true`) cannot be measured here: it needs Lambda's snapshots.",
         "",
         "| handler | first request: floor ms | handler ms | ratio | CPU ratio | import only: floor ms | handler ms "
         "| ratio | CPU ratio |",

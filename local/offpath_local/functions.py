@@ -107,8 +107,9 @@ class ApiFunction:
         base = self._module.default_services()
         overrides = {"stats": stats, "alarms": alarms}
         base = dataclasses.replace(base, **{k: v for k, v in overrides.items() if v is not None})
-        if resolver is not None and getattr(base, "webhooks", None) is not None:
-            base = dataclasses.replace(base, webhooks=dataclasses.replace(base.webhooks, resolver=resolver))
+        if resolver is not None:
+            hooks = self._module.webhook_services(base)  # on Lambda built at the first webhook route's call
+            base = dataclasses.replace(base, webhooks=dataclasses.replace(hooks, resolver=resolver))
         # Clients that adapters create on first use are created now, on one thread.
         base.monitor.stats()
         self._services = dataclasses.replace(observed(base, events, "api", tap), sleep=self._pause)

@@ -13,7 +13,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAM = """
 import json, sys
-import offpath.handlers.{name}
+import offpath.handlers.{name} as module
+{services}
 print(json.dumps(sorted(m for m in sys.modules if m.startswith("offpath"))))
 """
 ENVIRONMENT = {"AWS_DEFAULT_REGION": "us-east-1", "OFFPATH_TABLE_NAME": "jobs", "PYTHONPATH": str(ROOT / "functions")}
@@ -31,26 +32,88 @@ NOT_IN_THE_WORKER = {
     "offpath.logic.notify",
     "offpath.adapters.dynamodb_quotas",
     "offpath.logic.quotas",
+    # Only the handlers that make one-time schedules (api, enqueue, sweeper) import the Scheduler's adapter.
+    "offpath.adapters.scheduler",
 }
-# Never at the api's init: the notifier's sinks and the delivery path.
-NOT_IN_THE_API = {"offpath.adapters.realtime", "offpath.adapters.deliveries", "offpath.logic.notify"}
+# Never at the api's init: the notifier's sinks and the delivery path; the webhook routes' use cases, domain and
+# adapters (imported by those routes, on their first call); the worker's use case.
+NOT_IN_THE_API = {
+    "offpath.adapters.realtime",
+    "offpath.adapters.deliveries",
+    "offpath.logic.notify",
+    "offpath.logic.webhooks",
+    "offpath.domain.webhooks",
+    "offpath.adapters.webhook_store",
+    "offpath.adapters.webhook_http",
+    "offpath.logic.process",
+}
 
 
-def imported_by(name: str) -> set[str]:
+def imported_by(name: str, services: bool = False) -> set[str]:
+    program = PROGRAM.format(name=name, services="module.default_services()" if services else "")
     out = subprocess.run(
-        [sys.executable, "-c", PROGRAM.format(name=name)],
-        env=ENVIRONMENT,
+        [sys.executable, "-c", program],
+        env={**ENVIRONMENT, "OFFPATH_QUEUE_CLASS": "default"},
         capture_output=True,
         text=True,
         check=True,
         cwd=ROOT,
     ).stdout
-    return set(json.loads(out))
+    return set(json.loads(out.strip().splitlines()[-1]))
 
 
 @pytest.mark.parametrize(("handler", "unwanted"), [("worker", NOT_IN_THE_WORKER), ("api", NOT_IN_THE_API)])
-def test_a_handlers_init_imports_nothing_its_first_request_does_not_use(handler: str, unwanted: set[str]) -> None:
-    modules = imported_by(handler)
+@pytest.mark.parametrize("services", [False, True], ids=["imported", "services built"])
+def test_a_handlers_init_imports_nothing_its_first_request_does_not_use(
+    handler: str, unwanted: set[str], services: bool
+) -> None:
+    modules = imported_by(handler, services)
 
     assert f"offpath.handlers.{handler}" in modules
     assert modules & unwanted == set()
+
+
+# -- the collector across the init (offpath.collector) -----------------------------------------------------------
+
+COLLECTOR = """
+import gc, json
+import offpath.handlers.{name} as module
+imported = [gc.isenabled(), gc.get_freeze_count() > 0]
+{services}
+print(json.dumps([imported, [gc.isenabled(), gc.get_freeze_count() > 0]]))
+"""
+HANDLERS = ["api", "worker", "enqueue", "sweeper", "notifier", "delivery"]
+SERVICES = {"api": "module.default_services()", "worker": "module.default_services()"}
+LAMBDA = {"AWS_LAMBDA_FUNCTION_NAME": "offpath-test", "OFFPATH_QUEUE_CLASS": "default"}
+
+
+def collector_after_init(name: str, environment: dict[str, str]) -> list[list[bool]]:
+    program = COLLECTOR.format(name=name, services=SERVICES.get(name, ""))
+    out = subprocess.run(
+        [sys.executable, "-c", program],
+        env={**ENVIRONMENT, "OFFPATH_QUEUE_CLASS": "default", **environment},
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    ).stdout
+    result: list[list[bool]] = json.loads(out.strip().splitlines()[-1])
+    return result
+
+
+@pytest.mark.parametrize("handler", HANDLERS)
+def test_on_lambda_the_collector_runs_again_once_a_handlers_init_is_done(handler: str) -> None:
+    imported, served = collector_after_init(handler, LAMBDA)
+
+    # Collecting again, with what the init made frozen (never scanned again), after the import and after
+    # default_services; a handler left with its collector paused would grow without bound.
+    assert imported == [True, True]
+    assert served == [True, True]
+
+
+@pytest.mark.parametrize("handler", ["api", "worker"])
+def test_outside_lambda_the_collector_is_left_alone(handler: str) -> None:
+    imported, served = collector_after_init(handler, {})
+
+    assert imported == [True, False]
+    assert served == [True, False]

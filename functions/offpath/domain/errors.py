@@ -28,6 +28,11 @@ class JobNotFoundError(OffpathError):
     pass
 
 
+class WebhookNotFoundError(Exception):
+    """No webhook endpoint of that name for the tenant (here, not in logic.webhooks: the api's error answers
+    name it without importing the webhook use cases, which only the webhook routes need)."""
+
+
 class IdempotencyConflictError(OffpathError):
     """The idempotency key was used before with another payload."""
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from offpath import contract
+from offpath import collector, contract
 from offpath.adapters.cloudwatch import CloudWatchAlarms, CloudWatchStats
 from offpath.domain.errors import (
     IdempotencyConflictError,
@@ -31,6 +31,7 @@ from offpath.domain.errors import (
     StoreUnavailableError,
     TenantRefusedError,
     UnknownScheduleError,
+    WebhookNotFoundError,
 )
 from offpath.domain.job import JobStatus
 from offpath.domain.ports import AlarmSource, Ports, QueueMonitor, Redriver, StatsSource
@@ -92,7 +93,7 @@ from offpath.handlers.http import (
     Router,
     UnauthorizedError,
 )
-from offpath.logic import queries, waiting, webhooks
+from offpath.logic import queries, waiting
 from offpath.logic.quotas import CachedQuotaGate
 from offpath.logic.schedules import SYSTEM_TENANT, describe_schedules, fire_schedule
 from offpath.logic.submit import (
@@ -104,7 +105,6 @@ from offpath.logic.submit import (
     submit_job,
     unknown_job_type,
 )
-from offpath.logic.webhooks import WebhookNotFoundError
 from offpath.observability import bind_request_id, configure_logging
 from offpath.settings import Settings
 from offpath.tenancy import is_admin, tenant_of
@@ -131,14 +131,17 @@ class ApiServices:
     # GET /stats and GET /alarms (None: not configured, answered 503).
     stats: StatsSource | None = None
     alarms: AlarmSource | None = None
-    # The webhook routes (notices).
+    # The webhook routes (notices): given, or built by `build_webhooks` on the first webhook route's call (their
+    # adapters and use cases are imported then, not at a cold start that answers a submit: ~10 ms).
     webhooks: WebhookServices | None = None
+    build_webhooks: Callable[[], WebhookServices] | None = None
     # GET /jobs/{id}?wait=N pauses between its reads with these (tests and the local runtime replace them).
     sleep: Callable[[float], None] = time.sleep
     monotonic: Callable[[], float] = time.monotonic
 
 
 @functools.lru_cache(maxsize=1)
+@collector.during_init
 def default_services() -> ApiServices:
     settings = Settings.from_env()
     configure_logging("api", settings.log_level)
@@ -155,7 +158,7 @@ def build_services(settings: Settings, overrides: Overrides | None = None) -> Ap
         settings=settings,
         stats=CloudWatchStats(),
         alarms=CloudWatchAlarms(settings.stack_prefix),
-        webhooks=build_webhook_services(settings, overrides),
+        build_webhooks=functools.partial(build_webhook_services, settings, overrides),
     )
 
 
@@ -448,9 +451,13 @@ def trigger_schedule(request: Request, services: ApiServices) -> Response:
 
 
 # -- webhooks (notices) -----------------------------------------------------------------------
+# The webhook use cases are imported by these routes, on their first call (with the services, webhook_services).
 
 
-def _webhooks(services: ApiServices) -> WebhookServices:
+def webhook_services(services: ApiServices) -> WebhookServices:
+    """The webhook routes' services, built the first time a route asks for them."""
+    if services.webhooks is None and services.build_webhooks is not None:
+        services.webhooks = services.build_webhooks()
     if services.webhooks is None:
         raise QueueUnavailableError("webhooks are not configured")
     return services.webhooks
@@ -458,8 +465,10 @@ def _webhooks(services: ApiServices) -> WebhookServices:
 
 @handles("putWebhook")
 def put_webhook(request: Request, services: ApiServices) -> Response:
+    from offpath.logic import webhooks
+
     body: WebhookBody = parse_body(WebhookBody, _decoded_json(request))
-    hooks = _webhooks(services)
+    hooks = webhook_services(services)
     outcome = webhooks.put_endpoint(
         request.caller,
         webhooks.EndpointRequest(
@@ -482,33 +491,44 @@ def put_webhook(request: Request, services: ApiServices) -> Response:
 
 @handles("listWebhooks")
 def list_webhooks(request: Request, services: ApiServices) -> WebhooksView:
-    endpoints = _webhooks(services).store.endpoints(request.caller)
+    endpoints = webhook_services(services).store.endpoints(request.caller)
     return WebhooksView(webhooks=[WebhookView.of(e) for e in sorted(endpoints, key=lambda e: e.name)])
 
 
 @handles("getWebhook")
 def get_webhook(request: Request, services: ApiServices) -> WebhookView:
-    store = _webhooks(services).store
+    from offpath.logic import webhooks
+
+    store = webhook_services(services).store
     return WebhookView.of(webhooks.get_endpoint(request.caller, request.path_parameters["name"], store))
 
 
 @handles("deleteWebhook")
 def delete_webhook(request: Request, services: ApiServices) -> Response:
-    webhooks.delete_endpoint(request.caller, request.path_parameters["name"], _webhooks(services).store)
+    from offpath.logic import webhooks
+
+    webhooks.delete_endpoint(request.caller, request.path_parameters["name"], webhook_services(services).store)
     return Response(204, NoContent())
 
 
 @handles("rotateWebhookSecret")
 def rotate_webhook_secret(request: Request, services: ApiServices) -> WebhookSecretView:
+    from offpath.logic import webhooks
+
     endpoint = webhooks.rotate_secret(
-        request.caller, request.path_parameters["name"], store=_webhooks(services).store, clock=services.ports.clock
+        request.caller,
+        request.path_parameters["name"],
+        store=webhook_services(services).store,
+        clock=services.ports.clock,
     )
     return WebhookSecretView.with_secret(endpoint)
 
 
 @handles("testWebhook")
 def send_test_webhook(request: Request, services: ApiServices) -> Response:
-    hooks = _webhooks(services)
+    from offpath.logic import webhooks
+
+    hooks = webhook_services(services)
     name = request.path_parameters["name"]
     webhooks.get_endpoint(request.caller, name, hooks.store)
     if hooks.queue is None:
@@ -521,7 +541,9 @@ def send_test_webhook(request: Request, services: ApiServices) -> Response:
 
 @handles("listWebhookDeliveries")
 def list_webhook_deliveries(request: Request, services: ApiServices) -> DeliveriesView:
-    log = webhooks.delivery_log(request.caller, request.path_parameters["name"], _webhooks(services).store)
+    from offpath.logic import webhooks
+
+    log = webhooks.delivery_log(request.caller, request.path_parameters["name"], webhook_services(services).store)
     return DeliveriesView(deliveries=[DeliveryAttemptView.of(a) for a in log.attempts], failing_since=log.failing_since)
 
 
@@ -612,3 +634,6 @@ def identify(event: dict[str, Any], services: ApiServices) -> Caller:
 
 
 router: Router[ApiServices] = Router(contract.ROUTES, HANDLERS, refusal, identify)
+
+# The init's imports are done: what they made is frozen and the collector runs again (offpath.collector).
+collector.settle()

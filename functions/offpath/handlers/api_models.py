@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from datetime import datetime
-from typing import Annotated, Any, Literal, Self
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
 from pydantic import (
     BaseModel,
@@ -26,8 +26,10 @@ from offpath.domain.errors import InvalidRequestError
 from offpath.domain.events import EventType
 from offpath.domain.job import Job, JobStatus
 from offpath.domain.ports import QueueStats, RedriveTask
-from offpath.domain.webhooks import Endpoint
 from offpath.logic.submit import validation_error
+
+if TYPE_CHECKING:
+    from offpath.domain.webhooks import Endpoint
 
 _LAZY = ConfigDict(defer_build=True)
 
@@ -109,11 +111,13 @@ class SubmitBody(BaseModel):
 
 
 class BatchItemBody(SubmitBody):
+    model_config = _LAZY
+
     idempotency_key: str | None = Field(default=None, max_length=255)
 
 
 class BatchBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     jobs: list[BatchItemBody] = Field(min_length=1, max_length=100)
 
@@ -731,7 +735,7 @@ JobTypeNameText = Annotated[str, Field(max_length=64), WithJsonSchema({"$ref": "
 
 
 class WebhookBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     url: str = Field(
         min_length=1,

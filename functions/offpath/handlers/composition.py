@@ -13,17 +13,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from offpath import snapstart
-from offpath.adapters import scheduler as scheduler_adapter
-from offpath.adapters import sqs_queue
+from offpath.adapters import dynamodb_store, sqs_queue
 from offpath.adapters.dynamodb_store import DynamoDbJobStore, from_item
-from offpath.adapters.scheduler import EventBridgeJobScheduler
 from offpath.adapters.sqs_queue import SqsJobQueue, SqsQueueMonitor, SqsRedriver
 from offpath.domain.clock import Clock, SystemClock
 from offpath.domain.job import Job
 from offpath.domain.ports import JobScheduler, JobStore, Metrics, Ports
 from offpath.domain.registry import Registry
 from offpath.jobs import load_job_types
-from offpath.logic.process import WorkerPolicy, WorkerPorts
 from offpath.observability import EmfMetrics
 from offpath.settings import Settings
 
@@ -37,6 +34,7 @@ if TYPE_CHECKING:
     from offpath.adapters.webhook_http import Connector
     from offpath.domain.events import EventSink
     from offpath.domain.webhooks import DeliveryQueue, Resolver, WebhookStore
+    from offpath.logic.process import WorkerPolicy, WorkerPorts
     from offpath.logic.quotas import CachedQuotaGate
     from offpath.logic.submit import SubmitPolicy
     from offpath.logic.sweep import SweepPolicy
@@ -83,7 +81,7 @@ class Overrides:
     event_bus: EventSink | None = None
 
     def store(self, settings: Settings) -> JobStore:
-        store: JobStore = DynamoDbJobStore(settings.table_name, client=self.dynamodb)
+        store: JobStore = DynamoDbJobStore(settings.table_name, client=self.dynamodb_client())
         book = settings.quota_book
         if book.counts:
             from offpath.logic.quotas import CountingStore
@@ -94,7 +92,14 @@ class Overrides:
     def quota_counters(self, settings: Settings) -> DynamoDbQuotaCounters:
         from offpath.adapters.dynamodb_quotas import DynamoDbQuotaCounters
 
-        return DynamoDbQuotaCounters(settings.table_name, client=self.dynamodb)
+        return DynamoDbQuotaCounters(settings.table_name, client=self.dynamodb_client())
+
+    def dynamodb_client(self) -> DynamoDBClient:
+        """The DynamoDB client every store of one set of services shares (the job store's, the webhook store's,
+        the quota counters'): one client, one service model loaded, where the api made one per store (~15 ms)."""
+        if self.dynamodb is None:
+            self.dynamodb = dynamodb_store.default_client()
+        return self.dynamodb
 
     def sqs_client(self) -> SQSClient:
         """The SQS client every SQS adapter of one set of services shares (made once, when first used: a worker
@@ -130,6 +135,8 @@ def build_quota_gate(settings: Settings, clock: Clock, overrides: Overrides | No
 
 def build_worker_ports(settings: Settings, overrides: Overrides | None = None) -> WorkerPorts:
     """The worker's ports for `settings.queue_class`."""
+    from offpath.logic.process import WorkerPorts
+
     if settings.queue_class is None:
         raise RuntimeError("OFFPATH_QUEUE_CLASS is not set")
     o = overrides or Overrides()
@@ -160,7 +167,9 @@ def _snapshot_safe(store: JobStore, overrides: Overrides | None) -> JobStore:
 def build_scheduler(settings: Settings, overrides: Overrides | None = None) -> JobScheduler | None:
     if not (settings.schedule_group and settings.enqueue_function_arn and settings.scheduler_role_arn):
         return None
-    return EventBridgeJobScheduler(
+    from offpath.adapters import scheduler as scheduler_adapter
+
+    return scheduler_adapter.EventBridgeJobScheduler(
         settings.schedule_group,
         target_arn=settings.enqueue_function_arn,
         role_arn=settings.scheduler_role_arn,
@@ -180,8 +189,9 @@ def build_redriver(settings: Settings, overrides: Overrides | None = None) -> Sq
     return SqsRedriver(settings.queue_urls, settings.dlq_urls, mode=settings.redrive_mode, client=client)
 
 
-# The submit and sweep use cases are imported by the handlers that run them, not by every handler (a worker
-# imports neither: ~7 ms of its cold start).
+# The submit, sweep and worker use cases (and the Scheduler's adapter) are imported by the handlers that run
+# them, not by every handler (a worker imports neither submit nor sweep: ~7 ms of its cold start; the api no
+# worker use case, ~3 ms).
 
 
 def submit_policy(settings: Settings) -> SubmitPolicy:
@@ -191,6 +201,8 @@ def submit_policy(settings: Settings) -> SubmitPolicy:
 
 
 def worker_policy(settings: Settings) -> WorkerPolicy:
+    from offpath.logic.process import WorkerPolicy
+
     if settings.queue_class is None:
         raise RuntimeError("OFFPATH_QUEUE_CLASS is not set")
     return WorkerPolicy(queue=settings.queue_class, retention=settings.retention, sweep_grace=settings.sweep_grace)
@@ -255,7 +267,7 @@ def build_webhook_services(settings: Settings, overrides: Overrides | None = Non
 
     o = overrides or Overrides()
     return WebhookServices(
-        store=DynamoDbWebhookStore(settings.table_name, client=o.dynamodb),
+        store=DynamoDbWebhookStore(settings.table_name, client=o.dynamodb_client()),
         resolver=o.resolver or SystemResolver(),
         policy=receiver_policy(settings),
         queue=build_delivery_queue(settings, o),
@@ -278,7 +290,7 @@ def build_notifier_services(settings: Settings, overrides: Overrides | None = No
         sinks.append(EventBridgeSink(settings.event_bus_name, render_job))
     queue = build_delivery_queue(settings, o)
     if queue is not None:
-        store = DynamoDbWebhookStore(settings.table_name, client=o.dynamodb)
+        store = DynamoDbWebhookStore(settings.table_name, client=o.dynamodb_client())
         sinks.append(WebhookFanout(store, queue, o.clock or SystemClock(), render_job))
     if settings.realtime_url:
         # The stack's realtime API (AppSync Events): browsers subscribed to the jobs' channels.
@@ -302,7 +314,7 @@ def build_delivery_ports(settings: Settings, overrides: Overrides | None = None)
         allow_loopback=settings.allow_loopback_receivers,
     )
     return DeliveryPorts(
-        store=DynamoDbWebhookStore(settings.table_name, client=o.dynamodb),
+        store=DynamoDbWebhookStore(settings.table_name, client=o.dynamodb_client()),
         queue=queue,
         sender=sender,
         clock=o.clock or SystemClock(),

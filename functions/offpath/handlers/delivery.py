@@ -9,6 +9,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from offpath import collector
 from offpath.domain.webhooks import Delivery
 from offpath.handlers.composition import Overrides, build_delivery_ports, receiver_policy
 from offpath.logic.webhooks import DeliveryPorts, ReceiverPolicy, deliver
@@ -25,6 +26,7 @@ class DeliveryServices:
 
 
 @functools.lru_cache(maxsize=1)
+@collector.during_init
 def default_services() -> DeliveryServices:
     settings = Settings.from_env()
     configure_logging("delivery", settings.log_level)
@@ -61,3 +63,7 @@ def handler(event: dict[str, Any], context: Any, services: DeliveryServices | No
             },
         )
     return {"batchItemFailures": failures}
+
+
+# The init's imports are done: what they made is frozen and the collector runs again (offpath.collector).
+collector.settle()

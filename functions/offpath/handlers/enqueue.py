@@ -10,6 +10,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
+from offpath import collector
 from offpath.domain.ports import Ports
 from offpath.handlers.composition import Overrides, build_ports, submit_policy
 from offpath.logic.schedules import enqueue_delayed, fire_schedule
@@ -25,6 +26,7 @@ class EnqueueServices:
 
 
 @functools.lru_cache(maxsize=1)
+@collector.during_init
 def default_services() -> EnqueueServices:
     settings = Settings.from_env()
     configure_logging("enqueue", settings.log_level)
@@ -51,3 +53,7 @@ def handler(event: dict[str, Any], context: Any, services: EnqueueServices | Non
         raise ValueError(f"unknown event kind {str(kind)[:40]!r}")
     finally:
         services.ports.metrics.flush()
+
+
+# The init's imports are done: what they made is frozen and the collector runs again (offpath.collector).
+collector.settle()

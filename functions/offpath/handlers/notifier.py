@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from offpath import collector
 from offpath.handlers.composition import NotifierServices, Overrides, build_notifier_services
 from offpath.logic.notify import StreamRecord, change_of, notify, publish_metrics
 from offpath.observability import configure_logging
@@ -15,6 +16,7 @@ from offpath.settings import Settings
 
 
 @functools.lru_cache(maxsize=1)
+@collector.during_init
 def default_services() -> NotifierServices:
     settings = Settings.from_env()
     configure_logging("notifier", settings.log_level)
@@ -32,3 +34,7 @@ def handler(event: dict[str, Any], context: Any, services: NotifierServices | No
     if services.metrics is not None:
         publish_metrics(changes, services.metrics, failed)
     return {"batchItemFailures": [{"itemIdentifier": failed}] if failed is not None else []}
+
+
+# The init's imports are done: what they made is frozen and the collector runs again (offpath.collector).
+collector.settle()

@@ -6,6 +6,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
+from offpath import collector
 from offpath.domain.ports import Ports
 from offpath.handlers.composition import Overrides, build_ports, sweep_policy
 from offpath.logic.sweep import SweepPolicy, sweep
@@ -20,6 +21,7 @@ class SweeperServices:
 
 
 @functools.lru_cache(maxsize=1)
+@collector.during_init
 def default_services() -> SweeperServices:
     settings = Settings.from_env()
     configure_logging("sweeper", settings.log_level)
@@ -37,3 +39,7 @@ def handler(event: dict[str, Any], context: Any, services: SweeperServices | Non
     finally:
         services.ports.metrics.flush()
     return {**vars(report), "stuck": report.stuck}
+
+
+# The init's imports are done: what they made is frozen and the collector runs again (offpath.collector).
+collector.settle()

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from offpath import collector
 from offpath.adapters.sqs_queue import REASON_ATTRIBUTE
 from offpath.handlers.composition import Overrides, build_worker_ports, worker_policy
 from offpath.logic.process import Delivery, WorkerPolicy, WorkerPorts, process_batch
@@ -25,6 +26,7 @@ class WorkerServices:
 
 
 @functools.lru_cache(maxsize=1)
+@collector.during_init
 def default_services() -> WorkerServices:
     settings = Settings.from_env()
     configure_logging("worker", settings.log_level)
@@ -63,3 +65,7 @@ def handler(event: dict[str, Any], context: Any, services: WorkerServices | None
     finally:
         services.ports.metrics.flush()
     return {"batchItemFailures": [{"itemIdentifier": message_id} for message_id in failures]}
+
+
+# The init's imports are done: what they made is frozen and the collector runs again (offpath.collector).
+collector.settle()

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from offpath.domain.clock import Clock
-from offpath.domain.errors import InvalidRequestError
+from offpath.domain.errors import InvalidRequestError, WebhookNotFoundError
 from offpath.domain.webhooks import (
     DELIVERY_TIMEOUT_S,
     GONE,
@@ -54,10 +54,6 @@ logger = logging.getLogger("offpath.webhooks")
 
 # SQS DelaySeconds' ceiling: a longer wait is made of several hops.
 MAX_MESSAGE_DELAY_S = 900
-
-
-class WebhookNotFoundError(Exception):
-    pass
 
 
 @dataclass(frozen=True)
