@@ -70,3 +70,30 @@ def test_the_default_services_of_a_worker_are_tracked(monkeypatch: pytest.Monkey
     ports = build_worker_ports(settings)
     assert snapstart._generators == [ports.rng]
     assert snapstart._clients == [ports.store.client]  # type: ignore[attr-defined]
+
+
+def test_the_default_services_of_the_api_are_tracked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The api shares one Overrides between its adapters; its store's client, made at init, is still tracked and
+    the hooks installed (a runtime with SnapStart's module)."""
+    from offpath.handlers.api import build_services
+    from offpath.settings import Settings
+
+    installed: list[Callable[..., Any]] = []
+    runtime = types.ModuleType("snapshot_restore_py")
+    runtime.register_after_restore = installed.append  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "snapshot_restore_py", runtime)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    services = build_services(Settings(table_name="t", queue_urls={"default": "q"}, dlq_urls={"default": "d"}))
+    assert snapstart._clients == [services.ports.store.client]  # type: ignore[attr-defined]
+    assert installed == [snapstart.after_restore]
+
+
+def test_injected_clients_and_generators_are_not_tracked(monkeypatch: pytest.MonkeyPatch) -> None:
+    from offpath.handlers.composition import Overrides, build_worker_ports
+    from offpath.settings import Settings
+
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    settings = Settings(table_name="t", queue_urls={"default": "q"}, dlq_urls={"default": "d"}, queue_class="default")
+    build_worker_ports(settings, Overrides(dynamodb=PooledClient(), rng=lambda: random.Random(7)))  # type: ignore[arg-type]
+    assert snapstart._clients == []
+    assert snapstart._generators == []

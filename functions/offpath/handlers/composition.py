@@ -98,8 +98,19 @@ class Overrides:
         """The DynamoDB client every store of one set of services shares (the job store's, the webhook store's,
         the quota counters'): one client, one service model loaded, where the api made one per store (~15 ms)."""
         if self.dynamodb is None:
-            self.dynamodb = dynamodb_store.default_client()
+            # Made here as on Lambda, at init: with SnapStart its pooled connections must not outlive a restore
+            # (offpath.snapstart; the hooks are installed where the runtime has them). Clients made on first use
+            # are made after any restore.
+            self.dynamodb = snapstart.track_client(dynamodb_store.default_client())
+            snapstart.register()
         return self.dynamodb
+
+    def generator(self) -> random.Random:
+        """The worker's random generator (backoff jitter); the default one is seeded again after a restore."""
+        rng = self.rng()
+        if self.rng is random.Random:
+            snapstart.track_generator(rng)
+        return rng
 
     def sqs_client(self) -> SQSClient:
         """The SQS client every SQS adapter of one set of services shares (made once, when first used: a worker
@@ -114,7 +125,7 @@ def build_ports(settings: Settings, service: str, overrides: Overrides | None = 
     clock = o.clock or SystemClock()
     return Ports(
         registry=o.registry or load_job_types(demo=settings.demo_jobs),
-        store=_snapshot_safe(o.store(settings), overrides),
+        store=o.store(settings),
         queue=SqsJobQueue(settings.queue_urls, settings.dlq_urls, client=o.sqs_client()),
         clock=clock,
         metrics=o.metrics(service) if o.metrics else EmfMetrics(service, by_job_type=settings.metrics_by_job_type),
@@ -141,27 +152,15 @@ def build_worker_ports(settings: Settings, overrides: Overrides | None = None) -
         raise RuntimeError("OFFPATH_QUEUE_CLASS is not set")
     o = overrides or Overrides()
     service = f"worker-{settings.queue_class}"
-    rng = o.rng()
-    if overrides is None:
-        snapstart.track_generator(rng)
+    rng = o.generator()
     return WorkerPorts(
         registry=o.registry or load_job_types(demo=settings.demo_jobs),
-        store=_snapshot_safe(o.store(settings), overrides),
+        store=o.store(settings),
         queue=SqsJobQueue(settings.queue_urls, settings.dlq_urls, client=o.sqs_client()),
         clock=o.clock or SystemClock(),
         metrics=o.metrics(service) if o.metrics else EmfMetrics(service, by_job_type=settings.metrics_by_job_type),
         rng=rng,
     )
-
-
-def _snapshot_safe(store: JobStore, overrides: Overrides | None) -> JobStore:
-    """On Lambda (nothing overridden): the SnapStart hooks are installed where the runtime has them, and the
-    store's client, made at init, is one whose connections are dropped after a restore (offpath.snapstart).
-    The clients made on first use are made after any restore."""
-    if overrides is None:
-        snapstart.register()
-        snapstart.track_client(getattr(store, "client", None))
-    return store
 
 
 def build_scheduler(settings: Settings, overrides: Overrides | None = None) -> JobScheduler | None:
