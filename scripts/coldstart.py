@@ -9,7 +9,9 @@ through AWS_ENDPOINT_URL.
           floor:    import boto3, create a DynamoDB and an SQS client, PutItem + SendMessage
   worker  handler:  import offpath.handlers.worker, serve one SQS record of a QUEUED job (submitted by this
                     script beforehand) -> no batch item failure (the job SUCCEEDED)
-          floor:    import boto3, create a DynamoDB client, two UpdateItem
+          floor:    import boto3, create a DynamoDB client, two UpdateItem (the claim, the outcome), an SQS
+                    client and one ChangeMessageVisibilityBatch (the hold of the batch's messages for the
+                    lease, logic/process.py) - the calls the worker makes
 
 The floor creates only the clients its calls need. Each process also reports its init alone (for a handler:
 import + `default_services()`; for the floor: import boto3 + the clients); those "import-only" numbers are
@@ -121,6 +123,9 @@ t, c = time.perf_counter(), time.process_time()
 import boto3
 dynamodb = boto3.client("dynamodb")
 init, init_cpu = time.perf_counter() - t, time.process_time() - c
+sqs = boto3.client("sqs")  # the worker makes its SQS client on first use, for the hold below
+sqs.change_message_visibility_batch(QueueUrl=request["queue_url"], Entries=[
+    {"Id": "0", "ReceiptHandle": request["receipt_handle"], "VisibilityTimeout": 300}])
 for status in ("RUNNING", "SUCCEEDED"):
     dynamodb.update_item(TableName=request["table"], Key={"pk": {"S": "floor#worker"}},
                          UpdateExpression="SET #s = :s ADD attempt :one",
@@ -217,6 +222,15 @@ class Bench:
         queue_url = self.resources.queue_urls["default"]
         return json.dumps({"table": self.resources.table_name, "queue_url": queue_url})
 
+    def worker_floor_request(self) -> str:
+        """The floor's calls need a received message to hold, as the worker holds its record's: one is sent and
+        received here, before the floor's process starts."""
+        queue_url = self.resources.queue_urls["default"]
+        self._drain(queue_url)
+        self.sqs.send_message(QueueUrl=queue_url, MessageBody="{}")
+        (message,) = self.sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=1, WaitTimeSeconds=1)["Messages"]
+        return json.dumps({**json.loads(self.floor_request()), "receipt_handle": message["ReceiptHandle"]})
+
     def worker_event(self) -> str:
         """A QUEUED job's SQS record, as the event source mapping would deliver it: the job is submitted by a
         handler process of its own (this process imports no handler), and its message received here."""
@@ -251,10 +265,11 @@ class Bench:
     def pair(self, name: str, runs: int) -> Row:
         handler_program, floor_program = (API_PROGRAM, API_FLOOR) if name == "api" else (WORKER_PROGRAM, WORKER_FLOOR)
         event = self.api_event if name == "api" else self.worker_event
+        floor_request = self.floor_request if name == "api" else self.worker_floor_request
         floors: list[list[float]] = []
         handlers: list[list[float]] = []
         for index in range(runs + 1):  # the first pair warms the file cache and the .pyc files
-            floor = self.run(floor_program, self.floor_request())
+            floor = self.run(floor_program, floor_request())
             handler = self.run(handler_program, event())
             if index:
                 floors.append(floor)
