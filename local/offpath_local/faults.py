@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from offpath.domain.registry import Registry
+from offpath.naming import TABLE_PARTITION_KEY, TABLE_SORT_KEY
 
 FAULTS_FILE = "faults.jsonl"
 KINDS = (
@@ -299,8 +300,8 @@ class FaultInjector:
         values = params.get("ExpressionAttributeValues") or {}
         if not self.armed or values.get(":status") != {"S": "SUCCEEDED"}:
             return
-        key = _pk(params.get("Key"))
-        call = _Call("dynamodb", "UpdateItem", f"crash|{key}", _job_of_key(key))
+        key = params.get("Key")
+        call = _Call("dynamodb", "UpdateItem", f"crash|{_key_text(key)}", _job_of_key(key))
         decision = self._decide(call, ("worker-crash",))
         if decision is not None:
             self._count("worker-crash", call)
@@ -402,10 +403,10 @@ def _call_of(service: str, operation: str, body: Any) -> _Call:
     except (TypeError, ValueError):
         request = {}
     if service == "dynamodb":
-        key = _pk(request.get("Key") or request.get("Item"))
-        if key is not None:
+        key = request.get("Key") or request.get("Item")
+        if _key_text(key) is not None:
             what = request.get("UpdateExpression") or request.get("ConditionExpression") or ""
-            return _Call(service, operation, f"{operation}|{key}|{what}", _job_of_key(key))
+            return _Call(service, operation, f"{operation}|{_key_text(key)}|{what}", _job_of_key(key))
         index = request.get("IndexName") or ""
         return _Call(service, operation, f"{operation}|{request.get('TableName', '')}|{index}", None)
     queue = str(request.get("QueueUrl", "")).rsplit("/", 1)[-1]
@@ -418,22 +419,32 @@ def _call_of(service: str, operation: str, body: Any) -> _Call:
     return _Call(service, operation, f"{operation}|{queue}", None)
 
 
-def _pk(key: Any) -> str | None:
-    if isinstance(key, dict) and isinstance(key.get("pk"), dict):
-        value = key["pk"].get("S")
+def _key_part(key: Any, name: str) -> str | None:
+    if isinstance(key, dict) and isinstance(key.get(name), dict):
+        value = key[name].get("S")
         return value if isinstance(value, str) else None
     return None
 
 
-def _job_of_key(key: str | None) -> str | None:
-    """`JOB#<id>` (the job) or `ONCE#<id>#<name>` (a `ctx.once` mark of the job)."""
-    if key is None:
+def _key_text(key: Any) -> str | None:
+    """An item's key (`pk` and `sk`, offpath.naming) as one text, None when the request names no item."""
+    partition = _key_part(key, TABLE_PARTITION_KEY)
+    return None if partition is None else f"{partition}/{_key_part(key, TABLE_SORT_KEY) or ''}"
+
+
+def _job_of_key(key: Any) -> str | None:
+    """The job an item belongs to: `JOB#<tenant>#<shard>` / `<id>` (the job), `ONCE#<id>#<name>` (a `ctx.once`
+    mark of the job), `IDEM#...` (a key's record: its `job_id`, in a put's item)."""
+    partition = _key_part(key, TABLE_PARTITION_KEY)
+    if partition is None:
         return None
-    kind, _, rest = key.partition("#")
+    kind, _, rest = partition.partition("#")
     if kind == "JOB":
-        return rest or None
+        return _key_part(key, TABLE_SORT_KEY) or None
     if kind == "ONCE":
         return rest.split("#", 1)[0] or None
+    if kind == "IDEM":
+        return _key_part(key, "job_id")
     return None
 
 

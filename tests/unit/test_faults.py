@@ -72,7 +72,7 @@ def only(kind: str, rate: float = 1.0, seed: int = 1) -> FaultConfig:
 
 
 def put_job(dynamodb: Any, n: int = 7) -> Any:
-    return dynamodb.put_item(TableName="jobs", Item={"pk": {"S": f"JOB#{n:032x}"}})
+    return dynamodb.put_item(TableName="jobs", Item={"pk": {"S": "JOB#tenant-a#3"}, "sk": {"S": f"{n:032x}"}})
 
 
 def test_a_throttle_is_answered_on_the_first_attempt_and_botocore_retries_through_it() -> None:
@@ -91,7 +91,7 @@ def test_an_outage_fails_every_attempt_so_the_adapter_raises_its_own_error() -> 
     store = DynamoDbJobStore("jobs", client=client("dynamodb", injector, service))
 
     with pytest.raises(StoreUnavailableError):
-        store.get(JOB_ID)
+        store.get(JOB_ID, tenant="tenant-a")
 
     assert service.attempts == []
     assert injector.counts() == {"outage": 1}
@@ -127,7 +127,7 @@ def test_a_send_failure_fails_every_attempt_and_a_duplicate_send_lands_twice() -
 def test_a_worker_crash_replaces_the_success_write_only() -> None:
     injector, service = FaultInjector(only("worker-crash")), Service()
     dynamodb = client("dynamodb", injector, service)
-    key = {"pk": {"S": f"JOB#{JOB_ID}"}}
+    key = {"pk": {"S": "JOB#tenant-a#3"}, "sk": {"S": JOB_ID}}
 
     dynamodb.update_item(TableName="jobs", Key=key, ExpressionAttributeValues={":status": {"S": "RETRYING"}})
     with pytest.raises(WorkerCrash):
