@@ -17,7 +17,9 @@ import pytest
 from offpath_local.faults import KINDS
 from offpath_tools.ledger import FINAL_WITHIN_S, Ledger, LedgerRuntime, run_ledger
 
-SEED = 7
+# A seed whose draws meet every kind of fault, worker crashes of welcome jobs among them (the draws depend on the
+# idempotency keys: with these keys seed 6 crashes 5 welcome jobs' workers, seed 7 none).
+SEED = 6
 FAULT_RATE = 0.03
 JOBS = 100
 
