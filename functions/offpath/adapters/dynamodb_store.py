@@ -334,9 +334,8 @@ class DynamoDbJobStore:
         except ConditionFailed as failed:
             if not failed.item:
                 raise JobNotFoundError(job_id) from None
+            # The tenant is part of the key: a job found is the message's tenant's.
             current = from_item(failed.item)
-            if current.tenant != tenant:
-                raise JobConflictError(None, "message tenant does not match the job") from None
             if current.status is JobStatus.RUNNING and current.lease_until == lease_until and current.updated_at == now:
                 # This claim's own write, met by an SDK retry after its response was lost.
                 return current
@@ -515,7 +514,7 @@ class DynamoDbJobStore:
                 names=names,
             )
         except ConditionFailed as failed:
-            current = _tenants_job(failed, job_id, tenant)
+            current = _tenants_job(failed, job_id)
             raise JobConflictError(current, f"job is {current.status.value}") from None
 
     def requeue_expired_lease(self, job: Job, *, now: datetime, sweep_at: datetime) -> Job:
@@ -620,7 +619,7 @@ class DynamoDbJobStore:
                 {":now": iso(now), ":ttl": epoch(expires_at)},
             )
         except ConditionFailed as failed:
-            current = _tenants_job(failed, job_id, tenant)
+            current = _tenants_job(failed, job_id)
             if (
                 current.status is JobStatus.CANCELLED
                 and current.updated_at == now
@@ -725,12 +724,11 @@ class ConditionFailed(Exception):
         self.item = item
 
 
-def _tenants_job(failed: ConditionFailed, job_id: str, tenant: str) -> Job:
-    """The job a failed condition returned: none (another tenant's job is not under the caller's key) is no job."""
-    current = from_item(failed.item) if failed.item else None
-    if current is None or current.tenant != tenant:
+def _tenants_job(failed: ConditionFailed, job_id: str) -> Job:
+    """The job a failed condition returned; none is no job (another tenant's job is not under the caller's key)."""
+    if not failed.item:
         raise JobNotFoundError(job_id)
-    return current
+    return from_item(failed.item)
 
 
 def item_key(partition: str, sort: str = SOLE_SORT_KEY) -> dict[str, str]:
