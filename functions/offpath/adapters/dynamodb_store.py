@@ -29,7 +29,6 @@ import uuid
 import zlib
 from collections import deque
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -75,6 +74,8 @@ from offpath.domain.ports import CreateOutcome, Firing, JobPage, KeyRecord, Sche
 from offpath.naming import JOB_ITEM_PREFIX, JOB_SHARDS, SOLE_SORT_KEY, TABLE_PARTITION_KEY, TABLE_SORT_KEY
 
 if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
+
     from mypy_boto3_dynamodb.client import DynamoDBClient
     from mypy_boto3_dynamodb.type_defs import AttributeValueTypeDef
 
@@ -258,6 +259,9 @@ class DynamoDbJobStore:
     def _listing_pool(self) -> ThreadPoolExecutor:
         with self._pool_lock:
             if self._pool is None:
+                # Imported here: only the api lists, and the other functions' cold start need not pay for it.
+                from concurrent.futures import ThreadPoolExecutor
+
                 self._pool = ThreadPoolExecutor(max_workers=self.listing_readers, thread_name_prefix="listing")
             return self._pool
 
