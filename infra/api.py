@@ -188,8 +188,9 @@ class JobApi(Construct):
 
     def _grant(self, table: JobTable, queues: JobQueues, schedules: Schedules) -> None:
         api = self.handler
-        # BatchGetItem: a listing reads its page's items after querying the keys-and-status index.
-        table.grant(api, ["PutItem", "GetItem", "UpdateItem", "BatchGetItem"], query_indexes=table.listing_indexes)
+        # Query on the table itself: a listing reads the tenant's partitions (no listing index). BatchGetItem:
+        # the quota counters' shards.
+        table.grant(api, ["PutItem", "GetItem", "UpdateItem", "BatchGetItem"], query_table=True)
         api.grant(["sqs:SendMessage", "sqs:GetQueueAttributes"], queues.all_arns())
         # Redrive: a message move task from each DLQ (or, on emulators, receive + delete + send).
         api.grant(

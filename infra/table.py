@@ -1,4 +1,5 @@
-"""The jobs table: one item per job (also its idempotency record), layout from `offpath.naming`."""
+"""The jobs table: one item per job, keyed for its tenant's listing (`pk` + `sk`), layout from `offpath.naming`.
+A table's key cannot change in place: a deployment made before the sort key gets a new table (docs/deploy.md)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from constructs import Construct
 
 from infra.lambda_function import ServiceFunction
 from infra.options import StackOptions
-from offpath.naming import TABLE_INDEXES, TABLE_PARTITION_KEY, TABLE_STREAM_VIEW, TTL_ATTRIBUTE
+from offpath.naming import TABLE_INDEXES, TABLE_PARTITION_KEY, TABLE_SORT_KEY, TABLE_STREAM_VIEW, TTL_ATTRIBUTE
 
 # The sparse index of unfinished jobs, queried by the sweeper only.
 SWEEP_INDEX = "sweep"
@@ -23,6 +24,7 @@ class JobTable(Construct):
             self,
             "Table",
             partition_key=dynamodb.Attribute(name=TABLE_PARTITION_KEY, type=dynamodb.AttributeType.STRING),
+            sort_key=dynamodb.Attribute(name=TABLE_SORT_KEY, type=dynamodb.AttributeType.STRING),
             billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
             time_to_live_attribute=TTL_ATTRIBUTE,
             point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
@@ -45,11 +47,6 @@ class JobTable(Construct):
         self.index_names = tuple(index.name for index in TABLE_INDEXES)
         if SWEEP_INDEX not in self.index_names:
             raise ValueError(f"offpath.naming.TABLE_INDEXES has no {SWEEP_INDEX!r} index for the sweeper")
-
-    @property
-    def listing_indexes(self) -> tuple[str, ...]:
-        """The indexes the api and the enqueue function query for a tenant's jobs: all but the sweeper's."""
-        return tuple(name for name in self.index_names if name != SWEEP_INDEX)
 
     @property
     def table_name(self) -> str:

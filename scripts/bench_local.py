@@ -154,7 +154,7 @@ def run_floor(runtime: LocalRuntime, jobs: int, clients: int, consumers: int, ta
             if index is None:
                 return
             job_id = f"{tag}-{index:08d}"
-            item = {**template, "pk": {"S": f"job#{job_id}"}}
+            item = {**template, "pk": {"S": f"job#{job_id}"}, "sk": {"S": "#"}}
             dynamodb.put_item(TableName=table, Item=item, ConditionExpression="attribute_not_exists(pk)")
             sqs.send_message(QueueUrl=queue_url, MessageBody=json.dumps({"job_id": job_id, "type": "demo.echo"}))
 
@@ -166,7 +166,7 @@ def run_floor(runtime: LocalRuntime, jobs: int, clients: int, consumers: int, ta
             if not messages:
                 continue
             for message in messages:
-                key = {"pk": {"S": "job#" + json.loads(message["Body"])["job_id"]}}
+                key = {"pk": {"S": "job#" + json.loads(message["Body"])["job_id"]}, "sk": {"S": "#"}}
                 dynamodb.update_item(
                     TableName=table,
                     Key=key,

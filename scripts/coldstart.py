@@ -96,7 +96,8 @@ import boto3
 dynamodb = boto3.client("dynamodb")
 sqs = boto3.client("sqs")
 init, init_cpu = time.perf_counter() - t, time.process_time() - c
-dynamodb.put_item(TableName=request["table"], Item={"pk": {"S": "floor#" + uuid.uuid4().hex}, "data": {"S": "x" * 128}},
+dynamodb.put_item(TableName=request["table"],
+                  Item={"pk": {"S": "floor#" + uuid.uuid4().hex}, "sk": {"S": "#"}, "data": {"S": "x" * 128}},
                   ConditionExpression="attribute_not_exists(pk)")
 sqs.send_message(QueueUrl=request["queue_url"], MessageBody=json.dumps({"job_id": uuid.uuid4().hex}))
 total, total_cpu = time.perf_counter() - t, time.process_time() - c
@@ -127,7 +128,7 @@ sqs = boto3.client("sqs")  # the worker makes its SQS client on first use, for t
 sqs.change_message_visibility_batch(QueueUrl=request["queue_url"], Entries=[
     {"Id": "0", "ReceiptHandle": request["receipt_handle"], "VisibilityTimeout": 300}])
 for status in ("RUNNING", "SUCCEEDED"):
-    dynamodb.update_item(TableName=request["table"], Key={"pk": {"S": "floor#worker"}},
+    dynamodb.update_item(TableName=request["table"], Key={"pk": {"S": "floor#worker"}, "sk": {"S": "#"}},
                          UpdateExpression="SET #s = :s ADD attempt :one",
                          ExpressionAttributeNames={"#s": "status"},
                          ExpressionAttributeValues={":s": {"S": status}, ":one": {"N": "1"}})

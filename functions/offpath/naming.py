@@ -4,7 +4,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# The table's key: every item has both. A job is `JOB#<tenant>#<shard>` / its id (so a tenant's listing is a
+# Query of the table itself, no index entry written); every other item is alone in its partition and has the
+# constant sort key SOLE_SORT_KEY. The key-making functions: offpath.adapters.dynamodb_store (`item_key`).
 TABLE_PARTITION_KEY = "pk"
+TABLE_SORT_KEY = "sk"
+TABLE_KEY = (TABLE_PARTITION_KEY, TABLE_SORT_KEY)
+SOLE_SORT_KEY = "#"
+# How many partitions one tenant's jobs are spread over (`JOB#<tenant>#<0..15>`, the shard from crc32 of the
+# job id). A job's writes land at the newest end of its partition's key range (ids are time-ordered), so
+# DynamoDB cannot split a partition for heat: one tenant's ceiling is JOB_SHARDS x 1,000 write units a
+# second over the three writes of a job (docs/scale.md).
+JOB_SHARDS = 16
 TTL_ATTRIBUTE = "expires_at"
 
 
@@ -18,17 +29,10 @@ class TableIndex:
     sort_key: str
     projection: str  # "KEYS_ONLY" or "INCLUDE"
     attributes: tuple[str, ...] = ()
-    # Write sharding: the partition key's value is `<value>#<shard>`, the shard (0..shards-1) from the item's
-    # job id, so one value's writes spread over `shards` partitions; a query merges the shards (1: unsharded).
-    shards: int = 1
 
 
 TABLE_INDEXES = (
-    # A tenant's jobs, newest first. Keys only: written once, when the job is created; a listing
-    # reads its page's items and filters them by status and type. Sharded 8 ways (`<tenant>#<0..7>`):
-    # one partition key takes at most 1,000 write units a second, so one tenant could otherwise submit
-    # at most 1,000 jobs a second (docs/decisions.md).
-    TableIndex("by_tenant", "gsi1pk", "gsi_sk", "KEYS_ONLY", shards=8),
+    # A tenant's listing needs no index: the table's own key is `JOB#<tenant>#<shard>` / time-ordered job id.
     # Sparse: only unfinished jobs carry sweep_pk; keys only, so claims do not rewrite it.
     TableIndex("sweep", "sweep_pk", "sweep_at", "KEYS_ONLY"),
 )
@@ -88,11 +92,12 @@ def recurring_input(schedule_name: str) -> dict[str, str]:
 # The job table's stream carries both images; the notifier reads it through an event source mapping
 # filtered to job items (its records are turned into events by offpath.domain.events).
 TABLE_STREAM_VIEW = "NEW_AND_OLD_IMAGES"
+# Every job item's partition key starts with it (`JOB#<tenant>#<shard>`); no other item's does.
 JOB_ITEM_PREFIX = "JOB#"
 # The event source mapping's filter criteria (one pattern): inserts and changes of job items only.
 NOTIFIER_STREAM_FILTER = {
     "eventName": ["INSERT", "MODIFY"],
-    "dynamodb": {"NewImage": {"pk": {"S": [{"prefix": JOB_ITEM_PREFIX}]}}},
+    "dynamodb": {"NewImage": {TABLE_PARTITION_KEY: {"S": [{"prefix": JOB_ITEM_PREFIX}]}}},
 }
 # On AWS each event also goes to an EventBridge bus (stack context `event_bus`: "default", a name, or "off").
 EVENT_SOURCE = "offpath"

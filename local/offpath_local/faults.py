@@ -30,9 +30,11 @@ Kinds (what happens; what offpath must do):
 
 Each eligible call draws once, from a `random.Random` seeded with the seed, the call's identity (its
 operation, the job it concerns and what it writes, never a time or a receipt handle) and how often that
-identity was seen: with the same seed and the same job ids (idempotency keys make them), a run injects
-the same faults into the same jobs whatever the threads' interleaving. `--fault-job KIND:JOB_ID` forces
-that kind onto the first eligible call concerning that job, whatever the rates.
+identity was seen: with the same seed and the same idempotency keys, a run injects the same faults into the
+same jobs whatever the threads' interleaving. (Job ids are random: a keyed job's calls name it by its key's
+record, `IDEM#<tenant>#<digest>`, which the first call of its submit writes with the job's id.)
+`--fault-job KIND:JOB_ID` forces that kind onto the first eligible call concerning that job, whatever the
+rates; `--fault-job KIND:key=IDEMPOTENCY_KEY` onto that of the job submitted under that key.
 
 Every injected fault is counted by kind and written to `faults.jsonl` in the data directory (this run's).
 
@@ -43,6 +45,7 @@ faults waits for; it exists for tests and changes nothing when both scales are 1
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 import random
@@ -57,8 +60,11 @@ from pathlib import Path
 from typing import Any
 
 from offpath.domain.registry import Registry
+from offpath.naming import TABLE_PARTITION_KEY, TABLE_SORT_KEY
 
 FAULTS_FILE = "faults.jsonl"
+# A forced fault's target naming a job by its idempotency key: `KIND:key=<key>`.
+KEY_TARGET = "key="
 KINDS = (
     "throttle",
     "server-error",
@@ -160,6 +166,8 @@ class _Call:
     operation: str
     identity: str
     job_id: str | None
+    # A key's record (its partition): the stable name of the job it names.
+    alias: str | None = None
 
 
 @dataclass
@@ -187,6 +195,8 @@ class FaultInjector:
         self._seen: Counter[str] = Counter()
         self._counts: Counter[str] = Counter()
         self._targets = set(config.targets)
+        # A keyed job's id -> its key's record (partition), learnt from the put of that record.
+        self._aliases: dict[str, str] = {}
         self._pending: OrderedDict[str, _Decision] = OrderedDict()
         # This run's faults only: the file starts empty.
         self._record = record_path.open("w", encoding="utf-8") if record_path is not None else None
@@ -299,8 +309,8 @@ class FaultInjector:
         values = params.get("ExpressionAttributeValues") or {}
         if not self.armed or values.get(":status") != {"S": "SUCCEEDED"}:
             return
-        key = _pk(params.get("Key"))
-        call = _Call("dynamodb", "UpdateItem", f"crash|{key}", _job_of_key(key))
+        key = params.get("Key")
+        call = _Call("dynamodb", "UpdateItem", f"crash|{_key_text(key)}", _job_of_key(key))
         decision = self._decide(call, ("worker-crash",))
         if decision is not None:
             self._count("worker-crash", call)
@@ -325,6 +335,7 @@ class FaultInjector:
 
     def _decide(self, call: _Call, kinds: Sequence[str]) -> _Decision | None:
         with self._lock:
+            call = self._stable(call)
             self._seen[call.identity] += 1
             seen = self._seen[call.identity]
             if call.job_id is not None:
@@ -344,6 +355,24 @@ class FaultInjector:
             if roll < edge:
                 return _Decision(call, kind, error if kind in _EVERY_ATTEMPT else kind)
         return None
+
+    def _stable(self, call: _Call) -> _Call:
+        """The call with its job's random id in its identity replaced by the job's key's record (when the job has
+        a key); a forced fault named by that key becomes one named by the job's id. Under the lock."""
+        if call.job_id is None:
+            return call
+        if call.alias is not None and call.job_id not in self._aliases:
+            self._aliases[call.job_id] = call.alias
+            digest = call.alias.rsplit("#", 1)[-1]
+            for kind, target in list(self._targets):
+                key = target.removeprefix(KEY_TARGET)
+                if target.startswith(KEY_TARGET) and hashlib.sha256(key.encode()).hexdigest().startswith(digest):
+                    self._targets.discard((kind, target))
+                    self._targets.add((kind, call.job_id))
+        alias = self._aliases.get(call.job_id)
+        if alias is None:
+            return call
+        return dataclasses.replace(call, identity=call.identity.replace(call.job_id, alias))
 
     def _hold(self, invocation: str, decision: _Decision) -> None:
         with self._lock:
@@ -402,10 +431,12 @@ def _call_of(service: str, operation: str, body: Any) -> _Call:
     except (TypeError, ValueError):
         request = {}
     if service == "dynamodb":
-        key = _pk(request.get("Key") or request.get("Item"))
-        if key is not None:
+        key = request.get("Key") or request.get("Item")
+        if _key_text(key) is not None:
             what = request.get("UpdateExpression") or request.get("ConditionExpression") or ""
-            return _Call(service, operation, f"{operation}|{key}|{what}", _job_of_key(key))
+            partition = _key_part(key, TABLE_PARTITION_KEY) or ""
+            alias = partition if partition.startswith("IDEM#") and "Item" in request else None
+            return _Call(service, operation, f"{operation}|{_key_text(key)}|{what}", _job_of_key(key), alias)
         index = request.get("IndexName") or ""
         return _Call(service, operation, f"{operation}|{request.get('TableName', '')}|{index}", None)
     queue = str(request.get("QueueUrl", "")).rsplit("/", 1)[-1]
@@ -418,22 +449,36 @@ def _call_of(service: str, operation: str, body: Any) -> _Call:
     return _Call(service, operation, f"{operation}|{queue}", None)
 
 
-def _pk(key: Any) -> str | None:
-    if isinstance(key, dict) and isinstance(key.get("pk"), dict):
-        value = key["pk"].get("S")
+def _key_part(key: Any, name: str) -> str | None:
+    if isinstance(key, dict) and isinstance(key.get(name), dict):
+        value = key[name].get("S")
         return value if isinstance(value, str) else None
     return None
 
 
-def _job_of_key(key: str | None) -> str | None:
-    """`JOB#<id>` (the job) or `ONCE#<id>#<name>` (a `ctx.once` mark of the job)."""
-    if key is None:
+def _key_text(key: Any) -> str | None:
+    """An item's key (`pk` and `sk`, offpath.naming) as one text, None when the request names no item. A job's
+    is `JOB/<id>` (its partition's shard derives from the id)."""
+    partition = _key_part(key, TABLE_PARTITION_KEY)
+    if partition is None:
         return None
-    kind, _, rest = key.partition("#")
+    sort = _key_part(key, TABLE_SORT_KEY) or ""
+    return f"JOB/{sort}" if partition.startswith("JOB#") else f"{partition}/{sort}"
+
+
+def _job_of_key(key: Any) -> str | None:
+    """The job an item belongs to: `JOB#<tenant>#<shard>` / `<id>` (the job), `ONCE#<id>#<name>` (a `ctx.once`
+    mark of the job), `IDEM#...` (a key's record: its `job_id`, in a put's item)."""
+    partition = _key_part(key, TABLE_PARTITION_KEY)
+    if partition is None:
+        return None
+    kind, _, rest = partition.partition("#")
     if kind == "JOB":
-        return rest or None
+        return _key_part(key, TABLE_SORT_KEY) or None
     if kind == "ONCE":
         return rest.split("#", 1)[0] or None
+    if kind == "IDEM":
+        return _key_part(key, "job_id")
     return None
 
 

@@ -119,7 +119,7 @@ class JobEventStreams:
     def __init__(
         self,
         hub: RealtimeHub,
-        read_job: Callable[[str], Job | None],
+        read_job: Callable[[str, str], Job | None],
         *,
         heartbeat_s: float = HEARTBEAT_S,
         max_stream_s: float = MAX_STREAM_S,
@@ -135,7 +135,8 @@ class JobEventStreams:
     def open(self, request: StreamRequest) -> Answer | Iterator[bytes]:
         found = JOB_EVENTS_PATH.match(request.path)
         job_id = found.group(1) if found else ""
-        job = self.read_job(job_id) if JOB_ID.match(job_id) else None
+        # Read by the caller's tenant and the id (the job's key): another tenant's job is no job.
+        job = self.read_job(job_id, request.tenant) if JOB_ID.match(job_id) else None
         if job is None or job.tenant != request.tenant:
             return 404, dict(JSON_HEADERS), NOT_FOUND
         kept = self.hub.events(job_id)

@@ -17,6 +17,7 @@ from offpath.naming import (  # noqa: F401  (names re-exported for the runtime's
     SWEEP_INPUT,
     TABLE_INDEXES,
     TABLE_PARTITION_KEY,
+    TABLE_SORT_KEY,
     TABLE_STREAM_VIEW,
     TTL_ATTRIBUTE,
     api_function_name,
@@ -120,14 +121,17 @@ def scheduler_role_arn(prefix: str) -> str:
 
 
 def create_table(dynamodb: Any, table_name: str) -> None:
-    attributes = {TABLE_PARTITION_KEY}
+    attributes = {TABLE_PARTITION_KEY, TABLE_SORT_KEY}
     for index in TABLE_INDEXES:
         attributes |= {index.partition_key, index.sort_key}
     dynamodb.create_table(
         TableName=table_name,
         BillingMode="PAY_PER_REQUEST",
         AttributeDefinitions=[{"AttributeName": name, "AttributeType": "S"} for name in sorted(attributes)],
-        KeySchema=[{"AttributeName": TABLE_PARTITION_KEY, "KeyType": "HASH"}],
+        KeySchema=[
+            {"AttributeName": TABLE_PARTITION_KEY, "KeyType": "HASH"},
+            {"AttributeName": TABLE_SORT_KEY, "KeyType": "RANGE"},
+        ],
         # The notifier's source: the table's change stream with both images (moto records it).
         StreamSpecification={"StreamEnabled": True, "StreamViewType": TABLE_STREAM_VIEW},
         GlobalSecondaryIndexes=[

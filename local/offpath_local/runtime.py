@@ -347,7 +347,7 @@ class LocalRuntime:
         from offpath.adapters.dynamodb_store import DynamoDbJobStore
 
         jobs = DynamoDbJobStore(resources.table_name, client=clients["dynamodb"])
-        job_streams = JobEventStreams(self.realtime, jobs.get)
+        job_streams = JobEventStreams(self.realtime, lambda job_id, tenant: jobs.get(job_id, tenant=tenant))
         self.gateway = Gateway(
             api.invoke,
             authorizer,

@@ -45,6 +45,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from offpath.naming import TABLE_KEY
 from offpath_local.periodic import Periodic
 
 logger = logging.getLogger("offpath.local.state")
@@ -157,7 +158,14 @@ def capture(sources: StateSources) -> dict[str, Any]:
 def restore(sources: StateSources, state: dict[str, Any]) -> dict[str, int]:
     """Puts a captured state into a fresh emulator (its resources already created). Returns what was restored,
     by kind."""
-    items = list((state.get("table") or {}).get("items") or [])
+    saved = list((state.get("table") or {}).get("items") or [])
+    # A snapshot made before the table's sort key (2026-12-01) holds items the table's key no longer fits.
+    items = [item for item in saved if all(name in item for name in TABLE_KEY)]
+    if len(items) < len(saved):
+        logger.warning(
+            "%d items of a snapshot made before the table's sort key were left out (the table's key changed)",
+            len(saved) - len(items),
+        )
     sources.write_items(sources.table_name, items)
     messages = 0
     for name, records in (state.get("queues") or {}).items():

@@ -10,13 +10,16 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from offpath_local.faults import KINDS
 from offpath_tools.ledger import FINAL_WITHIN_S, Ledger, LedgerRuntime, run_ledger
 
-SEED = 7
+# A seed whose draws meet every kind of fault, worker crashes of welcome jobs among them (the draws depend on the
+# idempotency keys: with these keys seed 6 crashes 5 welcome jobs' workers, seed 7 none).
+SEED = 6
 FAULT_RATE = 0.03
 JOBS = 100
 
@@ -103,14 +106,29 @@ def ledger_with_quotas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tup
         result = run_ledger(local, QUOTA_JOBS, seed=SEED, fault_rate=FAULT_RATE, timeout_s=FINAL_WITHIN_S, tag="quotas")
         api = local.api()
         try:
-            # A submit still refused after its retries left no job: each id answers 404.
-            found = Counter(api.call("GET", f"/jobs/{job_id}").status for job_id in result.refused_jobs)
+            # A submit still refused after its retries left no job: no job of the tenant carries its key (404,
+            # as a lookup of it would answer; 200 if one did).
+            keys = _listed_keys(api)
+            found = Counter(200 if key in keys else 404 for key in result.refused_jobs)
         finally:
             api.close()
     finally:
         local.stop()
     print("\n" + "\n".join(result.lines()))
     yield result, dict(found)
+
+
+def _listed_keys(api: Any) -> set[str]:
+    """The idempotency keys of every job the api lists for the ledger's tenant."""
+    keys: set[str] = set()
+    cursor: str | None = None
+    while True:
+        answer = api.call("GET", "/jobs?limit=100" + (f"&cursor={cursor}" if cursor else ""))
+        assert answer.status == 200
+        keys |= {str(job.get("idempotency_key")) for job in answer.body["jobs"]}
+        cursor = answer.body.get("cursor")
+        if not cursor:
+            return keys
 
 
 def test_with_quotas_on_nothing_accepted_is_lost_and_a_429_left_no_job(

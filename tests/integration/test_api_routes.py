@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from openapi_spec_validator import validate
 
-from offpath.adapters.dynamodb_store import TENANT_SHARDS
 from offpath.domain.registry import Registry
 from offpath.handlers import api
 from offpath.handlers.openapi import openapi_document
+from offpath.naming import JOB_SHARDS
 from offpath_local.resources import Resources
 from offpath_tools.clocks import ManualClock
 from tests.integration.conftest import Pipeline, RecordingMetrics, aws_calls
@@ -62,14 +62,15 @@ def test_jobs_are_listed_newest_first_a_page_at_a_time(timed: Pipeline, clock: M
     assert cursor is None
 
 
-def test_listing_reads_an_index_and_never_scans_the_table(timed: Pipeline, clock: ManualClock) -> None:
+def test_listing_queries_the_tenants_partitions_and_never_scans_the_table(timed: Pipeline, clock: ManualClock) -> None:
     ids = submit_in_order(timed, clock, 3)
     calls = aws_calls(timed.clients["dynamodb"])
 
     listed = [page(timed, "limit=100")[0], page(timed, "status=QUEUED")[0], page(timed, "type=demo.echo")[0]]
 
     assert listed == [ids[::-1]] * 3
-    assert calls["DynamoDB.Query"] == 3 * TENANT_SHARDS  # each listing queries each of the tenant's shards once
+    assert calls["DynamoDB.Query"] == 3 * JOB_SHARDS  # each listing queries each of the tenant's shards once
+    assert "DynamoDB.BatchGetItem" not in calls  # the items come back whole from the queries
     assert "DynamoDB.Scan" not in calls
 
 

@@ -75,7 +75,15 @@ def authority(
 
 
 def tenant_of_job(pipeline: Pipeline, view: dict[str, Any]) -> str:
-    stored = pipeline.store.get(view["job_id"])
+    """Whose the job is, as the table stores it (a job is read by its tenant and id: found here by a scan)."""
+    store = pipeline.store
+    found = store.client.scan(
+        TableName=store.table_name,
+        FilterExpression="job_id = :id",
+        ExpressionAttributeValues={":id": {"S": view["job_id"]}},
+    )["Items"]
+    assert len(found) == 1
+    stored = store.get(view["job_id"], tenant=found[0]["tenant"]["S"])
     assert stored is not None
     return stored.tenant
 

@@ -11,7 +11,8 @@ import botocore.endpoint
 import pytest
 from botocore.awsrequest import AWSPreparedRequest
 
-from offpath.adapters.dynamodb_store import TENANT_SHARDS, encode_cursor
+from offpath.adapters.dynamodb_store import encode_cursor
+from offpath.naming import JOB_SHARDS
 from tests.integration.conftest import Answer, Pipeline, operation_of
 
 
@@ -25,7 +26,7 @@ def test_a_store_outage_mid_batch_fails_only_the_items_it_hit(
         if operation_of(request) != "DynamoDB_20120810.PutItem":
             return None
         puts.append(1)
-        if len(puts) <= 2:
+        if len(puts) <= 4:  # two items: a keyed item's key record and its job
             return None
         body = json.dumps({"__type": "com.amazonaws.dynamodb.v20120810#InternalServerError", "message": "down"})
         return 500, {"Content-Type": "application/x-amz-json-1.0"}, body
@@ -57,7 +58,7 @@ def forged(plain: dict[str, str]) -> str:
         forged({"pk": "JOB#" + "a" * 32, "gsi1pk": "tenant-a", "gsi_sk": "x" * 2000}),
         forged({"pk": "JOB#" + "a" * 32, "gsi1pk": "tenant-b", "gsi_sk": "2026-01-01T00:00:00.000000Z#" + "a" * 32}),
         "not-base64-!!",
-        encode_cursor("tenant-b", [None] * TENANT_SHARDS),
+        encode_cursor("tenant-b", [None] * JOB_SHARDS),
     ],
     ids=["empty-keys", "oversized-key", "other-tenant", "garbage", "other-tenant-shards"],
 )

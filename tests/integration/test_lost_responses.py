@@ -106,7 +106,7 @@ def test_a_retry_whose_response_was_lost_is_still_recorded(store: DynamoDbJobSto
 
     store.record_retry(claimed, error="boom", now=now, next_attempt_at=now + timedelta(seconds=4))
 
-    waiting = store.get(job.job_id)
+    waiting = store.get(job.job_id, tenant=job.tenant)
     assert len(attempts) == 2
     assert waiting is not None
     assert (waiting.status, waiting.attempt, waiting.error) == (JobStatus.RETRYING, 1, "boom")

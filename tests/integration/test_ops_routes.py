@@ -131,7 +131,7 @@ def test_a_retry_whose_send_is_lost_is_sent_by_the_sweeper(pipeline: Pipeline) -
     assert (code, retried["status"]) == (202, "QUEUED")
     assert pipeline.depth() == (0, 0)
 
-    stored = pipeline.store.get(job_id)
+    stored = pipeline.store.get(job_id, tenant="tenant-a")
     assert stored is not None and stored.sweep_at is not None
     pipeline.overrides.clock = _At(stored.sweep_at + timedelta(seconds=1))  # the sweeper's services are built now
     pipeline.sweep()

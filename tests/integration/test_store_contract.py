@@ -68,7 +68,7 @@ def claim(store: JobStore, job: Job, now: datetime = T0) -> Job:
 
 
 def current(store: JobStore, job: Job) -> Job:
-    found = store.get(job.job_id)
+    found = store.get(job.job_id, tenant=job.tenant)
     assert found is not None
     return found
 
@@ -111,7 +111,15 @@ def test_another_submission_with_another_payload_is_a_conflict(job_store: JobSto
 
 
 def test_an_unknown_job_is_none(job_store: JobStore) -> None:
-    assert job_store.get("f" * 32) is None
+    assert job_store.get("f" * 32, tenant="tenant-a") is None
+
+
+def test_another_tenants_job_is_no_job(job_store: JobStore) -> None:
+    """A job is read by its tenant and id (its key): another tenant's id finds nothing, never the job."""
+    job_store.create(new_job())
+
+    assert job_store.get(new_job().job_id, tenant="tenant-b") is None
+    assert job_store.get(new_job().job_id, tenant=new_job().tenant) is not None
 
 
 # -- claim ---------------------------------------------------------------------------------------
@@ -160,12 +168,12 @@ def test_a_claim_of_an_unknown_job_is_not_found(job_store: JobStore) -> None:
 
 
 def test_a_claim_naming_another_tenant_is_refused_without_the_job(job_store: JobStore) -> None:
+    """The message's tenant is part of the job's key: under another tenant there is no such job."""
     job_store.create(new_job())
 
-    with pytest.raises(JobConflictError) as raised:
+    with pytest.raises(JobNotFoundError):
         claim(job_store, new_job(tenant="tenant-b"))
 
-    assert raised.value.job is None
     assert current(job_store, new_job()).status is JobStatus.QUEUED
 
 
@@ -255,9 +263,12 @@ def test_progress_is_stored_for_the_attempt_holding_the_job_only(job_store: JobS
     claim(job_store, new_job())
     claim(job_store, new_job(), now=T0 + LEASE)
 
-    job_store.set_progress(new_job().job_id, attempt=2, progress=Progress(0.5, "half"), now=T0 + LEASE)
+    tenant = new_job().tenant
+    job_store.set_progress(new_job().job_id, tenant=tenant, attempt=2, progress=Progress(0.5, "half"), now=T0 + LEASE)
     with pytest.raises(JobConflictError):
-        job_store.set_progress(new_job().job_id, attempt=1, progress=Progress(0.9, "late"), now=T0 + LEASE)
+        job_store.set_progress(
+            new_job().job_id, tenant=tenant, attempt=1, progress=Progress(0.9, "late"), now=T0 + LEASE
+        )
 
     assert current(job_store, new_job()).progress == Progress(0.5, "half")
 
@@ -504,7 +515,7 @@ OPERATIONS: dict[str, Callable[[JobStore, Job, Facts], object]] = {
         job.replace(attempt=f.attempt), error="e", now=NOW, expires_at=NOW + RETENTION
     ),
     "record_progress": lambda store, job, f: store.set_progress(
-        job.job_id, attempt=int(f.attempt or 0), progress=Progress(0.5, "half"), now=NOW
+        job.job_id, tenant=job.tenant, attempt=int(f.attempt or 0), progress=Progress(0.5, "half"), now=NOW
     ),
     "fail_expired_lease": lambda store, job, f: store.fail_expired_lease(
         job.replace(attempt=f.attempt), now=NOW, expires_at=NOW + RETENTION

@@ -14,7 +14,7 @@ import botocore.endpoint
 import pytest
 from botocore.awsrequest import AWSPreparedRequest
 
-from offpath.logic.submit import canonical_json, job_id_for
+from offpath.logic.submit import canonical_json
 from offpath.observability import JsonFormatter
 from tests.integration.conftest import Answer, Pipeline, aws_calls, operation_of
 
@@ -136,16 +136,22 @@ def test_another_tenant_reusing_a_key_gets_its_own_new_job(pipeline: Pipeline) -
     assert [j["job_id"] for j in jobs_of(pipeline, "tenant-b")] == [job_b["job_id"]]
 
 
-def test_a_write_whose_response_was_lost_and_retried_by_the_sdk_still_accepts_the_job(pipeline: Pipeline) -> None:
-    """The conditional PutItem lands, its response is lost, botocore retries: the retry meets the
-    job's own item and the caller still gets 202, with one job and one message."""
+@pytest.mark.parametrize("lost_put", [0, 1], ids=["key-record", "job"])
+def test_a_write_whose_response_was_lost_and_retried_by_the_sdk_still_accepts_the_job(
+    pipeline: Pipeline, lost_put: int
+) -> None:
+    """A conditional PutItem (the key's record, or the job) lands, its response is lost, botocore retries: the
+    retry meets the submission's own item and the caller still gets 202, with one job and one message."""
     client = pipeline.clients["dynamodb"]
     lost: list[int] = []
+    landed: list[int] = []
 
     def lose_the_first_success(response: Any, **kwargs: Any) -> int | None:
         if not lost and response is not None and response[0].status_code == 200:
-            lost.append(1)
-            return 0  # retry at once
+            landed.append(1)
+            if len(landed) > lost_put:
+                lost.append(1)
+                return 0  # retry at once
         return None
 
     client.meta.events.register_first("needs-retry.dynamodb.PutItem", lose_the_first_success)
@@ -157,7 +163,7 @@ def test_a_write_whose_response_was_lost_and_retried_by_the_sdk_still_accepts_th
 
     assert status == 202, job
     assert "Idempotent-Replayed" not in headers
-    assert len(attempts) == 2
+    assert len(attempts) == 3  # the key's record and the job, one of them twice
     assert calls == {"SQS.SendMessage": 1}
     assert [j["job_id"] for j in jobs_of(pipeline)] == [job["job_id"]]
 
@@ -197,8 +203,40 @@ def test_a_store_that_keeps_failing_is_retried_three_times_then_answered_with_50
     assert len(attempts) == 3
     assert len(slept) == 2  # backing off between the attempts
     aws_answers.clear()
-    assert pipeline.call("GET", f"/jobs/{job_id_for('tenant-a', 'order-42')}")[0] == 404
     assert jobs_of(pipeline) == []
+
+
+def test_a_submit_that_died_between_its_keys_record_and_its_job_is_carried_on_by_the_retry_and_runs_once(
+    pipeline: Pipeline, aws_answers: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The key's record is written and the message sent, then every attempt at the job's write fails (503). The
+    client's retry with the same key finds the record, no job: it carries the submit on under the recorded id.
+    One job, QUEUED, which runs once (the first message is a duplicate delivery, acknowledged)."""
+    monkeypatch.setattr(botocore.endpoint, "time", types.SimpleNamespace(sleep=lambda s: None))
+
+    def fail_the_job_put(request: AWSPreparedRequest) -> Answer | None:
+        if operation_of(request) != "DynamoDB_20120810.PutItem" or b'"JOB#' not in (request.body or b""):
+            return None
+        body = json.dumps({"__type": "com.amazonaws.dynamodb.v20120810#InternalServerError", "message": "down"})
+        return 500, {"Content-Type": "application/x-amz-json-1.0"}, body
+
+    aws_answers.append(fail_the_job_put)
+    refused, _, _ = pipeline.submit("demo.echo", {"n": 1}, headers=keyed("order-42"))
+    aws_answers.clear()
+    assert refused == 503
+    assert jobs_of(pipeline) == []
+    assert pipeline.depth() == (1, 0)  # its message went out first
+
+    status, job, headers = pipeline.submit("demo.echo", {"n": 1}, headers=keyed("order-42"))
+
+    assert status == 202, job
+    assert "Idempotent-Replayed" not in headers
+    assert [(j["job_id"], j["status"]) for j in jobs_of(pipeline)] == [(job["job_id"], "QUEUED")]
+    pipeline.drain()
+    (done,) = jobs_of(pipeline)
+    assert (done["job_id"], done["status"], done["attempts"]) == (job["job_id"], "SUCCEEDED", 1)
+    replay, again, _ = pipeline.submit("demo.echo", {"n": 1}, headers=keyed("order-42"))
+    assert (replay, again["job_id"]) == (200, job["job_id"])
 
 
 # -- 6: bad input -------------------------------------------------------------------------------
@@ -338,9 +376,12 @@ def test_another_tenants_job_is_not_found(pipeline: Pipeline) -> None:
     _, job, _ = pipeline.submit("demo.echo", {"n": 1}, tenant="tenant-a")
 
     status, body, _ = pipeline.call("GET", f"/jobs/{job['job_id']}", tenant="tenant-b")
+    cancel_status, _, _ = pipeline.call("POST", f"/jobs/{job['job_id']}/cancel", tenant="tenant-b")
 
     assert status == 404
     assert body["error"]["code"] == "not_found"
+    assert cancel_status == 404  # a job is read and written by its tenant and id: under another, no job
+    assert pipeline.call("GET", f"/jobs/{job['job_id']}", tenant="tenant-a")[0] == 200
 
 
 def test_another_tenants_jobs_are_not_listed(pipeline: Pipeline) -> None:

@@ -1,6 +1,6 @@
-"""The `by_tenant` index is sharded: one tenant's listing entries spread over the index's shards (no hot partition
-for a big tenant), and a listing merges the shards newest first, page after page, with its filters, for a tenant
-as for an admin's listing of the jobs schedules made."""
+"""A tenant's jobs are sharded: one tenant's job items spread over its partitions of the table (`JOB#<tenant>#<shard>`,
+no hot partition for a big tenant), and a listing queries them and merges the shards newest first, page after
+page, with its filters, for a tenant as for an admin's listing of the jobs schedules made."""
 
 from __future__ import annotations
 
@@ -12,16 +12,15 @@ from typing import Any
 import pytest
 
 from offpath.adapters.dynamodb_store import (
-    INDEX_BY_TENANT,
-    TENANT_SHARDS,
     DynamoDbJobStore,
     attribute_values,
     encode_cursor,
-    tenant_partition,
+    job_partition,
     to_item,
 )
 from offpath.domain.errors import InvalidRequestError
 from offpath.domain.job import Job, JobStatus
+from offpath.naming import JOB_SHARDS
 from offpath.tenancy import SYSTEM_TENANT
 from offpath_local.resources import ACCOUNT_ID, REGION, Resources
 from tests.integration.conftest import Pipeline
@@ -70,9 +69,11 @@ def put_directly(table: str, jobs: list[Job]) -> None:
 
 
 def tenant_jobs(tenant: str, count: int, seed: int) -> list[Job]:
-    """`count` jobs of a tenant with random ids (as uuid4 makes them), oldest first."""
+    """`count` jobs of a tenant with ids as offpath.domain.ids makes them (the creation time in milliseconds, then
+    80 random bits; seeded here), oldest first."""
     rng = random.Random(seed)
-    return [job(n, f"{rng.getrandbits(128):032x}", tenant=tenant) for n in range(count)]
+    millis = int(T0.timestamp()) * 1000
+    return [job(n, f"{millis + n:012x}{rng.getrandbits(80):020x}", tenant=tenant) for n in range(count)]
 
 
 @pytest.fixture
@@ -86,9 +87,8 @@ def tenant_240(clients: dict[str, Any], resources: Resources) -> list[Job]:
 def shard_count(clients: dict[str, Any], table: str, tenant: str, shard: int) -> int:
     request: dict[str, Any] = {
         "TableName": table,
-        "IndexName": INDEX_BY_TENANT,
-        "KeyConditionExpression": "gsi1pk = :k",
-        "ExpressionAttributeValues": attribute_values({":k": tenant_partition(tenant, shard)}),
+        "KeyConditionExpression": "pk = :k",
+        "ExpressionAttributeValues": attribute_values({":k": job_partition(tenant, shard)}),
         "Select": "COUNT",
     }
     count = 0
@@ -121,25 +121,28 @@ def test_ten_thousand_jobs_of_one_tenant_spread_over_the_shards_and_list_newest_
     jobs = tenant_jobs(BIG, JOBS, seed=13)
     put_directly(resources.table_name, jobs)
 
-    per_shard = Counter(str(to_item(j)["gsi1pk"]["S"]) for j in jobs)  # type: ignore[index]
+    per_shard = Counter(str(to_item(j)["pk"]["S"]) for j in jobs)  # type: ignore[index]
     first = store.list_jobs(BIG, status=None, job_type=None, limit=100, cursor=None)
     second = store.list_jobs(BIG, status=None, job_type=None, limit=100, cursor=first.cursor)
 
-    assert TENANT_SHARDS == 8
-    assert set(per_shard) == {tenant_partition(BIG, shard) for shard in range(TENANT_SHARDS)}
-    even = JOBS / TENANT_SHARDS
-    assert all(abs(count - even) < 0.1 * even for count in per_shard.values()), per_shard
-    # The index holds what the items say (one shard counted: moto sorts a shard's entries on every query).
-    assert shard_count(clients, resources.table_name, BIG, 0) == per_shard[tenant_partition(BIG, 0)]
+    assert JOB_SHARDS == 16
+    assert set(per_shard) == {job_partition(BIG, shard) for shard in range(JOB_SHARDS)}
+    even = JOBS / JOB_SHARDS
+    assert all(abs(count - even) < 0.15 * even for count in per_shard.values()), per_shard
+    # The table's partition holds what the items say (one shard counted: moto sorts a partition on every query).
+    assert shard_count(clients, resources.table_name, BIG, 0) == per_shard[job_partition(BIG, 0)]
     newest_first = [j.job_id for j in reversed(jobs)]
     assert [j.job_id for j in first.jobs + second.jobs] == newest_first[:200]
     assert second.cursor is not None
 
 
+@pytest.mark.parametrize("readers", [16, 1])
 @pytest.mark.parametrize("limit", [7, 100])
 def test_the_listing_merges_the_shards_newest_first_across_pages(
-    tenant_240: list[Job], store: DynamoDbJobStore, limit: int
+    tenant_240: list[Job], store: DynamoDbJobStore, limit: int, readers: int
 ) -> None:
+    """The same listing whether the shards' queries go out together or one after another."""
+    store.listing_readers = readers
     every, pages = listing(store, BIG, limit=limit)
 
     assert every == [j.job_id for j in reversed(tenant_240)]
@@ -182,9 +185,9 @@ def test_an_admin_pages_through_the_jobs_schedules_made(pipeline: Pipeline) -> N
 @pytest.mark.parametrize(
     "positions",
     [
-        [None] * (TENANT_SHARDS - 1),  # a shard missing
-        [None] * (TENANT_SHARDS - 1) + ["2026-12-01T00:00:00.000000Z#" + "0" * 31],  # not a key the table makes
-        [True] * TENANT_SHARDS,  # neither a position nor done
+        [None] * (JOB_SHARDS - 1),  # a shard missing
+        [None] * (JOB_SHARDS - 1) + ["2026-12-01T00:00:00.000000Z#" + "0" * 31],  # not a key the table makes
+        [True] * JOB_SHARDS,  # neither a position nor done
     ],
     ids=["shard-missing", "bad-key", "bad-position"],
 )

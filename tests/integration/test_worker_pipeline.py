@@ -22,7 +22,7 @@ import botocore.endpoint
 import pytest
 from botocore.awsrequest import AWSPreparedRequest
 
-from offpath.adapters.dynamodb_store import DynamoDbJobStore
+from offpath.adapters.dynamodb_store import DynamoDbJobStore, job_key
 from offpath.domain.backoff import Backoff
 from offpath.domain.registry import JobType, Registry
 from offpath.handlers import worker
@@ -268,7 +268,7 @@ def test_a_record_whose_job_item_cannot_be_read_fails_alone_and_the_rest_of_its_
     # Written past the store, as any item offpath cannot read (the unpadded year "999" of earlier versions was).
     pipeline.clients["dynamodb"].update_item(
         TableName=pipeline.resources.table_name,
-        Key={"pk": {"S": f"JOB#{unreadable}"}},
+        Key=job_key("tenant-a", unreadable),
         UpdateExpression="SET created_at = :unreadable",
         ExpressionAttributeValues={":unreadable": {"S": "not a time"}},
     )

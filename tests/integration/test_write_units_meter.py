@@ -26,16 +26,34 @@ def meter(pipeline: Pipeline) -> Iterator[CapacityMeter]:
         meter.detach()
 
 
-def test_a_job_from_submit_to_success_costs_four_write_units_and_none_in_the_sweep_index(
+def test_a_plain_job_from_submit_to_success_costs_three_write_units_and_writes_no_index_entry(
     pipeline: Pipeline, meter: CapacityMeter
 ) -> None:
+    """No listing index (a tenant's listing queries the table's key) and no sweep entry (sent before written)."""
     _, job, _ = pipeline.submit("demo.echo", {"n": 1})
     pipeline.drain()
 
-    assert pipeline.store.get(job["job_id"]).status.value == "SUCCEEDED"  # type: ignore[union-attr]
+    assert pipeline.store.get(job["job_id"], tenant="tenant-a").status.value == "SUCCEEDED"  # type: ignore[union-attr]
     assert [w.operation for w in meter.writes] == ["PutItem", "UpdateItem", "UpdateItem"]
     assert meter.usage.table_write_units == 3
-    assert dict(meter.usage.index_write_units) == {"by_tenant": 1, "sweep": 0}
+    assert dict(meter.usage.index_write_units) == {"sweep": 0}
+    assert meter.usage.write_units == 3
+
+
+def test_a_keyed_job_from_submit_to_success_costs_four_write_units_its_keys_record_one_of_them(
+    pipeline: Pipeline, meter: CapacityMeter
+) -> None:
+    _, job, _ = pipeline.submit("demo.echo", {"n": 1}, headers={"Idempotency-Key": "k-1"})
+    pipeline.drain()
+
+    assert pipeline.store.get(job["job_id"], tenant="tenant-a").status.value == "SUCCEEDED"  # type: ignore[union-attr]
+    assert [(w.operation, w.key.split("#", 1)[0]) for w in meter.writes] == [
+        ("PutItem", "pk=IDEM"),
+        ("PutItem", "pk=JOB"),
+        ("UpdateItem", "pk=JOB"),
+        ("UpdateItem", "pk=JOB"),
+    ]
+    assert dict(meter.usage.index_write_units) == {"sweep": 0}
     assert meter.usage.write_units == 4
 
 
@@ -53,7 +71,7 @@ def test_a_job_whose_send_failed_is_in_the_sweep_index_until_it_succeeds(
     sweep(dataclasses.replace(pipeline.ports, clock=later), SweepPolicy())
     pipeline.drain()
 
-    assert pipeline.store.get(job["job_id"]).status.value == "SUCCEEDED"  # type: ignore[union-attr]
+    assert pipeline.store.get(job["job_id"], tenant="tenant-a").status.value == "SUCCEEDED"  # type: ignore[union-attr]
     # Entering (1), the sweeper moving its sweep time on as it sends (2: the old entry out, the new one in),
     # leaving at the success (1).
     assert meter.usage.index_write_units["sweep"] == 4
@@ -68,8 +86,9 @@ def test_a_replayed_submit_costs_the_existing_items_size_and_no_index_units(
     status, _, _ = pipeline.submit("demo.echo", {"n": 1}, headers={"Idempotency-Key": "k-1"})
 
     assert status == 200
-    assert meter.usage.failed_conditions == 1
+    assert meter.usage.failed_conditions == 1  # the key's record, which names the job (then read: one unit)
     assert meter.usage.write_units == 1
+    assert meter.usage.read_units == 1
 
 
 def test_a_consistent_read_of_a_small_job_costs_one_read_unit(pipeline: Pipeline, meter: CapacityMeter) -> None:

@@ -71,7 +71,7 @@ def test_once_across_jobs_does_not_cross_tenants(running_job: Job, store: InMemo
 def test_progress_is_stored_on_the_job(running_job: Job, store: InMemoryJobStore, clock: ManualClock) -> None:
     context_for(running_job, store, clock).progress(0.25, "a quarter")
 
-    assert store.get(running_job.job_id).progress == Progress(0.25, "a quarter")
+    assert store.get(running_job.job_id, tenant=running_job.tenant).progress == Progress(0.25, "a quarter")
 
 
 @pytest.mark.parametrize(("fraction", "stored"), [(-0.5, 0.0), (1.7, 1.0), (1, 1.0)])
@@ -80,7 +80,7 @@ def test_progress_is_kept_between_zero_and_one(
 ) -> None:
     context_for(running_job, store, clock).progress(fraction)
 
-    assert store.get(running_job.job_id).progress.fraction == stored
+    assert store.get(running_job.job_id, tenant=running_job.tenant).progress.fraction == stored
 
 
 def test_a_long_progress_message_is_cut_to_200_characters(
@@ -88,7 +88,7 @@ def test_a_long_progress_message_is_cut_to_200_characters(
 ) -> None:
     context_for(running_job, store, clock).progress(0.5, "x" * 1000)
 
-    assert store.get(running_job.job_id).progress.message == "x" * 200
+    assert store.get(running_job.job_id, tenant=running_job.tenant).progress.message == "x" * 200
 
 
 def test_progress_from_an_attempt_that_lost_the_job_is_refused(
@@ -99,7 +99,7 @@ def test_progress_from_an_attempt_that_lost_the_job_is_refused(
     with pytest.raises(JobConflictError):
         stale.progress(0.5)
 
-    assert store.get(running_job.job_id).progress is None
+    assert store.get(running_job.job_id, tenant=running_job.tenant).progress is None
 
 
 def test_the_context_tells_the_job_who_and_where_it_is(

@@ -178,8 +178,8 @@ def test_the_services_are_priced_from_the_usage(measured: dict[str, Any]) -> Non
     per_million = {service: dollars * MILLION for service, dollars in e.per_job.items()}
     assert per_million["API Gateway"] == pytest.approx(1.00)
     assert per_million["SQS"] == pytest.approx(1.2 * 0.40)
-    # 8 write units, and the finished 600-byte item (+100 bytes of overhead, +250 of index entry) kept 7 days.
-    storage = (600 + 100 + 250) / 1e9 * 7 / (365 / 12) * 0.25 * MILLION
+    # 8 write units, and the finished 600-byte item (+100 bytes of overhead; in no index once finished) kept 7 days.
+    storage = (600 + 100) / 1e9 * 7 / (365 / 12) * 0.25 * MILLION
     assert per_million["DynamoDB"] == pytest.approx(8 * 0.625 + storage)
     assert per_million["X-Ray"] == 0
     assert per_million["EventBridge Scheduler"] == 0
@@ -382,7 +382,9 @@ def test_the_shipped_measurements_can_be_priced() -> None:
     measured = cost.load_measured()
 
     assert cost.estimate(measured, Config()).per_million > 0
-    assert measured["scenarios"]["plain"]["dynamodb"]["write_units"] == 4  # no sweep-index entry
+    # The table's three writes: no listing-index entry, no sweep-index entry.
+    assert measured["scenarios"]["plain"]["dynamodb"]["write_units"] == 3
+    assert measured["scenarios"]["plain"]["dynamodb"]["index_write_units"] == {"sweep": 0}
 
 
 def test_without_a_configured_payload_every_scenario_carries_the_measured_payload_size(

@@ -9,6 +9,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -18,7 +19,7 @@ from botocore.awsrequest import AWSResponse
 from botocore.config import Config
 from botocore.retries.standard import ExponentialBackoff
 
-from offpath.adapters.dynamodb_store import DynamoDbJobStore
+from offpath.adapters.dynamodb_store import DynamoDbJobStore, idempotency_partition, job_key, key_of
 from offpath.domain.errors import StoreUnavailableError
 from offpath.domain.registry import Registry
 from offpath.handlers.worker import WorkerServices
@@ -72,7 +73,7 @@ def only(kind: str, rate: float = 1.0, seed: int = 1) -> FaultConfig:
 
 
 def put_job(dynamodb: Any, n: int = 7) -> Any:
-    return dynamodb.put_item(TableName="jobs", Item={"pk": {"S": f"JOB#{n:032x}"}})
+    return dynamodb.put_item(TableName="jobs", Item={"pk": {"S": "JOB#tenant-a#3"}, "sk": {"S": f"{n:032x}"}})
 
 
 def test_a_throttle_is_answered_on_the_first_attempt_and_botocore_retries_through_it() -> None:
@@ -91,7 +92,7 @@ def test_an_outage_fails_every_attempt_so_the_adapter_raises_its_own_error() -> 
     store = DynamoDbJobStore("jobs", client=client("dynamodb", injector, service))
 
     with pytest.raises(StoreUnavailableError):
-        store.get(JOB_ID)
+        store.get(JOB_ID, tenant="tenant-a")
 
     assert service.attempts == []
     assert injector.counts() == {"outage": 1}
@@ -127,7 +128,7 @@ def test_a_send_failure_fails_every_attempt_and_a_duplicate_send_lands_twice() -
 def test_a_worker_crash_replaces_the_success_write_only() -> None:
     injector, service = FaultInjector(only("worker-crash")), Service()
     dynamodb = client("dynamodb", injector, service)
-    key = {"pk": {"S": f"JOB#{JOB_ID}"}}
+    key = {"pk": {"S": "JOB#tenant-a#3"}, "sk": {"S": JOB_ID}}
 
     dynamodb.update_item(TableName="jobs", Key=key, ExpressionAttributeValues={":status": {"S": "RETRYING"}})
     with pytest.raises(WorkerCrash):
@@ -171,6 +172,48 @@ def test_a_fault_forced_onto_a_job_hits_its_first_eligible_call_only() -> None:
 
     assert len(service.attempts) == 4  # 6, 7 twice (the lost response), 7 again
     assert injector.counts() == {"lost-response": 1}
+
+
+def put_key_record(dynamodb: Any, key: str, job_id: str) -> None:
+    dynamodb.put_item(
+        TableName="jobs", Item={**key_of(idempotency_partition("tenant-a", key)), "job_id": {"S": job_id}}
+    )
+
+
+def test_a_fault_forced_onto_an_idempotency_key_hits_the_job_its_record_names() -> None:
+    config = FaultConfig.from_options(None, None, targets=["worker-crash:key=order-42"])
+    assert config is not None
+    injector, service = FaultInjector(config), Service()
+    dynamodb = client("dynamodb", injector, service)
+    put_key_record(dynamodb, "order-41", "1" * 32)
+    put_key_record(dynamodb, "order-42", JOB_ID)
+    succeed = {":status": {"S": "SUCCEEDED"}}
+
+    dynamodb.update_item(TableName="jobs", Key=job_key("tenant-a", "1" * 32), ExpressionAttributeValues=succeed)
+    with pytest.raises(WorkerCrash):
+        dynamodb.update_item(TableName="jobs", Key=job_key("tenant-a", JOB_ID), ExpressionAttributeValues=succeed)
+
+    assert injector.counts() == {"worker-crash": 1}
+
+
+def test_a_keyed_jobs_faults_depend_on_its_key_not_on_its_random_id(tmp_path: Path) -> None:
+    """The same seed and keys inject the same faults, whatever ids the jobs got."""
+
+    def injected(job_ids: list[str]) -> list[tuple[str, int]]:
+        record = tmp_path / "faults.jsonl"
+        injector = FaultInjector(only("throttle", rate=0.5), record_path=record)
+        dynamodb = client("dynamodb", injector, Service())
+        for n, job_id in enumerate(job_ids):
+            put_key_record(dynamodb, f"k-{n}", job_id)
+            dynamodb.update_item(TableName="jobs", Key=job_key("tenant-a", job_id), UpdateExpression="SET a = :a")
+        injector.close()
+        lines = [json.loads(line) for line in record.read_text().splitlines()]
+        return [(line["operation"], job_ids.index(line["job_id"])) for line in lines]
+
+    first = injected([f"{n:032x}" for n in range(20)])
+
+    assert first == injected([f"{n + 100:032x}" for n in range(20)])
+    assert 5 < len(first) < 35
 
 
 def test_nothing_is_injected_before_the_runtime_arms_the_injector() -> None:

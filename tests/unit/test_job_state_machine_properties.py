@@ -80,7 +80,7 @@ class JobLifecycle(RuleBasedStateMachine):
         return {"ok": True}
 
     def _deliver(self, job_id: str, *, redriven: bool = False) -> None:
-        job = self.store.get(job_id)
+        job = self.store.get(job_id, tenant=TENANT)
         assert job is not None
         body = JobMessage.of(job).to_body()
         delivery = Delivery(message_id=f"m-{job_id}", receipt_handle=f"r-{job_id}", body=body, redriven=redriven)
@@ -105,7 +105,7 @@ class JobLifecycle(RuleBasedStateMachine):
 
     @rule(job_id=jobs)
     def deliver_redriven_copy(self, job_id: str) -> None:
-        before = self.store.get(job_id)
+        before = self.store.get(job_id, tenant=TENANT)
         self._deliver(job_id, redriven=True)
         if before is not None and before.status is JobStatus.FAILED:
             self.redriven_since_failure.add(job_id)
@@ -136,12 +136,12 @@ class JobLifecycle(RuleBasedStateMachine):
     @invariant()
     def no_accepted_job_is_lost(self) -> None:
         for job_id in getattr(self, "accepted", ()):
-            assert self.store.get(job_id) is not None
+            assert self.store.get(job_id, tenant=TENANT) is not None
 
     @invariant()
     def final_states_hold(self) -> None:
         for job_id in getattr(self, "accepted", ()):
-            job = self.store.get(job_id)
+            job = self.store.get(job_id, tenant=TENANT)
             assert job is not None
             seen = self.final_seen.get(job_id)
             if seen in (JobStatus.SUCCEEDED, JobStatus.CANCELLED):
@@ -157,7 +157,7 @@ class JobLifecycle(RuleBasedStateMachine):
     @invariant()
     def attempts_stay_within_the_budget(self) -> None:
         for job_id in getattr(self, "accepted", ()):
-            job = self.store.get(job_id)
+            job = self.store.get(job_id, tenant=TENANT)
             assert job is not None
             assert 0 <= job.attempt <= job.max_attempts
 
@@ -170,7 +170,7 @@ class JobLifecycle(RuleBasedStateMachine):
         """An unfinished job is found again by its message (sent before it was written) or by the sweeper."""
         sent = {s.message.job_id for s in self.queue.sent} if hasattr(self, "queue") else set()
         for job_id in getattr(self, "accepted", ()):
-            job = self.store.get(job_id)
+            job = self.store.get(job_id, tenant=TENANT)
             assert job is not None
             if job.status.is_final:
                 assert job.sweep_at is None

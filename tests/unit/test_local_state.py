@@ -6,11 +6,12 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from offpath_local.runtime import cli_command
-from offpath_local.state import DataDirectoryInUse, DataLock, Snapshot
+from offpath_local.state import DataDirectoryInUse, DataLock, Snapshot, StateSources, restore
 
 
 def test_a_second_lock_on_a_data_directory_is_refused_naming_the_instance_that_holds_it(tmp_path: Path) -> None:
@@ -59,3 +60,28 @@ def test_the_banner_command_is_the_venvs_entry_point_unless_it_is_on_the_path(
 
     monkeypatch.setenv("PATH", f"{venv_bin}{os.pathsep}/usr/bin")
     assert cli_command() == ("offpath", "")
+
+
+def test_a_snapshot_made_before_the_tables_sort_key_restores_only_the_items_that_fit(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    written: list[dict[str, Any]] = []
+    sources = StateSources(
+        scheduler=None,
+        table_name="jobs",
+        queue_names=(),
+        schedule_group="g",
+        declared_schedules=frozenset(),
+        read_items=lambda table: [],
+        write_items=lambda table, items: written.extend(items) or len(items),
+        read_messages=lambda name: None,
+        write_messages=lambda name, records: 0,
+        alarm_states=dict,
+    )
+    fits = {"pk": {"S": "JOB#tenant-a#3"}, "sk": {"S": "0" * 32}}
+    old = {"pk": {"S": "JOB#" + "0" * 32}}
+
+    restore(sources, {"table": {"items": [fits, old]}})
+
+    assert written == [fits]
+    assert "1 items of a snapshot made before the table's sort key were left out" in caplog.text

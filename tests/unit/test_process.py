@@ -55,7 +55,7 @@ def run(delivery: Delivery, worker_ports: WorkerPorts, policy: WorkerPolicy) -> 
 
 
 def stored(store: InMemoryJobStore, job: Job) -> Job:
-    current = store.get(job.job_id)
+    current = store.get(job.job_id, tenant=job.tenant)
     assert current is not None
     return current
 

@@ -131,7 +131,7 @@ def test_a_count_that_cannot_be_written_leaves_the_jobs_write_standing(ports: Po
 
     job = submitted(counted)
 
-    assert store.get(job.job_id) is not None
+    assert store.get(job.job_id, tenant=job.tenant) is not None
     assert counters.usage(TENANT) == Usage()
     submitted(counted)
     assert counters.usage(TENANT) == Usage(open_jobs=1)
@@ -146,5 +146,5 @@ def test_a_job_that_ends_frees_its_place(ports: Ports) -> None:
 
     store.cancel(job.job_id, tenant=TENANT, now=now, expires_at=now)
 
-    assert store.get(job.job_id).status is JobStatus.CANCELLED  # type: ignore[union-attr]
+    assert store.get(job.job_id, tenant=job.tenant).status is JobStatus.CANCELLED  # type: ignore[union-attr]
     assert counters.usage(TENANT) == Usage()

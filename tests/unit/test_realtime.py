@@ -57,7 +57,11 @@ def hub() -> RealtimeHub:
 
 
 def streams(hub: RealtimeHub, job: Job | None, **kwargs: float) -> JobEventStreams:
-    return JobEventStreams(hub, lambda job_id: job if job is not None and job.job_id == job_id else None, **kwargs)
+    return JobEventStreams(
+        hub,
+        lambda job_id, tenant: job if job is not None and (job.job_id, job.tenant) == (job_id, tenant) else None,
+        **kwargs,
+    )
 
 
 def opened(streams: JobEventStreams, tenant: str = TENANT, last: str | None = None) -> Iterator[bytes]:

@@ -21,7 +21,6 @@ from offpath.logic.submit import (
     SubmitPolicy,
     SubmitRequest,
     canonical_json,
-    job_id_for,
     submit_batch,
     submit_job,
 )
@@ -123,11 +122,15 @@ def test_the_limit_counts_utf8_bytes_not_characters(ports: Ports) -> None:
 # -- idempotency --------------------------------------------------------------------------------
 
 
-def test_a_new_key_makes_a_new_job_and_sends_its_message(ports: Ports, queue: InMemoryJobQueue) -> None:
+def test_a_new_key_makes_a_new_job_and_sends_its_message(
+    ports: Ports, store: InMemoryJobStore, queue: InMemoryJobQueue
+) -> None:
     submitted = submit_job(request(idempotency_key="k-1"), ports, SubmitPolicy())
 
     assert not submitted.replayed
-    assert submitted.job.job_id == job_id_for(TENANT, "k-1")
+    record = store.key_record(TENANT, "k-1")  # the key's record names the job, before it was sent and written
+    assert record is not None and (record.job_id, record.created_at) == (submitted.job.job_id, submitted.job.created_at)
+    assert store.writes == ["record_key", "create"]
     assert [s.message for s in queue.sent] == [JobMessage.of(submitted.job)]
 
 
@@ -140,8 +143,8 @@ def test_the_same_key_and_payload_replays_the_first_job_and_its_second_message_n
 
     assert again.replayed
     assert again.job == first.job
-    # The message goes out before the write tells a replay apart: a duplicate delivery of the same job.
-    assert [s.message for s in queue.sent] == [JobMessage.of(first.job)] * 2
+    # The key's record tells a replay apart before anything is sent: no second message.
+    assert [s.message for s in queue.sent] == [JobMessage.of(first.job)]
     assert metrics.counts["JobsDeduplicated"] == 1
 
 
@@ -153,7 +156,7 @@ def test_the_same_key_with_another_payload_is_a_conflict_and_the_first_job_stays
     with pytest.raises(IdempotencyConflictError):
         submit_job(request({"n": 2}, idempotency_key="k-1"), ports, SubmitPolicy())
 
-    assert store.get(first.job_id) == first
+    assert store.get(first.job_id, tenant=first.tenant) == first
 
 
 def test_the_same_key_from_another_tenant_makes_its_own_job(ports: Ports) -> None:
@@ -164,6 +167,44 @@ def test_the_same_key_from_another_tenant_makes_its_own_job(ports: Ports) -> Non
     assert not other.replayed
     assert other.job.job_id != first.job_id
     assert other.job.tenant == "tenant-b"
+
+
+def test_a_submit_that_stopped_between_its_keys_record_and_its_job_is_carried_on_by_the_retry(
+    ports: Ports, store: InMemoryJobStore, queue: InMemoryJobQueue
+) -> None:
+    """The key was marked and the message sent, then the job's write failed: the client's retry with the same key
+    writes the job under the recorded id and creation time (and sends it again): one job, QUEUED."""
+    store.fail_next("create", StoreUnavailableError("DynamoDB throttled"))
+    with pytest.raises(StoreUnavailableError):
+        submit_job(request(idempotency_key="k-1"), ports, SubmitPolicy())
+    record = store.key_record(TENANT, "k-1")
+    assert record is not None and store.jobs() == []
+
+    retried = submit_job(request(idempotency_key="k-1"), ports, SubmitPolicy())
+
+    assert not retried.replayed
+    assert (retried.job.job_id, retried.job.created_at) == (record.job_id, record.created_at)
+    assert [(j.job_id, j.status) for j in store.jobs()] == [(record.job_id, JobStatus.QUEUED)]
+    assert [s.message.job_id for s in queue.sent] == [record.job_id] * 2  # a duplicate delivery, acked
+    again = submit_job(request(idempotency_key="k-1"), ports, SubmitPolicy())
+    assert again.replayed and again.job == retried.job
+
+
+def test_a_conflicting_retry_after_a_stopped_submit_is_still_a_conflict(ports: Ports, store: InMemoryJobStore) -> None:
+    store.fail_next("create", StoreUnavailableError("DynamoDB throttled"))
+    with pytest.raises(StoreUnavailableError):
+        submit_job(request({"n": 1}, idempotency_key="k-1"), ports, SubmitPolicy())
+
+    with pytest.raises(IdempotencyConflictError):
+        submit_job(request({"n": 2}, idempotency_key="k-1"), ports, SubmitPolicy())
+
+    assert store.jobs() == []
+
+
+def test_a_plain_submit_writes_the_job_only(ports: Ports, store: InMemoryJobStore) -> None:
+    submit_job(request(), ports, SubmitPolicy())
+
+    assert store.writes == ["create"]
 
 
 def test_without_a_key_every_submission_is_a_new_job(ports: Ports) -> None:
@@ -194,7 +235,7 @@ def test_a_failed_send_still_accepts_the_job_and_counts_the_failure(
     submitted = submit_job(request(), ports, SubmitPolicy())
 
     assert not submitted.replayed
-    assert store.get(submitted.job.job_id) == submitted.job
+    assert store.get(submitted.job.job_id, tenant=submitted.job.tenant) == submitted.job
     assert submitted.job.sweep_at is not None  # the sweeper will send it
     assert metrics.counts == {"SendFailed": 1}  # JobsSubmitted comes from the table's stream (the notifier)
 
@@ -204,7 +245,7 @@ def test_a_sent_job_is_written_without_a_sweep_time(
 ) -> None:
     submitted = submit_job(request(), ports, SubmitPolicy())
 
-    stored = store.get(submitted.job.job_id)
+    stored = store.get(submitted.job.job_id, tenant=submitted.job.tenant)
     assert stored is not None and stored.status is JobStatus.QUEUED
     assert stored.sweep_at is None  # its message is on the queue: nothing for the sweeper to find
     assert [s.message for s in queue.sent] == [JobMessage.of(stored)]
@@ -229,7 +270,7 @@ def test_a_job_due_later_than_an_sqs_delay_is_written_with_its_sweep_time_and_se
         request(run_at="2099-01-01T00:00:00Z"), ports, SubmitPolicy(max_schedule_ahead=timedelta(days=36500))
     )
 
-    stored = store.get(submitted.job.job_id)
+    stored = store.get(submitted.job.job_id, tenant=submitted.job.tenant)
     assert stored is not None and stored.status is JobStatus.SCHEDULED
     assert stored.sweep_at is not None
     assert queue.sent == []

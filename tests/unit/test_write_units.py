@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
-from offpath.naming import TableIndex
+from offpath.adapters.dynamodb_store import to_item
+from offpath.domain.ids import new_job_id
+from offpath.domain.job import Job, JobStatus
+from offpath.naming import TABLE_INDEXES, TableIndex
 from offpath_tools.write_units import (
     index_entry,
     item_size,
@@ -207,17 +211,43 @@ def test_a_large_projected_entry_whose_key_changes_costs_both_entries() -> None:
     assert cost.indexes == {"everything": 2 + 3}
 
 
-def test_a_job_costs_six_write_units_from_submit_to_success() -> None:
-    created = job()
-    running = job(status=s("RUNNING"), lease_until=s("soon"), attempt={"N": "1"})
-    succeeded = job(status=s("SUCCEEDED"), result_json=s("{}"), sweep_pk=None, sweep_at=None)
+def test_a_job_in_the_sweep_index_costs_five_write_units_from_submit_to_success() -> None:
+    """With the table's own indexes (the sweep index only): a job written with its sweep time (its send failed)
+    enters the sweep index and leaves it when it succeeds."""
+    created = job(gsi1pk=None, gsi_sk=None)
+    running = job(gsi1pk=None, gsi_sk=None, status=s("RUNNING"), lease_until=s("soon"), attempt={"N": "1"})
+    succeeded = job(gsi1pk=None, gsi_sk=None, status=s("SUCCEEDED"), result_json=s("{}"), sweep_pk=None, sweep_at=None)
 
     costs = [write_cost(None, created), write_cost(created, running), write_cost(running, succeeded)]
 
     assert [c.table for c in costs] == [1, 1, 1]
-    assert [c.indexes for c in costs] == [
-        {"by_tenant": 1, "sweep": 1},
-        {"by_tenant": 0, "sweep": 0},
-        {"by_tenant": 0, "sweep": 1},
-    ]
-    assert sum(c.total for c in costs) == 6
+    assert [c.indexes for c in costs] == [{"sweep": 1}, {"sweep": 0}, {"sweep": 1}]
+    assert sum(c.total for c in costs) == 5
+
+
+def test_a_plain_job_writes_no_index_entry_and_costs_three_write_units_from_submit_to_success() -> None:
+    """The store's own items: a plain job sent before it is written has no sweep time, and no listing index
+    exists (a tenant's listing queries the table's key): the job's three writes are all it costs."""
+    now = datetime(2026, 12, 1, tzinfo=UTC)
+    created = Job(
+        job_id=new_job_id(now),
+        tenant="tenant-a",
+        type="demo.echo",
+        queue="default",
+        payload={"message": "hello"},
+        payload_hash="0" * 64,
+        status=JobStatus.QUEUED,
+        created_at=now,
+        updated_at=now,
+        max_attempts=3,
+    )
+    running = created.replace(status=JobStatus.RUNNING, attempt=1, lease_until=now, started_at=now)
+    succeeded = running.replace(status=JobStatus.SUCCEEDED, result={"message": "hello"}, lease_until=None)
+    items = [to_item(created), to_item(running), to_item(succeeded)]
+
+    costs = [write_cost(None, items[0]), write_cost(items[0], items[1]), write_cost(items[1], items[2])]
+
+    assert [index.name for index in TABLE_INDEXES] == ["sweep"]
+    assert [c.table for c in costs] == [1, 1, 1]
+    assert [c.indexes for c in costs] == [{"sweep": 0}] * 3
+    assert sum(c.total for c in costs) == 3

@@ -244,9 +244,10 @@ class Assumptions:
     # X-Ray's default sampling for Lambda: the first request each second, then 5%.
     xray_reservoir_per_s: float = 1.0
     xray_rate: float = 0.05
-    # DynamoDB storage: per-item overhead and the by_tenant entry of a job.
+    # DynamoDB storage: per-item overhead, and a job's index entries once it is finished: none (the sweep index
+    # holds unfinished jobs only; a tenant's listing queries the table's own key, there is no listing index).
     item_overhead_bytes: int = 100
-    index_entry_bytes: int = 250
+    index_entry_bytes: int = 0
     # Alarms the stack creates: 5 per queue class, plus API 5xx, Scheduler DLQ, async failures, the webhook
     # delivery DLQ and the notifier's stream failures.
     alarms_per_queue_class: int = 5
@@ -513,7 +514,7 @@ def job_usage(measured: Mapping[str, Any], config: Config, assumptions: Assumpti
     if config.notifier:
         _add(total, notifier_usage(total.get("stream_records", 0.0), config, assumptions), 1.0)
 
-    # Storage: a finished job's item and index entry, kept for the retention period.
+    # Storage: a finished job's item (and any index entry it keeps), kept for the retention period.
     plain_writes = [w for w in scenarios["plain"]["dynamodb"]["writes"] if w["item"] == "JOB"]
     stored = 1000
     if plain_writes:

@@ -69,8 +69,9 @@ def markdown(measured: Mapping[str, Any], base: Config | None = None) -> str:
         "(an upper bound), "
         f"sampled by the default rule ({a.xray_reservoir_per_s:g} a second, then {a.xray_rate:.0%}) at the month's "
         "average rate, so below about 1 job a second every invocation is traced.",
-        f"- DynamoDB storage: the finished item plus {a.item_overhead_bytes} bytes of overhead and its "
-        f"`by_tenant` entry (~{a.index_entry_bytes} bytes), kept {base.retention_days} days.",
+        f"- DynamoDB storage: the finished item plus {a.item_overhead_bytes} bytes of overhead, kept "
+        f"{base.retention_days} days (no index entry: a finished job is in no index; a keyed job's idempotency "
+        "record, ~200 bytes kept a day longer, is not counted in the default, unkeyed configuration).",
         "- Fixed each month whatever the volume: the sweeper (every minute), the event source mapping's long "
         "polls of an idle queue (~5 pollers x 3 receives a minute), EMF custom metrics (each name per queue and "
         "job type, per queue and overall), the stack's alarms and dashboard.",
@@ -153,7 +154,8 @@ def markdown(measured: Mapping[str, Any], base: Config | None = None) -> str:
         f"${wru_price:.3f} per million jobs on demand; a plain job pays {plain['write_units']}: "
         f"{plain['table_write_units']} in the table (submit, claim, success) and "
         + ", ".join(f"{n} in `{name}`" for name, n in index_units.items())
-        + " (`by_tenant` projects keys only, so it is written once, when the job is submitted; the sparse "
+        + " (there is no listing index: a tenant's listing queries the table's own key, `JOB#<tenant>#<shard>` "
+        "and the time-ordered job id; a keyed submit adds one unit for its idempotency key's record; the sparse "
         "`sweep` index holds only jobs whose message may be missing: a job whose send failed, a delayed job, one "
         "requeued, redriven or retried by hand, one claimed on its message's last receives; a plain job's message "
         "goes out before its write, so it is never in it). A scheduled job also "

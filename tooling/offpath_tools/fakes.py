@@ -32,7 +32,7 @@ from offpath.domain.errors import (
     TransitionError,
 )
 from offpath.domain.job import Job, JobStatus, Progress
-from offpath.domain.ports import CreateOutcome, Firing, JobMessage, JobPage, ScheduleState
+from offpath.domain.ports import CreateOutcome, Firing, JobMessage, JobPage, KeyRecord, ScheduleState
 from offpath.domain.quotas import Usage
 from offpath.domain.registry import REGISTRY, JobType, Registry
 
@@ -45,7 +45,9 @@ class InMemoryJobStore:
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
-        self._jobs: dict[str, Job] = {}
+        # By (tenant, job id), as the table keys them: another tenant's job is not found.
+        self._jobs: dict[tuple[str, str], Job] = {}
+        self._keys: dict[tuple[str, str], KeyRecord] = {}
         self._once: set[tuple[str, str]] = set()
         self._schedules: dict[str, ScheduleState] = {}
         self._faults: dict[str, list[Exception]] = {}
@@ -62,7 +64,7 @@ class InMemoryJobStore:
     def put(self, job: Job) -> Job:
         """Store a job as it is, bypassing every rule (to set up a test's starting state)."""
         with self._lock:
-            self._jobs[job.job_id] = job
+            self._jobs[job.tenant, job.job_id] = job
             return job
 
     def jobs(self) -> list[Job]:
@@ -80,9 +82,9 @@ class InMemoryJobStore:
     def create(self, job: Job) -> CreateOutcome:
         with self._lock:
             self._enter("create", write=True)
-            existing = self._jobs.get(job.job_id)
+            existing = self._jobs.get((job.tenant, job.job_id))
             if existing is None:
-                self._jobs[job.job_id] = job
+                self._jobs[job.tenant, job.job_id] = job
                 return CreateOutcome(job, replayed=False)
             if existing.submission_id == job.submission_id:
                 # A retry of this very write, which had landed: the job is ours, and new.
@@ -91,10 +93,23 @@ class InMemoryJobStore:
                 raise IdempotencyConflictError(existing)
             return CreateOutcome(existing, replayed=True)
 
-    def get(self, job_id: str) -> Job | None:
+    def record_key(self, job: Job, *, expires_at: datetime) -> KeyRecord:
+        if job.idempotency_key is None:
+            raise ValueError("a job without an idempotency key has no key record")
+        with self._lock:
+            self._enter("record_key", write=True)
+            record = KeyRecord(job.job_id, job.created_at, job.fingerprint, job.submission_id)
+            return self._keys.setdefault((job.tenant, job.idempotency_key), record)
+
+    def key_record(self, tenant: str, idempotency_key: str) -> KeyRecord | None:
+        with self._lock:
+            self._enter("key_record", write=False)
+            return self._keys.get((tenant, idempotency_key))
+
+    def get(self, job_id: str, *, tenant: str) -> Job | None:
         with self._lock:
             self._enter("get", write=False)
-            return self._jobs.get(job_id)
+            return self._jobs.get((tenant, job_id))
 
     def list_jobs(
         self, tenant: str, *, status: JobStatus | None, job_type: str | None, limit: int, cursor: str | None
@@ -120,16 +135,14 @@ class InMemoryJobStore:
     ) -> Job:
         with self._lock:
             self._enter("claim", write=True)
-            current = self._jobs.get(job_id)
+            current = self._jobs.get((tenant, job_id))
             if current is None:
                 raise JobNotFoundError(job_id)
             try:
                 claimed = transitions.claim(current, tenant=tenant, now=now, lease=lease_until - now, sweep_at=sweep_at)
             except TransitionError:
-                if current.tenant != tenant:
-                    raise JobConflictError(None, "message tenant does not match the job") from None
                 raise JobConflictError(current, f"job is {current.status.value}") from None
-            self._jobs[job_id] = claimed
+            self._jobs[tenant, job_id] = claimed
             return claimed
 
     def record_success(self, job: Job, *, result: Any, now: datetime, expires_at: datetime) -> None:
@@ -172,26 +185,26 @@ class InMemoryJobStore:
     def cancel(self, job_id: str, *, tenant: str, now: datetime, expires_at: datetime) -> Job:
         with self._lock:
             self._enter("cancel", write=True)
-            current = self._jobs.get(job_id)
+            current = self._jobs.get((tenant, job_id))
             if current is None:
                 raise JobNotFoundError(job_id)
             try:
                 cancelled = transitions.cancel(current, tenant=tenant, now=now, retention=expires_at - now)
             except TransitionError:
-                if current.tenant != tenant:
-                    raise JobNotFoundError(job_id) from None
                 raise JobConflictError(current, f"a {current.status.value} job cannot be cancelled") from None
-            self._jobs[job_id] = cancelled
+            self._jobs[tenant, job_id] = cancelled
             return cancelled
 
-    def set_progress(self, job_id: str, *, attempt: int, progress: Progress, now: datetime) -> None:
+    def set_progress(self, job_id: str, *, tenant: str, attempt: int, progress: Progress, now: datetime) -> None:
         with self._lock:
             self._enter("set_progress", write=True)
-            current = self._jobs.get(job_id)
+            current = self._jobs.get((tenant, job_id))
             if current is None:
                 raise JobConflictError(None, f"attempt {attempt} no longer holds the job")
             try:
-                self._jobs[job_id] = transitions.record_progress(current, attempt=attempt, progress=progress, now=now)
+                self._jobs[tenant, job_id] = transitions.record_progress(
+                    current, attempt=attempt, progress=progress, now=now
+                )
             except TransitionError:
                 raise JobConflictError(None, f"attempt {attempt} no longer holds the job") from None
 
@@ -250,11 +263,11 @@ class InMemoryJobStore:
             self._enter("reschedule_sweep", write=True)
             if job.sweep_at is None:
                 raise JobConflictError(job, "the job has no sweep time")
-            current = self._jobs.get(job.job_id)
+            current = self._jobs.get((job.tenant, job.job_id))
             if current is None:
                 raise JobConflictError(None, "another sweep handled the job")
             try:
-                self._jobs[job.job_id] = transitions.reschedule_sweep(
+                self._jobs[job.tenant, job.job_id] = transitions.reschedule_sweep(
                     current, seen=job.sweep_at, sweep_at=sweep_at, resent=resent
                 )
             except TransitionError:
@@ -282,16 +295,14 @@ class InMemoryJobStore:
         """A change by id on the caller's own job: another tenant's job is no job."""
         with self._lock:
             self._enter(operation, write=True)
-            current = self._jobs.get(job_id)
+            current = self._jobs.get((tenant, job_id))
             if current is None:
                 raise JobNotFoundError(job_id)
             try:
                 changed = change(current)
             except TransitionError:
-                if current.tenant != tenant:
-                    raise JobNotFoundError(job_id) from None
                 raise JobConflictError(current, f"job is {current.status.value}") from None
-            self._jobs[job_id] = changed
+            self._jobs[tenant, job_id] = changed
             return changed
 
     def _fenced(self, operation: str, job: Job, change: Callable[[Job], Job], *, refusal: str = "") -> Job:
@@ -299,19 +310,20 @@ class InMemoryJobStore:
         refusal = refusal or f"attempt {job.attempt} no longer holds the job"
         with self._lock:
             self._enter(operation, write=True)
-            current = self._jobs.get(job.job_id)
+            current = self._jobs.get((job.tenant, job.job_id))
             if current is None:
                 raise JobConflictError(None, refusal)
             try:
                 changed = change(current)
             except TransitionError:
                 raise JobConflictError(current, refusal) from None
-            self._jobs[job.job_id] = changed
+            self._jobs[job.tenant, job.job_id] = changed
             return changed
 
 
 def _sort_key(job: Job) -> tuple[datetime, str]:
-    return (job.created_at, job.job_id)
+    # The table sorts a tenant's jobs by id, which starts with the creation time in milliseconds.
+    return (job.created_at.replace(microsecond=job.created_at.microsecond // 1000 * 1000), job.job_id)
 
 
 def _encode_cursor(tenant: str, key: tuple[datetime, str]) -> str:

@@ -35,7 +35,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from offpath.logic.submit import job_id_for
 from offpath_tools.launcher import OffpathLocal
 from offpath_tools.webhook_receiver import Receiver
 
@@ -357,10 +356,6 @@ class Planned:
     expect: str
     email: str | None = None
 
-    @property
-    def job_id(self) -> str:
-        return job_id_for(TENANT, self.key)
-
 
 def plan(jobs: int, tag: str = "ledger") -> list[Planned]:
     """Eight in ten welcome e-mails (SUCCEEDED, one e-mail each), one flaky job that fails its first attempt
@@ -389,7 +384,7 @@ class Ledger:
     submit_retries: int = 0  # submits tried again after a 503 (or a dropped connection)
     written_despite_refusal: int = 0  # a submit answered 503 whose job existed all the same
     over_quota: int = 0  # answers 429 quota_exceeded (with quotas on), each retried by the client
-    refused_jobs: list[str] = field(default_factory=list)  # the job ids of the submits still refused
+    refused_jobs: list[str] = field(default_factory=list)  # the idempotency keys of the submits still refused
     succeeded: int = 0
     failed: int = 0
     unexpected: list[str] = field(default_factory=list)  # final, but not in the state its type should end in
@@ -493,23 +488,25 @@ def run_ledger(
 
     started = time.monotonic()
     in_parallel(planned, submit, local.url, clients)
-    accepted = []
+    # The job ids the answers gave (an id is not derived from its key): the job of each accepted submit.
+    accepted: dict[str, Planned] = {}
     for job in planned:
         answer = answers[job.key]
         ledger.submit_retries += answer.tries - 1
         ledger.over_quota += answer.over_quota
-        if answer.status in (200, 202) and answer.body.get("job_id") == job.job_id:
-            accepted.append(job)
+        job_id = answer.body.get("job_id") if answer.status in (200, 202) else None
+        if isinstance(job_id, str) and job_id not in accepted:
+            accepted[job_id] = job
             if answer.tries > 1 and answer.status == 200:
                 ledger.written_despite_refusal += 1
         else:
             ledger.refused += 1
-            ledger.refused_jobs.append(job.job_id)
+            ledger.refused_jobs.append(job.key)
     ledger.accepted = len(accepted)
 
     api = local.api()
     try:
-        views = final_views(api, (job.job_id for job in accepted), timeout_s)
+        views = final_views(api, accepted, timeout_s)
     finally:
         api.close()
     ledger.elapsed_s = time.monotonic() - started
@@ -517,22 +514,22 @@ def run_ledger(
     _settle(local)
 
     emails = Counter(str(e.get("to")) for e in local.effects() if e.get("effect") == "welcome-email")
-    for job in accepted:
-        view = views.get(job.job_id, {})
+    for job_id, job in accepted.items():
+        view = views.get(job_id, {})
         status = view.get("status")
         if status not in FINAL:
-            ledger.lost.append(job.job_id)
+            ledger.lost.append(job_id)
             continue
         ledger.succeeded += status == "SUCCEEDED"
         ledger.failed += status == "FAILED"
         ledger.retries += max(0, int(view.get("attempts") or 0) - 1)
         if status != job.expect:
-            ledger.unexpected.append(job.job_id)
+            ledger.unexpected.append(job_id)
         if job.email is not None:
             if emails[job.email] > 1:
-                ledger.duplicate_effects.append(job.job_id)
+                ledger.duplicate_effects.append(job_id)
             elif status == "SUCCEEDED" and emails[job.email] == 0:
-                ledger.missing_effects.append(job.job_id)
+                ledger.missing_effects.append(job_id)
 
     for fault in local.faults():
         kind = str(fault["kind"])

@@ -48,7 +48,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from offpath.naming import TABLE_INDEXES, TABLE_PARTITION_KEY, TableIndex
+from offpath.naming import TABLE_INDEXES, TABLE_KEY, TableIndex
 
 Item = Mapping[str, Mapping[str, Any]]
 
@@ -124,9 +124,7 @@ def read_units_for(size_bytes: int, *, consistent: bool) -> float:
 # -- index entries ----------------------------------------------------------------------------
 
 
-def index_entry(
-    item: Item | None, index: TableIndex, table_key: Sequence[str] = (TABLE_PARTITION_KEY,)
-) -> dict[str, Any] | None:
+def index_entry(item: Item | None, index: TableIndex, table_key: Sequence[str] = TABLE_KEY) -> dict[str, Any] | None:
     """The item's entry in `index`: None when the item lacks an index key attribute (a sparse index)."""
     if not item or index.partition_key not in item or index.sort_key not in item:
         return None
@@ -171,7 +169,7 @@ def write_cost(
     indexes: Iterable[TableIndex] = TABLE_INDEXES,
     *,
     condition_failed: bool = False,
-    table_key: Sequence[str] = (TABLE_PARTITION_KEY,),
+    table_key: Sequence[str] = TABLE_KEY,
 ) -> WriteCost:
     """What one PutItem, UpdateItem or DeleteItem costs, from the item before and after it.
 
@@ -249,7 +247,7 @@ class CapacityMeter:
         reader: Any,
         *,
         indexes: Iterable[TableIndex] = TABLE_INDEXES,
-        table_key: Sequence[str] = (TABLE_PARTITION_KEY,),
+        table_key: Sequence[str] = TABLE_KEY,
         attributes: Sequence[str] = (),
     ) -> None:
         if client is reader:

@@ -2,26 +2,32 @@
 rendered from the transition declared in offpath.domain.job (`condition_of`); items are written and
 read with boto3's TypeSerializer/TypeDeserializer.
 
-Item layout (key `pk`):
-- `JOB#<job_id>`: the job, which is also its idempotency record (the id derives from tenant + key).
-- `ONCE#<job_id>#<name>`: a `ctx.once` mark.
-Indexes (offpath.naming.TABLE_INDEXES): `by_tenant` (tenant and shard, created) for listings and the sparse
-`sweep` index (shard, sweep time) for the sweeper. A tenant's `by_tenant` entries are spread over the index's
-shards (`<tenant>#<shard>`, the shard from the job id); a listing queries every shard and merges them, newest
-first, and its cursor holds the position reached in each shard.
+Item layout (key `pk` + `sk`, offpath.naming; every key is made by `item_key`):
+- `JOB#<tenant>#<shard>` / `<job_id>`: the job. The shard (0..15) is crc32 of the id, the id is time-ordered
+  (offpath.domain.ids), so a tenant's jobs sort by creation time within each of its 16 partitions. A listing
+  queries the tenant's partitions of the table itself, newest first, and merges them; its cursor holds the
+  position reached in each shard. No listing index: a new job writes one item and no index entry.
+- `IDEM#<tenant>#<sha256(key) prefix>` / `#`: an idempotency key's record (the job's id and creation time, the
+  submission's fingerprint), written by one conditional put before the job (`record_key`); it expires
+  (TTL) after the job's retention, counted from when the job is due.
+- `ONCE#<scope>#<name>` / `#`: a `ctx.once` mark; `SCHEDULE#<name>` / `#`: a schedule's firings. The quota
+  counters (adapters/dynamodb_quotas.py) and the webhook items (adapters/webhook_store.py) are single items too.
+Index (offpath.naming.TABLE_INDEXES): the sparse `sweep` index (shard, sweep time) for the sweeper, keys only
+(it projects the table's `pk` and `sk`).
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
-import heapq
-import itertools
 import json
 import logging
+import math
 import re
+import threading
 import uuid
 import zlib
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -64,17 +70,21 @@ from offpath.domain.job import (
     fair_share,
     payload_json,
 )
-from offpath.domain.ports import CreateOutcome, Firing, JobPage, ScheduleState
-from offpath.naming import TABLE_INDEXES
+from offpath.domain.ports import CreateOutcome, Firing, JobPage, KeyRecord, ScheduleState
+from offpath.naming import JOB_ITEM_PREFIX, JOB_SHARDS, SOLE_SORT_KEY, TABLE_PARTITION_KEY, TABLE_SORT_KEY
 
 if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
+
     from mypy_boto3_dynamodb.client import DynamoDBClient
     from mypy_boto3_dynamodb.type_defs import AttributeValueTypeDef
 
-INDEX_BY_TENANT = "by_tenant"
-# How many partition key values one tenant's listing entries are spread over (offpath.naming.TABLE_INDEXES).
-TENANT_SHARDS = {index.name: index for index in TABLE_INDEXES}[INDEX_BY_TENANT].shards
 INDEX_SWEEP = "sweep"
+# The condition of a write that must create its item.
+NEW_ITEM = f"attribute_not_exists({TABLE_PARTITION_KEY})"
+KEY_ITEM_PREFIX = "IDEM#"
+# An idempotency key's record is named by this many hex digits of the key's SHA-256 (128 bits).
+KEY_DIGEST_CHARS = 32
 # The sweep index's partition key is spread over shards so no single partition takes every write.
 SWEEP_SHARDS = 4
 CONFLICT = "ConditionalCheckFailedException"
@@ -83,11 +93,17 @@ CONFLICT = "ConditionalCheckFailedException"
 ITEM_TOO_LARGE = re.compile(r"item size .*exceeded", re.IGNORECASE)
 # A cursor as handed out (contract.CURSOR_PATTERN): base64url without padding, of the key's JSON.
 CURSOR_TEXT = re.compile(r"[A-Za-z0-9_-]{1,2048}")
-CURSOR_SORT_KEY = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z#[0-9a-f]{32}")
+CURSOR_SORT_KEY = re.compile(r"[0-9a-f]{32}")
 # A cursor names its listing's tenant by a digest (a tenant may be 1,024 characters; the cursor stays short).
 CURSOR_TENANT_CHARS = 16
 # total_max_attempts counts the first try: 3 attempts in all ("max_attempts" would mean 3 retries).
-SDK_CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 3}, connect_timeout=2, read_timeout=5)
+# A listing's queries of a tenant's shards go out together: one pooled connection each.
+SDK_CONFIG = Config(
+    retries={"mode": "standard", "total_max_attempts": 3},
+    connect_timeout=2,
+    read_timeout=5,
+    max_pool_connections=JOB_SHARDS,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -106,11 +122,17 @@ def default_client() -> DynamoDBClient:
 
 
 class DynamoDbJobStore:
-    def __init__(self, table_name: str, client: DynamoDBClient | None = None) -> None:
+    def __init__(
+        self, table_name: str, client: DynamoDBClient | None = None, *, listing_readers: int = JOB_SHARDS
+    ) -> None:
         self.table_name = table_name
         self.client = client or default_client()
-        # Items `_get_many` left out because they could not be read as jobs.
+        # Items `_readable` left out because they could not be read as jobs.
         self.unreadable_items = 0
+        # How many of a listing's shard queries go out at once (1: one after the other); docs/decisions.md.
+        self.listing_readers = listing_readers
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
 
     # -- submit -----------------------------------------------------------------------------
 
@@ -120,7 +142,7 @@ class DynamoDbJobStore:
                 self.client.put_item,
                 TableName=self.table_name,
                 Item=to_item(job),
-                ConditionExpression="attribute_not_exists(pk)",
+                ConditionExpression=NEW_ITEM,
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
             return CreateOutcome(job, replayed=False)
@@ -133,80 +155,140 @@ class DynamoDbJobStore:
             raise IdempotencyConflictError(existing)
         return CreateOutcome(existing, replayed=True)
 
-    # -- reads ------------------------------------------------------------------------------
+    def record_key(self, job: Job, *, expires_at: datetime) -> KeyRecord:
+        """One conditional put of the key's record (ReturnValuesOnConditionCheckFailure: the record that
+        stands comes back with the failed condition, no read)."""
+        if job.idempotency_key is None:
+            raise ValueError("a job without an idempotency key has no key record")
+        record = KeyRecord(job.job_id, job.created_at, job.fingerprint, job.submission_id)
+        try:
+            self._call(
+                self.client.put_item,
+                TableName=self.table_name,
+                Item=key_record_to_item(job.tenant, job.idempotency_key, record, expires_at),
+                ConditionExpression=NEW_ITEM,
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+            return record
+        except ConditionFailed as failed:
+            if not failed.item:
+                raise StoreUnavailableError("DynamoDB returned no record with the failed key condition") from None
+            return key_record_from_item(failed.item)
 
-    def get(self, job_id: str) -> Job | None:
+    def key_record(self, tenant: str, idempotency_key: str) -> KeyRecord | None:
         response = self._call(
-            self.client.get_item, TableName=self.table_name, Key=key_of(job_key(job_id)), ConsistentRead=True
+            self.client.get_item,
+            TableName=self.table_name,
+            Key=key_of(idempotency_partition(tenant, idempotency_key)),
+            ConsistentRead=True,
         )
         item = response.get("Item")
-        return from_item(item) if item else None
+        return key_record_from_item(item) if item else None
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def get(self, job_id: str, *, tenant: str) -> Job | None:
+        response = self._call(
+            self.client.get_item, TableName=self.table_name, Key=job_key(tenant, job_id), ConsistentRead=True
+        )
+        item = response.get("Item")
+        job = from_item(item) if item else None
+        return job if job is not None and job.tenant == tenant else None
 
     def list_jobs(
         self, tenant: str, *, status: JobStatus | None, job_type: str | None, limit: int, cursor: str | None
     ) -> JobPage:
-        """The tenant's jobs, newest first: each of its `by_tenant` shards is queried for up to `limit` keys
-        after the position the cursor holds for it, the shards' keys are merged, and the newest `limit` are
-        read with one batch read and filtered by status and type. A filtered page can hold fewer than `limit`
-        jobs and still have a cursor."""
-        positions = decode_cursor(cursor, tenant) if cursor is not None else [None] * TENANT_SHARDS
-        fetched: dict[int, list[str]] = {}
-        exhausted: set[int] = set()
-        for shard, position in enumerate(positions):
-            if position is False:
+        """The tenant's jobs, newest first. Each of its partitions (shards) is queried for its share of the page
+        after the position the cursor holds for it (the queries go out together), newest first; the shards are
+        merged, and a shard whose share ran out before the page was full is queried again for the rest. The
+        items come back whole: they are filtered by status and type, with no second read. A filtered page can
+        hold fewer than `limit` jobs and still have a cursor."""
+        positions = decode_cursor(cursor, tenant) if cursor is not None else [None] * JOB_SHARDS
+        # Ids spread evenly over the shards: a page takes limit/16 of each on average, rarely twice that.
+        share = min(limit, 2 * math.ceil(limit / JOB_SHARDS) + 2)
+        read_to: dict[int, str | None] = {s: p for s, p in enumerate(positions) if p is not False}
+        buffers: dict[int, deque[Item]] = {shard: deque() for shard in read_to}
+        more: dict[int, bool] = {}
+        to_read = {shard: share for shard in read_to}
+        page: list[tuple[int, Item]] = []
+        while True:
+            for shard, (items, has_more) in self._query_shards(tenant, read_to, to_read).items():
+                buffers[shard].extend(items)
+                more[shard] = has_more and bool(items)
+                if items:
+                    read_to[shard] = sort_key_of(items[-1])
+            if len(page) == limit:
+                break
+            # A shard that may hold more is read on before the merge passes it: its next job may be the newest.
+            to_read = {shard: limit - len(page) for shard, buffer in buffers.items() if not buffer and more[shard]}
+            if to_read:
                 continue
-            keys, more = self._shard_keys(tenant, shard, position, limit)
-            fetched[shard] = keys
-            if not more:
-                exhausted.add(shard)
-        merged = heapq.merge(
-            *([(sort_key, shard) for sort_key in keys] for shard, keys in fetched.items()), reverse=True
-        )
-        page = list(itertools.islice(merged, limit))
-        taken = {shard: sum(1 for _, of in page if of == shard) for shard in fetched}
+            heads = [shard for shard, buffer in buffers.items() if buffer]
+            if not heads:
+                break
+            newest = max(heads, key=lambda shard: sort_key_of(buffers[shard][0]))
+            page.append((newest, buffers[newest].popleft()))
         following: list[str | Literal[False] | None] = list(positions)
-        for shard, keys in fetched.items():
-            if taken[shard]:
-                following[shard] = keys[taken[shard] - 1]
-            if shard in exhausted and taken[shard] == len(keys):
+        for shard, item in page:
+            following[shard] = sort_key_of(item)
+        for shard, buffer in buffers.items():
+            if not buffer and not more[shard]:
                 following[shard] = False
         jobs = [
             job
-            for job in self._get_many([job_key(job_id_of_sort_key(sort_key)) for sort_key, _ in page])
-            if job.tenant == tenant
+            for job in (self._readable(item) for _, item in page)
+            if job is not None
+            and job.tenant == tenant
             and (status is None or job.status is status)
             and (job_type is None or job.type == job_type)
         ]
         done = all(position is False for position in following)
         return JobPage(jobs, None if done else encode_cursor(tenant, following))
 
-    def _shard_keys(self, tenant: str, shard: int, after: str | None, limit: int) -> tuple[list[str], bool]:
-        """Up to `limit` sort keys of one shard of the tenant's listing, newest first, after `after`; and
-        whether the shard may hold more."""
-        partition = tenant_partition(tenant, shard)
+    def _query_shards(
+        self, tenant: str, after: Mapping[int, str | None], limits: Mapping[int, int]
+    ) -> dict[int, tuple[list[Item], bool]]:
+        """Query the given shards of the tenant's jobs (shard -> how many), each after its position in `after`:
+        together on the store's threads (boto3's clients are thread-safe), or one by one."""
+        if len(limits) <= 1 or self.listing_readers <= 1:
+            return {shard: self._query_shard(tenant, shard, after[shard], n) for shard, n in limits.items()}
+        pool = self._listing_pool()
+        futures = {shard: pool.submit(self._query_shard, tenant, shard, after[shard], n) for shard, n in limits.items()}
+        return {shard: future.result() for shard, future in futures.items()}
+
+    def _listing_pool(self) -> ThreadPoolExecutor:
+        with self._pool_lock:
+            if self._pool is None:
+                # Imported here: only the api lists, and the other functions' cold start need not pay for it.
+                from concurrent.futures import ThreadPoolExecutor
+
+                self._pool = ThreadPoolExecutor(max_workers=self.listing_readers, thread_name_prefix="listing")
+            return self._pool
+
+    def _query_shard(self, tenant: str, shard: int, after: str | None, limit: int) -> tuple[list[Item], bool]:
+        """Up to `limit` job items of one shard of the tenant's jobs, newest first, after the job id `after`;
+        and whether the shard may hold more. Read consistently, as a job read by its id is."""
+        partition = job_partition(tenant, shard)
         request: dict[str, Any] = {
             "TableName": self.table_name,
-            "IndexName": INDEX_BY_TENANT,
-            "KeyConditionExpression": "gsi1pk = :k",
-            "ExpressionAttributeValues": attribute_values({":k": partition}),
+            "KeyConditionExpression": f"{TABLE_PARTITION_KEY} = :p",
+            "ExpressionAttributeValues": attribute_values({":p": partition}),
             "ScanIndexForward": False,
+            "ConsistentRead": True,
             "Limit": limit,
         }
         if after is not None:
-            request["ExclusiveStartKey"] = attribute_values(
-                {"pk": job_key(job_id_of_sort_key(after)), "gsi1pk": partition, "gsi_sk": after}
-            )
+            request["ExclusiveStartKey"] = key_of(partition, after)
         response = self._call(self.client.query, **request)
-        keys = [str(plain_values(item)["gsi_sk"]) for item in response.get("Items", [])]
-        return keys, "LastEvaluatedKey" in response
+        return list(response.get("Items", [])), "LastEvaluatedKey" in response
 
-    def _get_many(self, keys: list[str]) -> list[Job]:
+    def _get_many(self, keys: list[Item]) -> list[Job]:
         """BatchGetItem in chunks of 100, retrying unprocessed keys; returns jobs in `keys` order. An item
         that cannot be read as a job is left out (logged by its key, never its content, and counted in
-        `unreadable_items`): one bad record never fails a listing or a sweep."""
-        found: dict[str, Job] = {}
+        `unreadable_items`): one bad record never fails a sweep."""
+        found: dict[tuple[str, str], Job] = {}
         for start in range(0, len(keys), 100):
-            pending: list[Item] = [key_of(key) for key in keys[start : start + 100]]
+            pending: list[Item] = keys[start : start + 100]
             for _ in range(5):
                 if not pending:
                     break
@@ -217,24 +299,20 @@ class DynamoDbJobStore:
                 for item in response.get("Responses", {}).get(self.table_name, []):
                     job = self._readable(item)
                     if job is not None:
-                        found[job_key(job.job_id)] = job
+                        found[plain_key(item)] = job
                 pending = list(response.get("UnprocessedKeys", {}).get(self.table_name, {}).get("Keys", []))
             if pending:
                 raise StoreUnavailableError("DynamoDB kept some keys unprocessed")
-        return [found[key] for key in keys if key in found]
+        return [found[plain_key(key)] for key in keys if plain_key(key) in found]
 
     def _readable(self, item: Item) -> Job | None:
         try:
             return from_item(item)
         except Exception:
             self.unreadable_items += 1
-            key = item.get("pk", {})
             logger.error(
                 "a job item could not be read; left out",
-                extra={
-                    "key": key.get("S") if isinstance(key, dict) else None,
-                    "unreadable_items": self.unreadable_items,
-                },
+                extra={"key": "/".join(plain_key(item)), "unreadable_items": self.unreadable_items},
             )
             return None
 
@@ -249,6 +327,7 @@ class DynamoDbJobStore:
         try:
             return self._write(
                 CLAIM,
+                tenant,
                 job_id,
                 Facts(now=now, tenant=tenant),
                 "SET #s = :status, attempt = attempt + :one, lease_until = :lease, "
@@ -259,9 +338,8 @@ class DynamoDbJobStore:
         except ConditionFailed as failed:
             if not failed.item:
                 raise JobNotFoundError(job_id) from None
+            # The tenant is part of the key: a job found is the message's tenant's.
             current = from_item(failed.item)
-            if current.tenant != tenant:
-                raise JobConflictError(None, "message tenant does not match the job") from None
             if current.status is JobStatus.RUNNING and current.lease_until == lease_until and current.updated_at == now:
                 # This claim's own write, met by an SDK retry after its response was lost.
                 return current
@@ -317,6 +395,7 @@ class DynamoDbJobStore:
         try:
             self._write(
                 transition,
+                job.tenant,
                 job.job_id,
                 Facts(now=now, attempt=job.attempt),
                 f"SET #s = :status, updated_at = :now, attempts_json = :attempts, {update}",
@@ -336,10 +415,11 @@ class DynamoDbJobStore:
                 return
             raise JobConflictError(current, f"attempt {job.attempt} no longer holds the job") from None
 
-    def set_progress(self, job_id: str, *, attempt: int, progress: Progress, now: datetime) -> None:
+    def set_progress(self, job_id: str, *, tenant: str, attempt: int, progress: Progress, now: datetime) -> None:
         try:
             self._write(
                 RECORD_PROGRESS,
+                tenant,
                 job_id,
                 Facts(now=now, attempt=attempt),
                 "SET progress_fraction = :f, progress_message = :m, updated_at = :now",
@@ -359,13 +439,13 @@ class DynamoDbJobStore:
                 TableName=self.table_name,
                 Item=attribute_values(
                     {
-                        "pk": f"ONCE#{job_id}#{name}",
+                        **item_key(f"ONCE#{job_id}#{name}"),
                         "marked_at": iso(now),
                         "expires_at": epoch(expires_at),
                         "mark_token": token,
                     }
                 ),
-                ConditionExpression="attribute_not_exists(pk)",
+                ConditionExpression=NEW_ITEM,
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
             return True
@@ -430,6 +510,7 @@ class DynamoDbJobStore:
         try:
             return self._write(
                 transition,
+                tenant,
                 job_id,
                 Facts(now=now, tenant=tenant),
                 "SET #s = :status, updated_at = :now, sweep_pk = :shard, sweep_at = :sweep" + also,
@@ -437,13 +518,14 @@ class DynamoDbJobStore:
                 names=names,
             )
         except ConditionFailed as failed:
-            current = _tenants_job(failed, job_id, tenant)
+            current = _tenants_job(failed, job_id)
             raise JobConflictError(current, f"job is {current.status.value}") from None
 
     def requeue_expired_lease(self, job: Job, *, now: datetime, sweep_at: datetime) -> Job:
         try:
             return self._write(
                 REQUEUE_EXPIRED_LEASE,
+                job.tenant,
                 job.job_id,
                 Facts(now=now, attempt=job.attempt),
                 "SET #s = :status, updated_at = :now, sweep_at = :sweep, resends = resends + :one, "
@@ -460,7 +542,7 @@ class DynamoDbJobStore:
             raise JobConflictError(current, "the job's lease is no longer expired at that attempt") from None
 
     def due_for_sweep(self, *, now: datetime, limit: int) -> list[Job]:
-        keys: list[str] = []
+        keys: list[Item] = []
         for shard in range(SWEEP_SHARDS):
             request: dict[str, Any] = {
                 "TableName": self.table_name,
@@ -470,7 +552,8 @@ class DynamoDbJobStore:
                 "Limit": limit,
             }
             response = self._call(self.client.query, **request)
-            keys.extend(plain_values(item)["pk"] for item in response.get("Items", []))
+            # Keys only: the index projects the table's key (pk + sk) beside its own.
+            keys.extend(key_of(*plain_key(item)) for item in response.get("Items", []))
         # The index holds keys only; the items themselves are read consistently, then shared out fairly
         # across tenants (each shard's `limit` oldest due keys are the window it is shared out of).
         due = [job for job in self._get_many(keys) if job.sweep_at is not None and job.sweep_at <= now]
@@ -482,6 +565,7 @@ class DynamoDbJobStore:
         try:
             self._write(
                 RESCHEDULE_SWEEP,
+                job.tenant,
                 job.job_id,
                 Facts(seen_sweep_at=job.sweep_at),
                 "SET sweep_at = :next, resends = resends + :inc",
@@ -511,7 +595,7 @@ class DynamoDbJobStore:
                 ((firing, *others))[:keep],
                 version=current.version + 1,
             )
-            condition = "attribute_not_exists(pk)" if current.version == 0 else "version = :seen"
+            condition = NEW_ITEM if current.version == 0 else "version = :seen"
             values = attribute_values({":seen": current.version}) if current.version else {}
             try:
                 self._call(
@@ -532,13 +616,14 @@ class DynamoDbJobStore:
         try:
             return self._write(
                 CANCEL,
+                tenant,
                 job_id,
                 Facts(now=now, tenant=tenant),
                 "SET #s = :status, updated_at = :now, finished_at = :now, expires_at = :ttl REMOVE sweep_pk, sweep_at",
                 {":now": iso(now), ":ttl": epoch(expires_at)},
             )
         except ConditionFailed as failed:
-            current = _tenants_job(failed, job_id, tenant)
+            current = _tenants_job(failed, job_id)
             if (
                 current.status is JobStatus.CANCELLED
                 and current.updated_at == now
@@ -555,6 +640,7 @@ class DynamoDbJobStore:
     def _write(
         self,
         transition: Transition,
+        tenant: str,
         job_id: str,
         facts: Facts,
         update: str,
@@ -568,6 +654,7 @@ class DynamoDbJobStore:
     def _write(
         self,
         transition: Transition,
+        tenant: str,
         job_id: str,
         facts: Facts,
         update: str,
@@ -580,6 +667,7 @@ class DynamoDbJobStore:
     def _write(
         self,
         transition: Transition,
+        tenant: str,
         job_id: str,
         facts: Facts,
         update: str,
@@ -599,7 +687,7 @@ class DynamoDbJobStore:
         assert not clash, f"the update and the condition give {clash} different values"
         request: dict[str, Any] = {
             "TableName": self.table_name,
-            "Key": key_of(job_key(job_id)),
+            "Key": job_key(tenant, job_id),
             "UpdateExpression": update,
             "ConditionExpression": condition.expression,
             "ExpressionAttributeNames": {**condition.names, **(names or {})},
@@ -640,47 +728,68 @@ class ConditionFailed(Exception):
         self.item = item
 
 
-def _tenants_job(failed: ConditionFailed, job_id: str, tenant: str) -> Job:
-    """The job a failed condition returned, if it is the tenant's; another tenant's job is no job."""
-    current = from_item(failed.item) if failed.item else None
-    if current is None or current.tenant != tenant:
+def _tenants_job(failed: ConditionFailed, job_id: str) -> Job:
+    """The job a failed condition returned; none is no job (another tenant's job is not under the caller's key)."""
+    if not failed.item:
         raise JobNotFoundError(job_id)
-    return current
+    return from_item(failed.item)
 
 
-def job_key(job_id: str) -> str:
-    return f"JOB#{job_id}"
+def item_key(partition: str, sort: str = SOLE_SORT_KEY) -> dict[str, str]:
+    """An item's key as plain values: the one place the key's attribute names are written (offpath.naming).
+    An item alone in its partition (every item but a job) has the constant sort key."""
+    return {TABLE_PARTITION_KEY: partition, TABLE_SORT_KEY: sort}
+
+
+def key_of(partition: str, sort: str = SOLE_SORT_KEY) -> Item:
+    return attribute_values(item_key(partition, sort))
+
+
+def plain_key(item: Mapping[str, Any]) -> tuple[str, str]:
+    """The key (partition, sort) of an item as DynamoDB returned it ("" for an attribute it lacks)."""
+
+    def text(name: str) -> str:
+        value = item.get(name)
+        return str(value.get("S", "")) if isinstance(value, dict) else ""
+
+    return text(TABLE_PARTITION_KEY), text(TABLE_SORT_KEY)
+
+
+def job_shard(job_id: str) -> int:
+    """The shard of a job's partition: from its id, so a job never moves."""
+    return zlib.crc32(job_id.encode()) % JOB_SHARDS
+
+
+def job_partition(tenant: str, shard: int) -> str:
+    """The partition key of one shard of a tenant's jobs."""
+    return f"{JOB_ITEM_PREFIX}{tenant}#{shard}"
+
+
+def job_item_key(tenant: str, job_id: str) -> dict[str, str]:
+    return item_key(job_partition(tenant, job_shard(job_id)), job_id)
+
+
+def job_key(tenant: str, job_id: str) -> Item:
+    return attribute_values(job_item_key(tenant, job_id))
+
+
+def sort_key_of(item: Item) -> str:
+    return plain_key(item)[1]
 
 
 def schedule_key(name: str) -> str:
     return f"SCHEDULE#{name}"
 
 
-def key_of(pk: str) -> Item:
-    return attribute_values({"pk": pk})
-
-
-def tenant_shard(job_id: str) -> int:
-    """The `by_tenant` shard of a job's listing entry: from its id, so a job's entry never moves."""
-    return zlib.crc32(job_id.encode()) % TENANT_SHARDS
-
-
-def tenant_partition(tenant: str, shard: int) -> str:
-    """The `by_tenant` partition key of one shard of a tenant's listing."""
-    return f"{tenant}#{shard}"
-
-
-def listing_sort_key(created: str, job_id: str) -> str:
-    """The `by_tenant` sort key: the creation time (fixed-width UTC text) and the job id."""
-    return f"{created}#{job_id}"
-
-
-def job_id_of_sort_key(sort_key: str) -> str:
-    return sort_key.rpartition("#")[2]
+def idempotency_partition(tenant: str, idempotency_key: str) -> str:
+    """The partition key of a tenant's idempotency key's record (the key itself is not stored)."""
+    digest = hashlib.sha256(idempotency_key.encode()).hexdigest()[:KEY_DIGEST_CHARS]
+    return f"{KEY_ITEM_PREFIX}{tenant}#{digest}"
 
 
 def sweep_shard(job_id: str) -> str:
-    return f"SWEEP#{int(job_id[:2], 16) % SWEEP_SHARDS}"
+    """The sweep index's partition of a job: from the random end of its id (its start is the time)."""
+    return f"SWEEP#{int(job_id[-2:], 16) % SWEEP_SHARDS}"
 
 
 # -- conditions, from the transitions declared in offpath.domain.job ------------------------------
@@ -765,7 +874,7 @@ def schedule_state_to_item(state: ScheduleState) -> Item:
     ]
     return attribute_values(
         {
-            "pk": schedule_key(state.name),
+            **item_key(schedule_key(state.name)),
             "firings_json": json.dumps(firings, separators=(",", ":")),
             "version": state.version,
             "last_job_id": state.last_job_id or None,
@@ -785,6 +894,30 @@ def schedule_state_from_item(name: str, item: Mapping[str, Any]) -> ScheduleStat
         for f in json.loads(plain["firings_json"])
     )
     return ScheduleState(name, plain.get("last_job_id"), firings, version=int(plain["version"]))
+
+
+def key_record_to_item(tenant: str, idempotency_key: str, record: KeyRecord, expires_at: datetime) -> Item:
+    return attribute_values(
+        {
+            **item_key(idempotency_partition(tenant, idempotency_key)),
+            "job_id": record.job_id,
+            "created_at": iso(record.created_at),
+            "fingerprint": record.fingerprint,
+            "submission_id": record.submission_id,
+            # A number: the table's TTL attribute.
+            "expires_at": epoch(expires_at),
+        }
+    )
+
+
+def key_record_from_item(item: Mapping[str, Any]) -> KeyRecord:
+    plain = plain_values(item)
+    return KeyRecord(
+        job_id=str(plain["job_id"]),
+        created_at=parse_iso(plain["created_at"]),
+        fingerprint=str(plain["fingerprint"]),
+        submission_id=str(plain["submission_id"]),
+    )
 
 
 def iso(when: datetime) -> str:
@@ -812,7 +945,6 @@ def fraction_number(fraction: float) -> Decimal:
 
 
 def to_item(job: Job) -> Item:
-    created = iso(job.created_at)
     swept = job.sweep_at is not None and not job.status.is_final
 
     def when(value: datetime | None) -> str | None:
@@ -820,7 +952,7 @@ def to_item(job: Job) -> Item:
 
     return attribute_values(
         {
-            "pk": job_key(job.job_id),
+            **job_item_key(job.tenant, job.job_id),
             "job_id": job.job_id,
             "tenant": job.tenant,
             "type": job.type,
@@ -832,14 +964,11 @@ def to_item(job: Job) -> Item:
             "attempt": job.attempt,
             "max_attempts": job.max_attempts,
             "submission_id": job.submission_id,
-            "created_at": created,
+            "created_at": iso(job.created_at),
             "updated_at": iso(job.updated_at),
             "redrives": job.redrives,
             "resends": job.resends,
             "retries": job.retries,
-            # The by_tenant index's keys (offpath.naming.TABLE_INDEXES): the tenant's shard, created time + id.
-            "gsi1pk": tenant_partition(job.tenant, tenant_shard(job.job_id)),
-            "gsi_sk": listing_sort_key(created, job.job_id),
             "idempotency_key": job.idempotency_key,
             "schedule_name": job.schedule_name,
             "error": job.error,
@@ -940,7 +1069,7 @@ def attempts_from_json(text: str | None) -> tuple[AttemptRecord, ...]:
 
 def encode_cursor(tenant: str, positions: list[str | Literal[False] | None]) -> str:
     """A listing's cursor: its tenant (a digest) and, per shard, where the next page starts: `null` at the
-    newest entry, a sort key after that entry, `false` when the shard is done. Base64url of the JSON."""
+    newest job, a job id (the sort key) after that job, `false` when the shard is done. Base64url of the JSON."""
     plain = {"t": tenant_digest(tenant), "p": positions}
     return base64.urlsafe_b64encode(json.dumps(plain, separators=(",", ":")).encode()).decode().rstrip("=")
 
@@ -962,14 +1091,14 @@ def decode_cursor(cursor: str, tenant: str) -> list[str | Literal[False] | None]
         if plain["t"] != tenant_digest(tenant):
             raise ValueError("cursor belongs to another listing")
         positions = plain["p"]
-        if not isinstance(positions, list) or len(positions) != TENANT_SHARDS:
+        if not isinstance(positions, list) or len(positions) != JOB_SHARDS:
             raise ValueError("cursor does not have a position per shard")
         for shard, position in enumerate(positions):
             if position is None or position is False:
                 continue
             if not isinstance(position, str) or not CURSOR_SORT_KEY.fullmatch(position):
                 raise ValueError("cursor keys are not keys this table makes")
-            if tenant_shard(job_id_of_sort_key(position)) != shard:
+            if job_shard(position) != shard:
                 raise ValueError("cursor key is not in its shard")
     except (ValueError, TypeError, RecursionError):  # RecursionError: JSON nested thousands deep
         raise InvalidRequestError("cursor", "cursor is not one this listing returned", code="invalid_cursor") from None

@@ -15,11 +15,14 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from offpath.adapters.dynamodb_store import (
+    NEW_ITEM,
     ConditionFailed,
     attribute_values,
     call,
     default_client,
     iso,
+    item_key,
+    key_of,
     parse_iso,
     plain_values,
 )
@@ -76,9 +79,7 @@ class DynamoDbWebhookStore:
 
         deleted = self._retrying(change)
         if deleted:
-            self._call(
-                self.client.delete_item, TableName=self.table_name, Key=attribute_values({"pk": log_key(tenant, name)})
-            )
+            self._call(self.client.delete_item, TableName=self.table_name, Key=key_of(log_key(tenant, name)))
         return deleted
 
     def _endpoints(self, tenant: str) -> tuple[dict[str, Endpoint], int]:
@@ -90,7 +91,7 @@ class DynamoDbWebhookStore:
 
     def _write_endpoints(self, tenant: str, endpoints: dict[str, Endpoint], version: int) -> None:
         text = json.dumps({name: endpoint_to_json(e) for name, e in sorted(endpoints.items())}, separators=(",", ":"))
-        self._put_versioned({"pk": endpoints_key(tenant), "endpoints_json": text}, version)
+        self._put_versioned({**item_key(endpoints_key(tenant)), "endpoints_json": text}, version)
 
     # -- delivery logs ----------------------------------------------------------------------
 
@@ -106,7 +107,7 @@ class DynamoDbWebhookStore:
         def change() -> DeliveryLog:
             log = self.delivery_log(tenant, name).with_attempt(attempt, succeeded=succeeded)
             plain = {
-                "pk": log_key(tenant, name),
+                **item_key(log_key(tenant, name)),
                 "attempts_json": json.dumps([attempt_to_json(a) for a in log.attempts], separators=(",", ":")),
                 "failing_since": iso(log.failing_since) if log.failing_since else None,
             }
@@ -118,9 +119,7 @@ class DynamoDbWebhookStore:
     # -- plumbing ---------------------------------------------------------------------------
 
     def _get(self, key: str) -> dict[str, Any] | None:
-        response = self._call(
-            self.client.get_item, TableName=self.table_name, Key=attribute_values({"pk": key}), ConsistentRead=True
-        )
+        response = self._call(self.client.get_item, TableName=self.table_name, Key=key_of(key), ConsistentRead=True)
         item = response.get("Item")
         return plain_values(item) if item else None
 
@@ -129,7 +128,7 @@ class DynamoDbWebhookStore:
             self.client.put_item,
             TableName=self.table_name,
             Item=attribute_values({**plain, "version": version + 1}),
-            ConditionExpression="attribute_not_exists(pk) OR version = :v",
+            ConditionExpression=f"{NEW_ITEM} OR version = :v",
             ExpressionAttributeValues=attribute_values({":v": version}),
         )
 

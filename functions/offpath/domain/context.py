@@ -48,7 +48,11 @@ class JobContext:
         """Persist how far the job is (0.0 to 1.0) so `GET /jobs/{id}` shows it."""
         clamped = min(1.0, max(0.0, float(fraction)))
         self._store.set_progress(
-            self.job_id, attempt=self.attempt, progress=Progress(clamped, message[:200]), now=self._clock.now()
+            self.job_id,
+            tenant=self.tenant,
+            attempt=self.attempt,
+            progress=Progress(clamped, message[:200]),
+            now=self._clock.now(),
         )
 
     def once(self, name: str, *, across_jobs: bool = False) -> bool:

@@ -36,7 +36,8 @@ class WebhookNotFoundError(Exception):
 class IdempotencyConflictError(OffpathError):
     """The idempotency key was used before with another payload."""
 
-    def __init__(self, existing: Job) -> None:
+    def __init__(self, existing: Job | None) -> None:
+        # The job the key was first used for (None when it was never written).
         self.existing = existing
         super().__init__("idempotency key already used with a different payload")
 

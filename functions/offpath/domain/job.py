@@ -17,7 +17,7 @@ import enum
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
 from typing import Any, TypeVar
 
@@ -125,12 +125,14 @@ class Job:
     def same_submission(self, other: Job) -> bool:
         """Whether two submissions under one idempotency key asked for the same job: the tenant, the
         type and payload (their hash), the queue and the run_at. Anything else reuses the key."""
-        return (
-            self.tenant == other.tenant
-            and self.payload_hash == other.payload_hash
-            and self.queue == other.queue
-            and self.run_at == other.run_at
-        )
+        return self.tenant == other.tenant and self.fingerprint == other.fingerprint
+
+    @property
+    def fingerprint(self) -> str:
+        """What a replay under the job's idempotency key must match besides the tenant (the key's scope): the
+        type and payload (their hash), the queue and the run_at. Kept on the key's record (one text)."""
+        run_at = self.run_at.astimezone(UTC).isoformat() if self.run_at is not None else ""
+        return f"{self.payload_hash}|{self.queue}|{run_at}"
 
 
 def payload_json(payload: Any) -> str:

@@ -44,6 +44,17 @@ class CreateOutcome:
 
 
 @dataclass(frozen=True)
+class KeyRecord:
+    """An idempotency key's record: the job the key was first used for (its id and creation time), what that
+    submission asked for (`Job.fingerprint`) and which submission wrote the record."""
+
+    job_id: str
+    created_at: datetime
+    fingerprint: str
+    submission_id: str
+
+
+@dataclass(frozen=True)
 class Firing:
     """One firing of a recurring schedule: the job it made, or why it made none."""
 
@@ -69,9 +80,20 @@ class JobPage:
 
 class JobStore(Protocol):
     def create(self, job: Job) -> CreateOutcome:
-        """One conditional write: new job, replay of the same submission, or IdempotencyConflictError."""
+        """One conditional write of a new job: new, replay of the same submission under the same id, or
+        IdempotencyConflictError."""
 
-    def get(self, job_id: str) -> Job | None: ...
+    def record_key(self, job: Job, *, expires_at: datetime) -> KeyRecord:
+        """Mark the job's idempotency key (scoped by its tenant) as this job's: one conditional write, the check
+        and the mark in one. Returns the record that stands: this job's when the key was new (or this very
+        write, met again by an SDK retry), else the one an earlier submission wrote. The record expires (TTL)
+        at `expires_at`."""
+
+    def key_record(self, tenant: str, idempotency_key: str) -> KeyRecord | None:
+        """The record of a tenant's idempotency key, if any (one read)."""
+
+    def get(self, job_id: str, *, tenant: str) -> Job | None:
+        """The tenant's job; another tenant's job is no job."""
 
     def list_jobs(
         self, tenant: str, *, status: JobStatus | None, job_type: str | None, limit: int, cursor: str | None
@@ -96,7 +118,7 @@ class JobStore(Protocol):
 
     def cancel(self, job_id: str, *, tenant: str, now: datetime, expires_at: datetime) -> Job: ...
 
-    def set_progress(self, job_id: str, *, attempt: int, progress: Progress, now: datetime) -> None: ...
+    def set_progress(self, job_id: str, *, tenant: str, attempt: int, progress: Progress, now: datetime) -> None: ...
 
     def mark_once(self, job_id: str, name: str, *, now: datetime, expires_at: datetime) -> bool:
         """True the first time (job_id, name) is marked, False ever after. One conditional write."""

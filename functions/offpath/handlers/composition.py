@@ -196,7 +196,9 @@ def build_redriver(settings: Settings, overrides: Overrides | None = None) -> Sq
 def submit_policy(settings: Settings) -> SubmitPolicy:
     from offpath.logic.submit import SubmitPolicy
 
-    return SubmitPolicy(payload_limit_bytes=settings.payload_limit_bytes, sweep_grace=settings.sweep_grace)
+    return SubmitPolicy(
+        payload_limit_bytes=settings.payload_limit_bytes, sweep_grace=settings.sweep_grace, retention=settings.retention
+    )
 
 
 def worker_policy(settings: Settings) -> WorkerPolicy:

@@ -15,8 +15,8 @@ logger = logging.getLogger(__name__)
 
 
 def get_job(job_id: str, *, tenant: str, store: JobStore) -> Job:
-    job = store.get(job_id)
-    if job is None or job.tenant != tenant:
+    job = store.get(job_id, tenant=tenant)
+    if job is None:
         raise JobNotFoundError(job_id)
     return job
 

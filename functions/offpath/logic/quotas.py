@@ -23,7 +23,7 @@ from typing import Any
 from offpath.domain.clock import Clock
 from offpath.domain.errors import OffpathError
 from offpath.domain.job import Job, JobStatus, Progress
-from offpath.domain.ports import CreateOutcome, Firing, JobPage, JobStore, ScheduleState
+from offpath.domain.ports import CreateOutcome, Firing, JobPage, JobStore, KeyRecord, ScheduleState
 from offpath.domain.quotas import (
     COUNT_RETRY_AFTER_S,
     Quota,
@@ -162,8 +162,14 @@ class CountingStore:
             self._count(job.tenant, Usage(1, 1 if job.status is JobStatus.SCHEDULED else 0))
         return outcome
 
-    def get(self, job_id: str) -> Job | None:
-        return self.store.get(job_id)
+    def record_key(self, job: Job, *, expires_at: datetime) -> KeyRecord:
+        return self.store.record_key(job, expires_at=expires_at)
+
+    def key_record(self, tenant: str, idempotency_key: str) -> KeyRecord | None:
+        return self.store.key_record(tenant, idempotency_key)
+
+    def get(self, job_id: str, *, tenant: str) -> Job | None:
+        return self.store.get(job_id, tenant=tenant)
 
     def list_jobs(
         self, tenant: str, *, status: JobStatus | None, job_type: str | None, limit: int, cursor: str | None
@@ -192,14 +198,14 @@ class CountingStore:
 
     def cancel(self, job_id: str, *, tenant: str, now: datetime, expires_at: datetime) -> Job:
         # The state it leaves decides what it frees: read before (a cancel is rare, and off the submit path).
-        before = self.store.get(job_id) if self.book.for_tenant(tenant).counts else None
+        before = self.store.get(job_id, tenant=tenant) if self.book.for_tenant(tenant).counts else None
         job = self.store.cancel(job_id, tenant=tenant, now=now, expires_at=expires_at)
-        if before is not None and before.status is not JobStatus.CANCELLED and before.tenant == tenant:
+        if before is not None and before.status is not JobStatus.CANCELLED:
             self._count(tenant, Usage(-1, -1 if before.status is JobStatus.SCHEDULED else 0))
         return job
 
-    def set_progress(self, job_id: str, *, attempt: int, progress: Progress, now: datetime) -> None:
-        self.store.set_progress(job_id, attempt=attempt, progress=progress, now=now)
+    def set_progress(self, job_id: str, *, tenant: str, attempt: int, progress: Progress, now: datetime) -> None:
+        self.store.set_progress(job_id, tenant=tenant, attempt=attempt, progress=progress, now=now)
 
     def mark_once(self, job_id: str, name: str, *, now: datetime, expires_at: datetime) -> bool:
         return self.store.mark_once(job_id, name, now=now, expires_at=expires_at)

@@ -2,7 +2,8 @@
 
 The Scheduler delivers at least once: a slot may fire twice. The job's idempotency key is derived
 from the schedule name and the slot (`<aws.scheduler.scheduled-time>`, identical on every retry of
-a slot), so a second firing of a slot replays the first job instead of making another.
+a slot), so a second firing of a slot replays the first job instead of making another (the same
+path as any keyed submit: the key's record, logic/submit.py `take_key`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from offpath.domain.errors import JobConflictError, JobNotFoundError, UnknownSch
 from offpath.domain.job import Job
 from offpath.domain.ports import Firing, JobMessage, Ports
 from offpath.domain.registry import Schedule
-from offpath.logic.submit import SubmitPolicy, SubmitRequest, delay_seconds, job_id_for, submit_job
+from offpath.logic.submit import SubmitPolicy, SubmitRequest, delay_seconds, submit_job
 from offpath.tenancy import SYSTEM_TENANT as SYSTEM_TENANT  # jobs made by schedules belong to it
 
 logger = logging.getLogger("offpath.schedules")
@@ -43,7 +44,7 @@ def fire_schedule(name: str, slot: str, ports: Ports, policy: SubmitPolicy) -> F
     now = ports.clock.now()
     key = slot_key(name, slot)
     if schedule.overlap == "skip":
-        running = _running_previous_job(schedule, job_id_for(SYSTEM_TENANT, key), ports)
+        running = _running_previous_job(schedule, slot, ports)
         if running is not None:
             firing = Firing(slot, now, None, f"previous job {running.job_id} is {running.status.value}")
             ports.store.record_firing(name, firing, keep=FIRINGS_KEPT)
@@ -72,11 +73,14 @@ def fire_schedule(name: str, slot: str, ports: Ports, policy: SubmitPolicy) -> F
     return FireOutcome(firing, submitted.job, submitted.replayed)
 
 
-def _running_previous_job(schedule: Schedule, this_slot_job_id: str, ports: Ports) -> Job | None:
+def _running_previous_job(schedule: Schedule, slot: str, ports: Ports) -> Job | None:
+    """The schedule's last job while it is unfinished, unless it is this slot's own (a repeated firing)."""
     state = ports.store.get_schedule_state(schedule.name)
-    if state is None or state.last_job_id is None or state.last_job_id == this_slot_job_id:
+    if state is None or state.last_job_id is None:
         return None
-    previous = ports.store.get(state.last_job_id)
+    if any(firing.slot == slot and firing.job_id == state.last_job_id for firing in state.firings):
+        return None
+    previous = ports.store.get(state.last_job_id, tenant=SYSTEM_TENANT)
     if previous is None or previous.status.is_final:
         return None
     return previous

@@ -1,4 +1,4 @@
-"""Accepting jobs: validate, write once (the idempotency decision), then send."""
+"""Accepting jobs: validate, decide on the idempotency key (one conditional write), send, write the job."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from offpath.domain.errors import (
     QueueUnavailableError,
     StoreUnavailableError,
 )
+from offpath.domain.ids import new_job_id
 from offpath.domain.job import Job, JobStatus, payload_json
 from offpath.domain.ports import CreateOutcome, JobMessage, Ports
 from offpath.domain.quotas import QuotaExceededError
@@ -55,6 +56,9 @@ class SubmitPolicy:
     # How long after a job is due the sweeper first checks that its message went out.
     sweep_grace: timedelta = timedelta(minutes=2)
     max_schedule_ahead: timedelta = timedelta(days=365)
+    # How long a finished job is kept (settings.retention): an idempotency key's record is kept as long,
+    # counted from when its job is due, plus KEY_RECORD_MARGIN.
+    retention: timedelta = timedelta(days=7)
 
 
 @dataclass(frozen=True)
@@ -84,11 +88,9 @@ def payload_hash(job_type: str, payload: dict[str, Any]) -> str:
     return hashlib.sha256(f"{job_type}\n{canonical_json(payload)}".encode()).hexdigest()
 
 
-def job_id_for(tenant: str, idempotency_key: str | None) -> str:
-    """A key-derived id makes the job item itself the idempotency record, scoped by tenant."""
-    if idempotency_key is None:
-        return uuid.uuid4().hex
-    return hashlib.sha256(f"{tenant}\x00{idempotency_key}".encode()).hexdigest()[:32]
+# An idempotency key's record outlives its job's due time by the retention and this much more: a job runs
+# within minutes of being due, and is kept for the retention after it finished.
+KEY_RECORD_MARGIN = timedelta(days=1)
 
 
 # An idempotency key is printable ASCII without a space at either end: what an HTTP header carries unchanged.
@@ -151,7 +153,7 @@ def build_job(
     due = max(now, run_at) if run_at is not None else now
     scheduled = has_one_time_schedule(run_at, now)
     return Job(
-        job_id=job_id_for(request.tenant, key),
+        job_id=new_job_id(now),
         tenant=request.tenant,
         type=job_type.name,
         queue=job_type.queue,
@@ -219,9 +221,11 @@ def submit_job(request: SubmitRequest, ports: Ports, policy: SubmitPolicy) -> Su
     now = ports.clock.now()
     job = build_job(request, ports, policy, now)
     replay = admit(job, ports)
-    if replay is not None:
-        outcome = CreateOutcome(replay, replayed=True)
+    taken = take_key(job, ports, policy) if replay is None else Submitted(replay, replayed=True)
+    if taken.replayed:
+        outcome = CreateOutcome(taken.job, replayed=True)
     else:
+        job = taken.job
         if job.status is JobStatus.QUEUED:
             job = _send_first(ports, job, now)
         outcome = ports.store.create(job)
@@ -242,13 +246,41 @@ def admit(job: Job, ports: Ports) -> Job | None:
     try:
         ports.quotas.admit(job.tenant, delayed=job.status is JobStatus.SCHEDULED)
     except QuotaExceededError:
-        existing = ports.store.get(job.job_id) if job.idempotency_key is not None else None
-        if existing is None or existing.tenant != job.tenant:
+        record = ports.store.key_record(job.tenant, job.idempotency_key) if job.idempotency_key is not None else None
+        existing = ports.store.get(record.job_id, tenant=job.tenant) if record is not None else None
+        if existing is None:
             raise
         if not existing.same_submission(job):
             raise IdempotencyConflictError(existing) from None
         return existing
     return None
+
+
+def take_key(job: Job, ports: Ports, policy: SubmitPolicy) -> Submitted:
+    """A keyed job's idempotency decision, before anything is sent or written: one conditional write marks the
+    key (scoped by the tenant) as this job's, the check and the mark in one. The key new (or this submission's
+    own mark, met again by an SDK retry): this job, to be sent and written. The same request under the key
+    before: its job, replayed; or, when that job was never written (its submit stopped between the mark and
+    the job's write), this submission carries it on under its id and creation time, to be sent and written
+    now (the job's write is conditional: if the first one's lands first, this one is its replay). Another
+    request under the key: IdempotencyConflictError. A job without a key passes as it is."""
+    if job.idempotency_key is None:
+        return Submitted(job, replayed=False)
+    record = ports.store.record_key(job, expires_at=key_record_expiry(job, policy))
+    if record.submission_id == job.submission_id:
+        return Submitted(job, replayed=False)
+    existing = ports.store.get(record.job_id, tenant=job.tenant)
+    if record.fingerprint != job.fingerprint:
+        raise IdempotencyConflictError(existing)
+    if existing is not None:
+        return Submitted(existing, replayed=True)
+    return Submitted(job.replace(job_id=record.job_id, created_at=record.created_at), replayed=False)
+
+
+def key_record_expiry(job: Job, policy: SubmitPolicy) -> datetime:
+    """When a key's record expires (TTL): the retention after its job is due, and a margin."""
+    due = max(job.created_at, job.run_at) if job.run_at is not None else job.created_at
+    return due + policy.retention + KEY_RECORD_MARGIN
 
 
 def _send_first(ports: Ports, job: Job, now: datetime) -> Job:
@@ -302,7 +334,10 @@ def submit_batch(requests: Sequence[SubmitRequest], ports: Ports, policy: Submit
             replay = admit(job, ports)
             if replay is not None:
                 return BatchItemResult(index, Submitted(replay, replayed=True))
-            outcome = ports.store.create(job)
+            taken = take_key(job, ports, policy)
+            if taken.replayed:
+                return BatchItemResult(index, taken)
+            outcome = ports.store.create(taken.job)
             return BatchItemResult(index, Submitted(outcome.job, outcome.replayed))
         except (
             InvalidRequestError,
