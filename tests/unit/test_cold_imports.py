@@ -23,6 +23,7 @@ ENVIRONMENT = {"AWS_DEFAULT_REGION": "us-east-1", "OFFPATH_TABLE_NAME": "jobs", 
 # the notices' adapters (webhooks, the event bus, the realtime API) and the quotas (only with quotas configured).
 NOT_IN_THE_WORKER = {
     "offpath.handlers.api_models",
+    "offpath.handlers.api_models_more",
     "offpath.logic.submit",
     "offpath.adapters.realtime",
     "offpath.adapters.deliveries",
@@ -36,8 +37,10 @@ NOT_IN_THE_WORKER = {
     "offpath.adapters.scheduler",
 }
 # Never at the api's init: the notifier's sinks and the delivery path; the webhook routes' use cases, domain and
-# adapters (imported by those routes, on their first call); the worker's use case.
+# adapters (imported by those routes, on their first call); the worker's use case; the other routes' models
+# (api_models_more: batches, operators', quotas', webhooks', built on the first call that answers with one).
 NOT_IN_THE_API = {
+    "offpath.handlers.api_models_more",
     "offpath.adapters.realtime",
     "offpath.adapters.deliveries",
     "offpath.logic.notify",

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
@@ -38,41 +38,11 @@ from offpath.domain.ports import AlarmSource, Ports, QueueMonitor, Redriver, Sta
 from offpath.domain.quotas import QuotaExceededError
 from offpath.domain.registry import Submitter
 from offpath.handlers.api_models import (
-    AlarmChangeView,
-    AlarmsView,
-    AlarmView,
-    BatchAccepted,
-    BatchBody,
-    BatchRefused,
-    BatchView,
-    DeliveriesView,
-    DeliveryAttemptView,
     ErrorBody,
     ErrorView,
-    HealthView,
     JobPageView,
-    JobTypesView,
-    JobTypeView,
     JobView,
-    MinuteView,
-    NoContent,
-    OpenApiDocument,
-    QueuesView,
-    QueueView,
-    QuotaLimitsView,
-    QuotasView,
-    QuotaUsageView,
-    RedriveTaskView,
-    RedriveView,
-    SchedulesView,
-    StatsView,
     SubmitBody,
-    TriggerView,
-    WebhookBody,
-    WebhookSecretView,
-    WebhooksView,
-    WebhookTestView,
-    WebhookView,
     parse_body,
 )
 from offpath.handlers.composition import (
@@ -108,6 +78,27 @@ from offpath.logic.submit import (
 from offpath.observability import bind_request_id, configure_logging
 from offpath.settings import Settings
 from offpath.tenancy import is_admin, tenant_of
+
+if TYPE_CHECKING:
+    from offpath.handlers.api_models_more import (
+        AlarmsView,
+        BatchAccepted,
+        BatchBody,
+        BatchRefused,
+        BatchView,
+        DeliveriesView,
+        HealthView,
+        JobTypesView,
+        OpenApiDocument,
+        QueuesView,
+        QuotasView,
+        SchedulesView,
+        StatsView,
+        WebhookBody,
+        WebhookSecretView,
+        WebhooksView,
+        WebhookView,
+    )
 
 logger = logging.getLogger("offpath.api")
 
@@ -205,11 +196,14 @@ def _decoded_json(request: Request) -> Any:
 
 @handles("health")
 def health(request: Request, services: ApiServices) -> HealthView:
+    from offpath.handlers.api_models_more import HealthView
+
     return HealthView(status="ok")
 
 
 @handles("openapi")
 def openapi(request: Request, services: ApiServices) -> OpenApiDocument:
+    from offpath.handlers.api_models_more import OpenApiDocument
     from offpath.handlers.openapi import openapi_document
 
     return OpenApiDocument(openapi_document(registry=services.ports.registry))
@@ -235,6 +229,8 @@ def submit(request: Request, services: ApiServices) -> Response:
 
 @handles("submitBatch")
 def submit_many(request: Request, services: ApiServices) -> BatchView:
+    from offpath.handlers.api_models_more import BatchAccepted, BatchBody, BatchRefused, BatchView
+
     body: BatchBody = parse_body(BatchBody, _decoded_json(request))
     submitter = _submitter(request)
     requests = [
@@ -263,6 +259,8 @@ def submit_many(request: Request, services: ApiServices) -> BatchView:
 
 @handles("getQuotas")
 def get_quotas(request: Request, services: ApiServices) -> QuotasView:
+    from offpath.handlers.api_models_more import QuotaLimitsView, QuotasView, QuotaUsageView
+
     quota = services.settings.quota_book.for_tenant(request.caller)
     gate = services.ports.quotas
     usage = gate.usage(request.caller) if isinstance(gate, CachedQuotaGate) else None
@@ -368,6 +366,8 @@ def retry_job(request: Request, services: ApiServices) -> JobView:
 
 @handles("getStats")
 def get_stats(request: Request, services: ApiServices) -> StatsView:
+    from offpath.handlers.api_models_more import MinuteView, StatsView
+
     text = request.query.get("minutes", str(STATS_MINUTES_DEFAULT))
     if not (text.isascii() and text.isdigit() and len(text) <= 4) or not 1 <= int(text) <= STATS_MINUTES_MAX:
         raise InvalidRequestError("minutes", f"minutes must be a whole number from 1 to {STATS_MINUTES_MAX}")
@@ -381,6 +381,8 @@ def get_stats(request: Request, services: ApiServices) -> StatsView:
 
 @handles("listAlarms")
 def list_alarms(request: Request, services: ApiServices) -> AlarmsView:
+    from offpath.handlers.api_models_more import AlarmChangeView, AlarmsView, AlarmView
+
     if services.alarms is None:
         raise MetricsUnavailableError("no alarm source configured")
     return AlarmsView(
@@ -391,6 +393,8 @@ def list_alarms(request: Request, services: ApiServices) -> AlarmsView:
 
 @handles("listJobTypes")
 def list_job_types(request: Request, services: ApiServices) -> JobTypesView:
+    from offpath.handlers.api_models_more import JobTypesView, JobTypeView
+
     registry = services.ports.registry
     return JobTypesView(
         job_types=[
@@ -409,6 +413,8 @@ def list_job_types(request: Request, services: ApiServices) -> JobTypesView:
 
 @handles("listQueues")
 def list_queues(request: Request, services: ApiServices) -> QueuesView:
+    from offpath.handlers.api_models_more import QueuesView, QueueView
+
     return QueuesView(
         queues=[QueueView.of(stats, services.redriver.latest(stats.name)) for stats in services.monitor.stats()]
     )
@@ -416,6 +422,8 @@ def list_queues(request: Request, services: ApiServices) -> QueuesView:
 
 @handles("redriveQueue")
 def redrive_queue(request: Request, services: ApiServices) -> BaseModel | Response:
+    from offpath.handlers.api_models_more import RedriveTaskView, RedriveView
+
     name = request.path_parameters["name"]
     if name not in services.ports.registry.queues:
         return Response(404, ErrorView.of("not_found", "no such queue"))
@@ -430,11 +438,15 @@ def redrive_queue(request: Request, services: ApiServices) -> BaseModel | Respon
 
 @handles("listSchedules")
 def list_schedules(request: Request, services: ApiServices) -> SchedulesView:
+    from offpath.handlers.api_models_more import SchedulesView
+
     return SchedulesView.model_validate({"schedules": describe_schedules(services.ports, services.ports.clock.now())})
 
 
 @handles("triggerSchedule")
 def trigger_schedule(request: Request, services: ApiServices) -> Response:
+    from offpath.handlers.api_models_more import TriggerView
+
     name = request.path_parameters["name"]
     now = services.ports.clock.now()
     slot = f"manual:{now.isoformat().replace('+00:00', 'Z')}"
@@ -465,6 +477,7 @@ def webhook_services(services: ApiServices) -> WebhookServices:
 
 @handles("putWebhook")
 def put_webhook(request: Request, services: ApiServices) -> Response:
+    from offpath.handlers.api_models_more import WebhookBody, WebhookSecretView, WebhookView
     from offpath.logic import webhooks
 
     body: WebhookBody = parse_body(WebhookBody, _decoded_json(request))
@@ -491,12 +504,15 @@ def put_webhook(request: Request, services: ApiServices) -> Response:
 
 @handles("listWebhooks")
 def list_webhooks(request: Request, services: ApiServices) -> WebhooksView:
+    from offpath.handlers.api_models_more import WebhooksView, WebhookView
+
     endpoints = webhook_services(services).store.endpoints(request.caller)
     return WebhooksView(webhooks=[WebhookView.of(e) for e in sorted(endpoints, key=lambda e: e.name)])
 
 
 @handles("getWebhook")
 def get_webhook(request: Request, services: ApiServices) -> WebhookView:
+    from offpath.handlers.api_models_more import WebhookView
     from offpath.logic import webhooks
 
     store = webhook_services(services).store
@@ -505,6 +521,7 @@ def get_webhook(request: Request, services: ApiServices) -> WebhookView:
 
 @handles("deleteWebhook")
 def delete_webhook(request: Request, services: ApiServices) -> Response:
+    from offpath.handlers.api_models_more import NoContent
     from offpath.logic import webhooks
 
     webhooks.delete_endpoint(request.caller, request.path_parameters["name"], webhook_services(services).store)
@@ -513,6 +530,7 @@ def delete_webhook(request: Request, services: ApiServices) -> Response:
 
 @handles("rotateWebhookSecret")
 def rotate_webhook_secret(request: Request, services: ApiServices) -> WebhookSecretView:
+    from offpath.handlers.api_models_more import WebhookSecretView
     from offpath.logic import webhooks
 
     endpoint = webhooks.rotate_secret(
@@ -526,6 +544,7 @@ def rotate_webhook_secret(request: Request, services: ApiServices) -> WebhookSec
 
 @handles("testWebhook")
 def send_test_webhook(request: Request, services: ApiServices) -> Response:
+    from offpath.handlers.api_models_more import WebhookTestView
     from offpath.logic import webhooks
 
     hooks = webhook_services(services)
@@ -541,6 +560,7 @@ def send_test_webhook(request: Request, services: ApiServices) -> Response:
 
 @handles("listWebhookDeliveries")
 def list_webhook_deliveries(request: Request, services: ApiServices) -> DeliveriesView:
+    from offpath.handlers.api_models_more import DeliveriesView, DeliveryAttemptView
     from offpath.logic import webhooks
 
     log = webhooks.delivery_log(request.caller, request.path_parameters["name"], webhook_services(services).store)

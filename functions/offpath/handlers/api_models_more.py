@@ -1,0 +1,576 @@
+"""The api's models that `POST /jobs` and `GET /jobs/{job_id}` do not use: the batch route's, the operator's
+(queues, redrives, schedules, job types, stats, alarms, health, the OpenAPI document), quotas' and webhooks'.
+Imported on first use, through offpath.handlers.api_models (which names them too), so the hot routes' cold
+start does not build them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    RootModel,
+    SerializerFunctionWrapHandler,
+    WithJsonSchema,
+    model_serializer,
+)
+
+from offpath.domain.events import EventType
+from offpath.domain.ports import QueueStats, RedriveTask
+from offpath.handlers.api_models import (
+    _LAZY,
+    _REDRIVE_EXAMPLE,
+    JOB_EXAMPLE,
+    ErrorBody,
+    JobView,
+    Projection,
+    SubmitBody,
+    Timestamp,
+    _examples,
+)
+
+if TYPE_CHECKING:
+    from offpath.domain.webhooks import Endpoint
+
+
+class BatchItemBody(SubmitBody):
+    model_config = _LAZY
+
+    idempotency_key: str | None = Field(default=None, max_length=255)
+
+
+class BatchBody(BaseModel):
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+    jobs: list[BatchItemBody] = Field(min_length=1, max_length=100)
+
+
+class BatchAccepted(BaseModel):
+    model_config = _LAZY
+
+    index: int
+    status: Literal[200, 202]
+    job: JobView
+
+
+class BatchRefused(BaseModel):
+    """`retry_after_s`: an item over a quota (429) may be sent again after that many seconds."""
+
+    model_config = _LAZY
+
+    index: int
+    status: int
+    error: ErrorBody
+    retry_after_s: int | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_absent_fields(self, serialize: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = serialize(self)
+        if self.retry_after_s is None:
+            data.pop("retry_after_s", None)
+        return data
+
+
+class BatchView(BaseModel):
+    model_config = _examples(
+        {
+            "results": [
+                {"index": 0, "status": 202, "job": {**JOB_EXAMPLE, "payload": None}},
+                {
+                    "index": 1,
+                    "status": 422,
+                    "error": {"code": "unknown_job_type", "message": "unknown job type", "field": "type"},
+                },
+            ]
+        }
+    )
+
+    results: list[BatchAccepted | BatchRefused]
+
+
+class RedriveTaskView(BaseModel):
+    model_config = ConfigDict(defer_build=True, from_attributes=True)
+
+    queue: str
+    status: str
+    moved: int | None = None
+    to_move: int | None = None
+    task_id: str | None = None
+
+    @classmethod
+    def of(cls, task: RedriveTask) -> RedriveTaskView:
+        return cls.model_validate(task)
+
+
+class QueueView(BaseModel):
+    model_config = _LAZY
+
+    name: str
+    visible: int
+    in_flight: int
+    delayed: int
+    oldest_age_s: float | None
+    dlq_depth: int
+    redrive: RedriveTaskView | None = None
+
+    @classmethod
+    def of(cls, stats: QueueStats, redrive: RedriveTask | None) -> QueueView:
+        return cls(
+            name=stats.name,
+            visible=stats.visible,
+            in_flight=stats.in_flight,
+            delayed=stats.delayed,
+            oldest_age_s=stats.oldest_age_s,
+            dlq_depth=stats.dlq_depth,
+            redrive=RedriveTaskView.of(redrive) if redrive else None,
+        )
+
+
+class QueuesView(BaseModel):
+    model_config = _examples(
+        {
+            "queues": [
+                {
+                    "name": "default",
+                    "visible": 3,
+                    "in_flight": 1,
+                    "delayed": 0,
+                    "oldest_age_s": 4.2,
+                    "dlq_depth": 12,
+                    "redrive": _REDRIVE_EXAMPLE,
+                }
+            ]
+        }
+    )
+
+    queues: list[QueueView]
+
+
+class RedriveView(BaseModel):
+    model_config = _examples({"redrive": _REDRIVE_EXAMPLE})
+
+    redrive: RedriveTaskView
+
+
+class FiringView(BaseModel):
+    model_config = _LAZY
+
+    slot: str
+    fired_at: Timestamp
+    job_id: str | None
+    skipped_reason: str | None
+
+
+class ScheduleView(BaseModel):
+    model_config = _LAZY
+
+    name: str
+    expression: str
+    timezone: str
+    job: str
+    overlap: str
+    enabled: bool
+    flexible_window_min: int | None
+    next_firing: str | None
+    next_firings: list[str] = Field(
+        default_factory=list, description="the next five firings, in the schedule's time zone"
+    )
+    last_firings: list[FiringView]
+
+
+class SchedulesView(BaseModel):
+    model_config = _examples(
+        {
+            "schedules": [
+                {
+                    "name": "nightly-cleanup",
+                    "expression": "cron(0 3 * * ? *)",
+                    "timezone": "Europe/Prague",
+                    "job": "maintenance.nightly_cleanup",
+                    "overlap": "skip",
+                    "enabled": True,
+                    "flexible_window_min": 15,
+                    "next_firing": "2026-12-02T03:00:00+01:00",
+                    "next_firings": [
+                        "2026-12-02T03:00:00+01:00",
+                        "2026-12-03T03:00:00+01:00",
+                        "2026-12-04T03:00:00+01:00",
+                        "2026-12-05T03:00:00+01:00",
+                        "2026-12-06T03:00:00+01:00",
+                    ],
+                    "last_firings": [
+                        {
+                            "slot": "2026-12-01T02:00:00Z",
+                            "fired_at": "2026-12-01T02:04:10Z",
+                            "job_id": "9d1c0b7a6e5f4a3b2c1d0e9f8a7b6c5d",
+                            "skipped_reason": None,
+                        }
+                    ],
+                }
+            ]
+        }
+    )
+
+    schedules: list[ScheduleView]
+
+
+class TriggerView(BaseModel):
+    model_config = _examples(
+        {
+            "schedule": "nightly-cleanup",
+            "slot": "manual:2026-12-01T10:15:00Z",
+            "job_id": JOB_EXAMPLE["job_id"],
+            "skipped_reason": None,
+            "job": {
+                **JOB_EXAMPLE,
+                "type": "maintenance.nightly_cleanup",
+                "queue": "bulk",
+                "idempotency_key": None,
+                "payload": None,
+            },
+        }
+    )
+
+    schedule: str
+    slot: str
+    job_id: str | None
+    skipped_reason: str | None
+    job: JobView | None
+
+
+class JobTypeView(BaseModel):
+    model_config = _LAZY
+
+    name: str
+    queue: str
+    max_attempts: int
+    timeout_s: int
+    submitted_by: str = Field(description="who may submit it: tenant (any caller), admin, or system (schedules)")
+    payload_schema: dict[str, Any] = Field(description="the JSON Schema of the job type's payload")
+
+
+class JobTypesView(BaseModel):
+    model_config = _examples(
+        {
+            "job_types": [
+                {
+                    "name": "demo.sleep",
+                    "queue": "default",
+                    "max_attempts": 3,
+                    "timeout_s": 60,
+                    "submitted_by": "tenant",
+                    "payload_schema": {
+                        "properties": {"ms": {"maximum": 600000, "minimum": 0, "title": "Ms", "type": "integer"}},
+                        "required": ["ms"],
+                        "title": "SleepPayload",
+                        "type": "object",
+                    },
+                }
+            ]
+        }
+    )
+
+    job_types: list[JobTypeView]
+
+
+class MinuteView(Projection):
+    """One minute of one queue class and job type; the percentiles in seconds (null: nothing ran)."""
+
+    model_config = _LAZY
+
+    minute: Timestamp
+    queue: str
+    job_type: str
+    submitted: int
+    succeeded: int
+    failed: int
+    retried: int = Field(description="failed attempts given another try (automatic retries)")
+    dead_lettered: int
+    duration_p50_s: float | None
+    duration_p95_s: float | None
+    queue_wait_p50_s: float | None
+    queue_wait_p95_s: float | None
+
+
+class StatsView(BaseModel):
+    model_config = _examples(
+        {
+            "start": "2026-12-01T08:00:00Z",
+            "end": "2026-12-01T09:00:00Z",
+            "minutes": [
+                {
+                    "minute": "2026-12-01T08:59:00Z",
+                    "queue": "default",
+                    "job_type": "send_welcome_email",
+                    "submitted": 12,
+                    "succeeded": 11,
+                    "failed": 1,
+                    "retried": 2,
+                    "dead_lettered": 1,
+                    "duration_p50_s": 0.21,
+                    "duration_p95_s": 0.94,
+                    "queue_wait_p50_s": 0.05,
+                    "queue_wait_p95_s": 0.4,
+                }
+            ],
+        }
+    )
+
+    start: Timestamp
+    end: Timestamp
+    minutes: list[MinuteView]
+
+
+class AlarmView(Projection):
+    model_config = _LAZY
+
+    name: str
+    state: str
+    reason: str
+    updated_at: Timestamp | None
+    description: str
+
+
+class AlarmChangeView(Projection):
+    model_config = _LAZY
+
+    time: Timestamp
+    alarm: str
+    old_state: str
+    new_state: str
+    reason: str
+
+
+class AlarmsView(BaseModel):
+    model_config = _examples(
+        {
+            "alarms": [
+                {
+                    "name": "offpath-default-dlq-depth",
+                    "state": "ALARM",
+                    "reason": "Threshold Crossed: 1 datapoint [3.0] was greater than or equal to the threshold (1.0).",
+                    "updated_at": "2026-12-01T09:01:00Z",
+                    "description": "Messages in the DLQ of queue class default: jobs that failed for good.",
+                }
+            ],
+            "changes": [
+                {
+                    "time": "2026-12-01T09:01:00Z",
+                    "alarm": "offpath-default-dlq-depth",
+                    "old_state": "OK",
+                    "new_state": "ALARM",
+                    "reason": "Threshold Crossed: 1 datapoint [3.0] was greater than or equal to the threshold (1.0).",
+                }
+            ],
+        }
+    )
+
+    alarms: list[AlarmView]
+    changes: list[AlarmChangeView] = Field(description="the most recent state changes, newest first")
+
+
+class HealthView(BaseModel):
+    model_config = _examples({"status": "ok"})
+
+    status: Literal["ok"]
+
+
+class OpenApiDocument(RootModel[dict[str, Any]]):
+    """An OpenAPI 3.1 document."""
+
+    model_config = _examples({"openapi": "3.1.0", "info": {"title": "offpath", "version": "1.0.0"}, "paths": {}})
+
+
+class QuotaLimitsView(BaseModel):
+    """A tenant's quotas; null is unlimited."""
+
+    model_config = _LAZY
+
+    submits_per_s: float | None = Field(description="submits a second, as a token bucket refilled at this rate")
+    burst: int | None = Field(description="the token bucket's size: submits at once after a pause")
+    open_jobs: int | None = Field(description="jobs not final (QUEUED, SCHEDULED, RUNNING, RETRYING) at once")
+    delayed_jobs: int | None = Field(description="jobs waiting for a run_at more than 15 minutes ahead (SCHEDULED)")
+
+
+class QuotaUsageView(BaseModel):
+    """The caller's counted jobs (null when neither open nor delayed jobs are limited, so not counted)."""
+
+    model_config = _LAZY
+
+    open_jobs: int | None
+    delayed_jobs: int | None
+
+
+class QuotasView(BaseModel):
+    model_config = _examples(
+        {
+            "tenant": "acme",
+            "quotas": {"submits_per_s": 50.0, "burst": 100, "open_jobs": 10000, "delayed_jobs": 1000},
+            "usage": {"open_jobs": 12, "delayed_jobs": 3},
+        }
+    )
+
+    tenant: str
+    quotas: QuotaLimitsView
+    usage: QuotaUsageView
+
+
+# -- webhooks (notices) -------------------------------------------------------------------------
+
+
+# A receiver's URL as the document states it (what else is refused depends on where its host resolves).
+WEBHOOK_URL_PATTERN = r"^https?://[!-~]+$"
+# A registered job type's name, documented as the document's JobTypeName (the registry's names).
+JobTypeNameText = Annotated[str, Field(max_length=64), WithJsonSchema({"$ref": "#/components/schemas/JobTypeName"})]
+
+
+class WebhookBody(BaseModel):
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+    url: str = Field(
+        min_length=1,
+        max_length=2048,
+        pattern=WEBHOOK_URL_PATTERN,
+        description="https (locally also http://127.0.0.1:PORT); its host must resolve to public addresses only",
+    )
+    events: list[EventType] = Field(min_length=1, max_length=20, description="job event types, e.g. job.succeeded")
+    job_types: list[JobTypeNameText] | None = Field(
+        default=None, max_length=50, description="only these job types (default: all)"
+    )
+    include_payload: bool = Field(
+        default=False, strict=True, description="a delivery's data also holds the job's payload"
+    )
+
+
+WEBHOOK_EXAMPLE: dict[str, Any] = {
+    "name": "orders",
+    "url": "https://example.com/hooks/offpath",
+    "events": ["job.succeeded", "job.failed"],
+    "job_types": [],
+    "include_payload": False,
+    "enabled": True,
+    "disabled_reason": None,
+    "disabled_at": None,
+    "created_at": "2026-12-01T09:00:00Z",
+    "updated_at": "2026-12-01T09:00:00Z",
+    "previous_secret_expires_at": None,
+}
+
+
+class WebhookView(BaseModel):
+    """An endpoint; `enabled` false with `disabled_reason` once a 410 or 5 days of failures disabled it (a PUT
+    enables it again)."""
+
+    model_config = _examples(WEBHOOK_EXAMPLE)
+
+    name: str
+    url: str
+    events: list[str]
+    job_types: list[str]
+    include_payload: bool
+    enabled: bool
+    disabled_reason: str | None = None
+    disabled_at: Timestamp | None = None
+    created_at: Timestamp | None = None
+    updated_at: Timestamp | None = None
+    # While a secret's rotation overlaps: when the previous secret stops signing.
+    previous_secret_expires_at: Timestamp | None = None
+
+    @classmethod
+    def of(cls, endpoint: Endpoint) -> WebhookView:
+        previous = [s.expires_at for s in endpoint.secrets[1:] if s.expires_at is not None]
+        return cls(
+            name=endpoint.name,
+            url=endpoint.url,
+            events=list(endpoint.events),
+            job_types=list(endpoint.job_types),
+            include_payload=endpoint.include_payload,
+            enabled=endpoint.enabled,
+            disabled_reason=endpoint.disabled_reason,
+            disabled_at=endpoint.disabled_at,
+            created_at=endpoint.created_at,
+            updated_at=endpoint.updated_at,
+            previous_secret_expires_at=max(previous) if previous else None,
+        )
+
+
+class WebhookSecretView(WebhookView):
+    """The endpoint with its signing secret: shown at creation and on rotation only."""
+
+    model_config = _examples({**WEBHOOK_EXAMPLE, "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"})
+
+    secret: str = Field(description="whsec_…: verify deliveries with it (Standard Webhooks)")
+
+    @classmethod
+    def with_secret(cls, endpoint: Endpoint) -> WebhookSecretView:
+        return cls(**WebhookView.of(endpoint).model_dump(), secret=endpoint.secret)
+
+
+class WebhooksView(BaseModel):
+    model_config = _examples({"webhooks": [WEBHOOK_EXAMPLE]})
+
+    webhooks: list[WebhookView]
+
+
+class DeliveryAttemptView(Projection):
+    model_config = _LAZY
+
+    event_id: str
+    type: str
+    attempt: int
+    at: Timestamp
+    status_code: int | None = None
+    latency_ms: int
+    error: str | None = None
+    next_retry_at: Timestamp | None = None
+
+
+class DeliveriesView(BaseModel):
+    """The latest attempts, newest first; `failing_since`: the first failure since the last success."""
+
+    model_config = _examples(
+        {
+            "deliveries": [
+                {
+                    "event_id": "evt_5b0c3f8e2a1d4c6b9e7f0a2d4c6b8e1f",
+                    "type": "job.succeeded",
+                    "attempt": 2,
+                    "at": "2026-12-01T09:00:05Z",
+                    "status_code": 200,
+                    "latency_ms": 84,
+                    "error": None,
+                    "next_retry_at": None,
+                },
+                {
+                    "event_id": "evt_5b0c3f8e2a1d4c6b9e7f0a2d4c6b8e1f",
+                    "type": "job.succeeded",
+                    "attempt": 1,
+                    "at": "2026-12-01T09:00:00Z",
+                    "status_code": 503,
+                    "latency_ms": 31,
+                    "error": "HTTP 503",
+                    "next_retry_at": "2026-12-01T09:00:05Z",
+                },
+            ],
+            "failing_since": None,
+        }
+    )
+
+    deliveries: list[DeliveryAttemptView]
+    failing_since: Timestamp | None = None
+
+
+class WebhookTestView(BaseModel):
+    model_config = _examples({"event_id": "evt_test_0f1e2d3c4b5a69788796a5b4c3d2e1f0", "type": "webhook.test"})
+
+    event_id: str
+    type: str
+
+
+class NoContent(BaseModel):
+    """No body (204)."""
+
+    model_config = _examples({})
