@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from offpath.adapters.cloudwatch import CloudWatchAlarms
-from offpath.domain.ports import AlarmChange, AlarmState, MinuteStats
+from offpath.domain.operations import AlarmChange, AlarmState, MinuteStats
 from offpath_local.prometheus import KEEP_MINUTES, LocalMetrics
 
 CHANGES_KEPT = 200

@@ -12,7 +12,7 @@ import boto3
 import pytest
 
 from offpath.adapters.cloudwatch import CloudWatchAlarms
-from offpath.domain.ports import AlarmChange, AlarmState, MinuteStats
+from offpath.domain.operations import AlarmChange, AlarmState, MinuteStats
 from offpath.tenancy import SYSTEM_TENANT
 from tests.integration.conftest import Pipeline
 

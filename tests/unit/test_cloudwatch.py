@@ -13,7 +13,7 @@ from botocore.stub import ANY, Stubber
 
 from offpath.adapters.cloudwatch import CloudWatchAlarms, CloudWatchStats
 from offpath.domain.errors import MetricsUnavailableError
-from offpath.domain.ports import AlarmChange, MinuteStats
+from offpath.domain.operations import AlarmChange, MinuteStats
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 T1 = datetime(2026, 12, 1, 9, 1, tzinfo=UTC)

@@ -24,6 +24,7 @@ ENVIRONMENT = {"AWS_DEFAULT_REGION": "us-east-1", "OFFPATH_TABLE_NAME": "jobs", 
 NOT_IN_THE_WORKER = {
     "offpath.handlers.api_models",
     "offpath.handlers.api_models_more",
+    "offpath.domain.operations",
     "offpath.logic.submit",
     "offpath.adapters.realtime",
     "offpath.adapters.deliveries",
@@ -41,6 +42,8 @@ NOT_IN_THE_WORKER = {
 # (api_models_more: batches, operators', quotas', webhooks', built on the first call that answers with one).
 NOT_IN_THE_API = {
     "offpath.handlers.api_models_more",
+    # The operator's records (queue depths, redrives, statistics, alarms): made by the operator's routes only.
+    "offpath.domain.operations",
     "offpath.adapters.realtime",
     "offpath.adapters.deliveries",
     "offpath.logic.notify",

@@ -21,11 +21,12 @@ import botocore.exceptions
 from botocore.config import Config
 
 from offpath.domain.errors import MetricsUnavailableError
-from offpath.domain.ports import AlarmChange, AlarmState, MinuteStats
 from offpath.observability import NAMESPACE
 
 if TYPE_CHECKING:
     from mypy_boto3_cloudwatch.client import CloudWatchClient
+
+    from offpath.domain.operations import AlarmChange, AlarmState, MinuteStats
 
 SDK_CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 3}, connect_timeout=2, read_timeout=10)
 PERIOD_S = 60
@@ -78,6 +79,8 @@ class CloudWatchStats:
         return self._client
 
     def minutes(self, *, start: datetime, end: datetime) -> list[MinuteStats]:
+        from offpath.domain.operations import MinuteStats
+
         pairs = self._pairs()
         queries: list[dict[str, Any]] = []
         wanted: dict[str, tuple[tuple[str, str], str]] = {}  # query id -> (pair, MinuteStats field)
@@ -190,6 +193,8 @@ class CloudWatchAlarms:
         return self._client
 
     def alarms(self) -> list[AlarmState]:
+        from offpath.domain.operations import AlarmState
+
         found: list[AlarmState] = []
         token: str | None = None
         while True:
@@ -231,6 +236,8 @@ class CloudWatchAlarms:
 
 def _change(name: str, item: Any) -> AlarmChange:
     """A StateUpdate history item: its HistoryData holds the old and new state (JSON)."""
+    from offpath.domain.operations import AlarmChange
+
     try:
         data = json.loads(item.get("HistoryData") or "{}")
     except ValueError:

@@ -15,11 +15,13 @@ import botocore.exceptions
 from botocore.config import Config
 
 from offpath.domain.errors import QueueUnavailableError, RedriveInProgressError
-from offpath.domain.ports import JobMessage, QueueStats, RedriveTask
+from offpath.domain.ports import JobMessage
 
 if TYPE_CHECKING:
     from mypy_boto3_cloudwatch.client import CloudWatchClient
     from mypy_boto3_sqs.client import SQSClient
+
+    from offpath.domain.operations import QueueStats, RedriveTask
 
 # total_max_attempts counts the first try: 3 attempts in all ("max_attempts" would mean 3 retries).
 SDK_CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 3}, connect_timeout=2, read_timeout=5)
@@ -173,6 +175,8 @@ class SqsQueueMonitor:
         self._cloudwatch = cloudwatch
 
     def stats(self) -> list[QueueStats]:
+        from offpath.domain.operations import QueueStats
+
         ages = self._oldest_ages()
         result = []
         for name, url in sorted(self.queue_urls.items()):
@@ -270,6 +274,8 @@ class SqsRedriver:
         self._last_copy: dict[str, RedriveTask] = {}
 
     def start(self, queue: str, *, max_per_second: int | None) -> RedriveTask:
+        from offpath.domain.operations import RedriveTask
+
         if self.mode == "copy":
             return self._copy(queue, max_per_second)
         # The worker puts messages on the DLQ itself, so SQS records no source queue for them:
@@ -293,6 +299,8 @@ class SqsRedriver:
         return RedriveTask(queue=queue, status="RUNNING", task_id=response.get("TaskHandle"))
 
     def latest(self, queue: str) -> RedriveTask | None:
+        from offpath.domain.operations import RedriveTask
+
         if self.mode == "copy":
             return self._last_copy.get(queue)
         try:
@@ -313,6 +321,8 @@ class SqsRedriver:
 
     def _copy(self, queue: str, max_per_second: int | None) -> RedriveTask:
         import time
+
+        from offpath.domain.operations import RedriveTask
 
         moved = 0
         started = time.monotonic()

@@ -34,7 +34,7 @@ from offpath.domain.errors import (
     WebhookNotFoundError,
 )
 from offpath.domain.job import JobStatus
-from offpath.domain.ports import AlarmSource, Ports, QueueMonitor, Redriver, StatsSource
+from offpath.domain.ports import Ports
 from offpath.domain.quotas import QuotaExceededError
 from offpath.domain.registry import Submitter
 from offpath.handlers.api_models import (
@@ -80,6 +80,7 @@ from offpath.settings import Settings
 from offpath.tenancy import is_admin, tenant_of
 
 if TYPE_CHECKING:
+    from offpath.domain.operations import AlarmSource, QueueMonitor, Redriver, StatsSource
     from offpath.handlers.api_models_more import (
         AlarmsView,
         BatchAccepted,

@@ -19,7 +19,7 @@ from pydantic import (
 )
 
 from offpath.domain.events import EventType
-from offpath.domain.ports import QueueStats, RedriveTask
+from offpath.domain.operations import QueueStats, RedriveTask
 from offpath.handlers.api_models import (
     _LAZY,
     _REDRIVE_EXAMPLE,
