@@ -1,5 +1,5 @@
 """A noisy neighbour, end to end in the embedded runtime over HTTP: tenant A floods the `default` queue class with
-2,000 `demo.sleep` jobs, then tenant B submits 10. B's jobs carry B as their `MessageGroupId`, so the queue (the
+1,000 `demo.sleep` jobs, then tenant B submits 10. B's jobs carry B as their `MessageGroupId`, so the queue (the
 emulator's stand-in for an SQS fair queue, offpath_local/fair_queues.py) hands them out before A's backlog, and
 they finish while most of A's jobs are still waiting.
 
@@ -13,7 +13,7 @@ its invocation ends). Under the fair-queue rule A can finish only
 - batches received after B's, on other slots, that finish before B's batch does (same job length, so only by
   scheduling noise): at most one batch per slot, 50 jobs at most.
 So at most 2 x 50 + 2 x 10 = 120 of A's jobs finish meanwhile. Without fair delivery B's messages would wait
-behind A's whole backlog (about 1,700 jobs when B submits), and all of it would finish first.
+behind A's whole backlog (about 850 jobs when B submits), and all of it would finish first.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from offpath.jobs import load_job_types
 from offpath_tools.launcher import OffpathLocal
 from tests.e2e.conftest import ROOT, TENANT_A, TENANT_B, TOKEN_A, TOKEN_B, Local, wait_for
 
-A_JOBS = 2_000
+A_JOBS = 1_000
 B_JOBS = 10
 PER_BATCH = 100
 SLEEP_MS = 50

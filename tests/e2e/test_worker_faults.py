@@ -23,7 +23,7 @@ import pytest
 from offpath_tools.ledger import STACK_VISIBILITY_SCALE, Api, LedgerRuntime, final_views, run_burst
 from tests.e2e.conftest import wait_for
 
-BURST = 300
+BURST = 150
 WELCOME_KEY = "crash-after-the-e-mail"
 BATCH_KEYS = [f"mid-batch-{n}" for n in range(5)]
 CRASHED_IN_BATCH = 2  # the middle one: two records finished before it, two not started
