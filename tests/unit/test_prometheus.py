@@ -199,3 +199,19 @@ def test_the_runtimes_output_hands_each_emf_line_to_its_listeners(tmp_path: Path
 
     assert [(d["queue"], d["job_type"], d["JobsSubmitted"]) for d in received] == [("default", "demo.echo", 1)]
     assert "JobsSubmitted" in (tmp_path / "offpath.log").read_text(), "the line still reaches the log"
+
+
+def test_a_scrape_has_no_created_series() -> None:
+    metrics = LocalMetrics(clock=lambda: NOW)
+
+    def work(emf: EmfMetrics) -> None:
+        emf.count("JobsSubmitted", queue="default", job_type="demo.echo")
+        emf.count("JobsSucceeded", queue="default", job_type="demo.echo")
+
+    for document in emf_documents(work):
+        metrics.record(document)
+
+    body, _ = metrics.exposition()
+    text = body.decode()
+    assert "offpath_jobs_submitted_total" in text
+    assert "_created" not in text
