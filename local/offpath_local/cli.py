@@ -25,7 +25,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
@@ -146,6 +146,7 @@ def _parser() -> argparse.ArgumentParser:
     jobs.add_argument("--type", help="a job type")
     jobs.add_argument("--limit", type=int, default=20)
     jobs.add_argument("--cursor")
+    jobs.add_argument("--tenant", choices=["system"], help="admin: system lists the jobs that schedules made")
 
     commands.add_parser("queues", parents=[client], help="depth, in flight, oldest age and DLQ depth per queue")
 
@@ -160,6 +161,14 @@ def _parser() -> argparse.ArgumentParser:
 
     cancel = commands.add_parser("cancel", parents=[client], help="cancel a job that has not started")
     cancel.add_argument("job_id")
+
+    retry = commands.add_parser("retry", parents=[client], help="run a FAILED or CANCELLED job again")
+    retry.add_argument("job_id")
+
+    commands.add_parser("job-types", parents=[client], help="the job types: queue, limits, who may submit")
+    commands.add_parser("alarms", parents=[client], help="the alarms, those in ALARM first (admin)")
+    stats = commands.add_parser("stats", parents=[client], help="per queue and job type: counts of the last minutes")
+    stats.add_argument("--minutes", type=int, default=60, help="how many minutes back (1 to 1440, default 60)")
 
     # Listed here; its options belong to the measurement tooling, which parses them (see `main`).
     commands.add_parser("cost", help="what offpath costs on AWS for your volumes (us-east-1 list prices)")
@@ -380,7 +389,13 @@ def run_client(args: argparse.Namespace) -> int:
         _print_job(job, out, args.json)
         return REFUSED if job.get("status") == "FAILED" else OK
     if command == "jobs":
-        query = {"status": args.status, "type": args.type, "limit": str(args.limit), "cursor": args.cursor}
+        query = {
+            "status": args.status,
+            "type": args.type,
+            "limit": str(args.limit),
+            "cursor": args.cursor,
+            "tenant": args.tenant,
+        }
         answer = client.call("GET", "/jobs", query={k: v for k, v in query.items() if v})
         if not answer.ok:
             return _refused(answer)
@@ -469,13 +484,68 @@ def run_client(args: argparse.Namespace) -> int:
             else:
                 out.write(f"schedule {args.schedule} skipped: {body.get('skipped_reason')}\n")
         return OK
-    if command == "cancel":
-        answer = client.call("POST", f"/jobs/{_path_part(args.job_id)}/cancel")
+    if command in ("cancel", "retry"):
+        answer = client.call("POST", f"/jobs/{_path_part(args.job_id)}/{command}")
         if not answer.ok:
             return _refused(answer)
         _print_job(answer.body, out, args.json)
         return OK
+    if command == "job-types":
+        return _listing(client, "/job-types", None, out, args.json, _job_type_rows)
+    if command == "alarms":
+        return _listing(client, "/alarms", None, out, args.json, _alarm_rows)
+    if command == "stats":
+        return _listing(client, "/stats", {"minutes": str(args.minutes)}, out, args.json, _stats_rows)
     raise UsageError(f"unknown command {command}")
+
+
+Rows = tuple[list[str], list[list[Any]]]
+
+
+def _listing(
+    client: ApiClient,
+    path: str,
+    query: dict[str, str] | None,
+    out: TextIO,
+    as_json: bool,
+    rows: Callable[[dict[str, Any]], Rows],
+) -> int:
+    answer = client.call("GET", path, query=query)
+    if not answer.ok:
+        return _refused(answer)
+    if as_json:
+        _json(answer.body, out)
+    else:
+        _table(out, *rows(answer.body))
+    return OK
+
+
+def _job_type_rows(body: dict[str, Any]) -> Rows:
+    return ["JOB_TYPE", "QUEUE", "MAX_ATTEMPTS", "TIMEOUT", "SUBMITTED_BY"], [
+        [t["name"], t["queue"], t["max_attempts"], f"{t['timeout_s']}s", t["submitted_by"]]
+        for t in body.get("job_types", [])
+    ]
+
+
+def _alarm_rows(body: dict[str, Any]) -> Rows:
+    """Trouble first: the alarms in ALARM, then those without data, then the rest; by name within each."""
+    order = {"ALARM": 0, "INSUFFICIENT_DATA": 1}
+    alarms = sorted(body.get("alarms", []), key=lambda a: (order.get(a["state"], 2), a["name"]))
+    return ["STATE", "ALARM", "SINCE", "REASON"], [
+        [a["state"], a["name"], a.get("updated_at") or "-", (a.get("reason") or "")[:80]] for a in alarms
+    ]
+
+
+def _stats_rows(body: dict[str, Any]) -> Rows:
+    """The minutes' counts added up per queue class and job type."""
+    counted = ("submitted", "succeeded", "failed", "retried", "dead_lettered")
+    totals: dict[tuple[str, str], list[int]] = {}
+    for minute in body.get("minutes", []):
+        row = totals.setdefault((minute["queue"], minute["job_type"]), [0] * len(counted))
+        for i, name in enumerate(counted):
+            row[i] += int(minute.get(name) or 0)
+    header = ["QUEUE", "JOB_TYPE", *(name.upper() for name in counted)]
+    return header, [[queue, job_type, *counts] for (queue, job_type), counts in sorted(totals.items())]
 
 
 def _submit(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
@@ -612,7 +682,9 @@ def _print_job(job: dict[str, Any], out: TextIO, as_json: bool) -> None:
 
 
 def _refused(answer: Answer) -> int:
-    print(f"offpath: {answer.status} {answer.error_text()}", file=sys.stderr)
+    retry_after = answer.headers.get("retry-after")
+    later = f" (retry after {retry_after} s)" if answer.status in (429, 503) and retry_after else ""
+    print(f"offpath: {answer.status} {answer.error_text()}{later}", file=sys.stderr)
     return REFUSED
 
 
