@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
@@ -78,6 +79,9 @@ class Console:
     page: Page
     base: str
     errors: list[str] = field(default_factory=list)
+    # What each confirmation the page asked said; answered with `answer` (True: confirm, False: dismiss).
+    questions: list[str] = field(default_factory=list)
+    answer: bool = True
 
     def open(self, path: str) -> Console:
         """Loads `path` as a person opening a shared link would, and waits for its first data."""
@@ -130,6 +134,15 @@ def console(browser: Browser, local: Local) -> Iterator[OpenConsole]:
 
         page.on("console", on_console)
         page.on("pageerror", lambda error: opened.errors.append(f"uncaught on {page.url}: {error}"))
+
+        def on_dialog(dialog: Any) -> None:
+            opened.questions.append(dialog.message)
+            if opened.answer:
+                dialog.accept()
+            else:
+                dialog.dismiss()
+
+        page.on("dialog", on_dialog)
         page.goto(opened.base + path + (f"#token={token}" if token else ""))
         if token:
             opened.ready()

@@ -100,6 +100,7 @@ def test_a_delayed_job_is_cancelled_with_its_button(console: OpenConsole, local:
     admin.page.get_by_role("button", name="Cancel").click()
 
     expect(admin.page.locator("main .badge").first).to_have_text("CANCELLED")
+    assert admin.questions == [f"Cancel job {job_id} (demo.echo)? It will not run."]
     expect(admin.page.get_by_role("button", name="Cancel")).to_have_count(0)
     assert local.job(job_id)["status"] == "CANCELLED"
 
@@ -112,6 +113,8 @@ def test_the_dlq_is_redriven_from_its_queue_page(console: OpenConsole, local: Lo
     admin.page.get_by_role("button", name="Redrive all").click()
 
     expect(admin.page.locator("main .notice")).to_contain_text("Redrive of default:")
+    assert len(admin.questions) == 1
+    assert re.fullmatch(r"Move all \d+ messages? in the default DLQ back to the queue\? .+", admin.questions[0])
     wait_for(lambda: local.job(job_id)["redrives"] >= 1 or None, timeout_s=30)
     expect(admin.page.locator(".card", has_text="Last redrive")).not_to_contain_text("none", timeout=RUN_S)
 
@@ -123,6 +126,8 @@ def test_a_schedule_is_triggered_from_the_schedules_page(console: OpenConsole, l
     schedule.get_by_role("button", name="Trigger now").click()
 
     notice = admin.page.locator("main .notice")
+    expect(notice).to_be_visible()
+    assert admin.questions and admin.questions[0].startswith(f"Fire schedule {E2E_SCHEDULE} now? It submits one ")
     expect(notice).to_contain_text(f"{E2E_SCHEDULE} fired: job")
     job_id = notice.locator("a").inner_text()
     assert re.fullmatch(r"[0-9a-f]{32}", job_id)
@@ -195,6 +200,7 @@ def test_a_failed_job_is_retried_from_its_page_and_succeeds(console: OpenConsole
     admin.page.get_by_role("button", name="Retry").click()
 
     expect(admin.page.locator("main .badge").first).to_have_text("SUCCEEDED", timeout=RUN_S)
+    assert admin.questions == [f"Run job {job_id} (demo.poison) again, with a fresh budget of 3 attempts?"]
     expect(admin.page.get_by_role("button", name="Retry")).to_have_count(0)
     fields = admin.page.locator("main dl.fields")
     expect(fields).to_contain_text("Retried by hand")
@@ -289,3 +295,41 @@ def test_offpath_console_serves_the_same_console_for_a_deployed_api(console: Ope
         remote.screenshot("offpath-console-job")
     finally:
         proxy.stop()
+
+
+def test_a_dismissed_confirmation_does_nothing(console: OpenConsole, local: Local) -> None:
+    later = (datetime.now(UTC) + timedelta(hours=1)).isoformat().replace("+00:00", "Z")
+    job_id = submit(local, "demo.echo", {"keep": True}, run_at=later)
+    admin = console(TOKEN_A).open(f"/console/jobs/{job_id}")
+    expect(admin.page.locator("main .badge").first).to_have_text("SCHEDULED")
+    admin.answer = False
+
+    admin.page.get_by_role("button", name="Cancel").click()
+
+    assert admin.questions == [f"Cancel job {job_id} (demo.echo)? It will not run."]
+    expect(admin.page.get_by_role("button", name="Cancel")).to_be_visible()
+    assert local.job(job_id)["status"] == "SCHEDULED"
+
+
+def test_trouble_comes_first_on_the_overview_and_dead_letters_on_every_page(console: OpenConsole, local: Local) -> None:
+    dead_letter(local, reason="for the trouble box")
+    wait_for(lambda: local.alarm_state("offpath-default-dlq-depth") == "ALARM" or None, timeout_s=30)
+    admin = console(TOKEN_A).open("/console")
+
+    trouble = admin.page.locator("main .trouble-box")
+    expect(trouble).to_contain_text("offpath-default-dlq-depth", timeout=RUN_S)
+    first_row = admin.page.locator("main table", has_text="offpath-default-dlq-depth").locator("tbody tr").first
+    expect(first_row.locator(".badge")).to_have_text("ALARM")
+    assert "firing" in (first_row.get_attribute("class") or "")
+    expect(admin.page.locator("main tr", has_text="offpath-api-5xx")).to_have_count(0)
+    expect(admin.page.locator("main p.note", has_text="alarms OK")).to_contain_text(re.compile(r"\d+ of \d+ alarms OK"))
+    banner = admin.page.locator("#dlq-banner")
+    expect(banner).to_contain_text("Dead letters: ")
+    expect(banner.get_by_role("link", name=re.compile(r"^default \d+$"))).to_be_visible()
+    expect(admin.page.locator("main .stats svg.chart")).to_have_count(2, timeout=RUN_S)
+    ticks = [t for t in admin.page.locator("main svg.chart text").all_text_contents() if ":" not in t]
+    assert ticks and all(re.fullmatch(r"\d+", t) for t in ticks), ticks
+    admin.screenshot("overview-trouble")
+
+    admin.open("/console/schedules")
+    expect(admin.page.locator("#dlq-banner")).to_be_visible()

@@ -17,6 +17,7 @@
   const REFRESH_MS = 2000;
   const STATS_REFRESH_MS = 60000;
   const ALARMS_REFRESH_MS = 10000;
+  const DLQ_BANNER_MS = 5000;
   const SYSTEM_TENANT = "system";
   const STATES = ["QUEUED", "SCHEDULED", "RUNNING", "RETRYING", "SUCCEEDED", "FAILED", "CANCELLED"];
   const FINAL = new Set(["SUCCEEDED", "FAILED", "CANCELLED"]);
@@ -88,6 +89,18 @@
         h("td", { class: headers[i].cls || null, "data-label": headers[i].label || null }, cell))))
       : [h("tr", null, h("td", { class: "empty", colspan: headers.length }, empty || "Nothing here."))];
     return h("div", { class: "table-wrap" }, h("table", null, h("thead", null, head), h("tbody", null, body)));
+  }
+
+  // A destructive action asks first, naming what will happen (and to how many jobs). The browser's own dialog:
+  // modal, keyboard-reachable, and nothing runs until the person answers.
+  function ask(text) {
+    return window.confirm(text);
+  }
+
+  // Trouble first: alarms in ALARM, then those without data, then the rest; by name within each.
+  const ALARM_ORDER = { ALARM: 0, INSUFFICIENT_DATA: 1 };
+  function troubleFirst(alarms) {
+    return [...alarms].sort((a, b) => ((ALARM_ORDER[a.state] ?? 2) - (ALARM_ORDER[b.state] ?? 2)) || String(a.name).localeCompare(String(b.name)));
   }
 
   function when(iso) {
@@ -233,7 +246,8 @@
     const pad = { left: 44, right: 12, top: 10, bottom: 24 };
     const all = series.flatMap((s) => s.points);
     const xs = all.map((p) => p[0]);
-    const ymax = Math.max(1, ...all.map((p) => p[1]));
+    // Every chart counts (jobs, messages): a top rounded up to an even number keeps its three ticks whole.
+    const ymax = Math.max(2, Math.ceil(Math.max(0, ...all.map((p) => p[1])) / 2) * 2);
     const x0 = xs.length ? Math.min(...xs) : Date.now() - 60000;
     const x1 = xs.length ? Math.max(...xs, x0 + 1000) : Date.now();
     const sx = (x) => pad.left + ((x - x0) / (x1 - x0 || 1)) * (width - pad.left - pad.right);
@@ -282,7 +296,7 @@
   }
 
   function formatCount(value) {
-    return value >= 100 ? String(Math.round(value)) : String(Math.round(value * 10) / 10);
+    return String(Math.round(value));
   }
 
   function clock(ms) {
@@ -328,7 +342,8 @@
       ],
       queues.map((q) => [
         link(`/queues/${seg(q.name)}`, q.name),
-        q.visible, q.in_flight, q.delayed, seconds(q.oldest_age_s), q.dlq_depth,
+        q.visible, q.in_flight, q.delayed, seconds(q.oldest_age_s),
+        q.dlq_depth ? h("span", { class: "trouble" }, String(q.dlq_depth)) : q.dlq_depth,
         q.redrive ? `${q.redrive.status}${q.redrive.moved !== null && q.redrive.moved !== undefined ? `, ${q.redrive.moved} moved` : ""}` : "-",
       ]),
       "No queues.",
@@ -340,8 +355,10 @@
     const depth = region();
     const stats = region();
     const alarms = region();
+    const trouble = region();
     const node = h("section", null,
       h("h1", null, "Overview"),
+      trouble,
       h("h2", null, "Queues"), queues,
       h("h2", null, "Messages waiting"), depth,
       h("h2", null, "Jobs per minute, last hour"), stats,
@@ -374,7 +391,18 @@
       }
       if (session.features.alarms) {
         const a = await latestAlarms();
-        alarms.show(a.ok ? a.body : ["error", a.status], () => (a.ok ? alarmsTable(a.body.alarms || []) : errorBox(a)));
+        // The overview lists the alarms that are not OK; the Alarms page lists them all.
+        const listed = a.ok ? (a.body.alarms || []) : [];
+        const calm = listed.filter((x) => x.state === "OK").length;
+        alarms.show(a.ok ? a.body : ["error", a.status], () => (a.ok ? h("div", null,
+          listed.length > calm ? alarmsTable(listed.filter((x) => x.state !== "OK")) : null,
+          h("p", { class: "note" }, `${calm} of ${listed.length} alarms OK. `, link("/alarms", "All alarms"))) : errorBox(a)));
+        const firing = a.ok ? (a.body.alarms || []).filter((x) => x.state === "ALARM") : [];
+        trouble.show(firing, () => (firing.length ? h("div", { class: "trouble-box", role: "alert" },
+          h("h2", null, `${firing.length} alarm${firing.length === 1 ? "" : "s"} in ALARM`),
+          h("ul", null, troubleFirst(firing).map((x) => h("li", null, badge(x.state), " ", h("strong", { class: "wrap" }, x.name),
+            x.reason ? h("span", { class: "note wrap" }, ` ${x.reason}`) : null))),
+          link("/alarms", "All alarms and their changes")) : h("div")));
       } else {
         alarms.show("absent", () => h("p", { class: "note" }, "Alarm states come from the API's GET /alarms, which this API does not serve yet."));
       }
@@ -450,11 +478,16 @@
   }
 
   function alarmsTable(list) {
-    return table(
+    const sorted = troubleFirst(list);
+    const drawn = table(
       [{ label: "Alarm" }, { label: "State" }, { label: "Since" }, { label: "Reason" }],
-      list.map((a) => [a.name, badge(a.state), when(a.updated_at || a.since), h("span", { class: "wrap" }, a.reason || "")]),
+      sorted.map((a) => [h("span", { class: "wrap" }, a.name), badge(a.state), when(a.updated_at || a.since), h("span", { class: "wrap" }, a.reason || "")]),
       "No alarms.",
     );
+    drawn.querySelectorAll("tbody tr").forEach((tr, i) => {
+      if (sorted[i] && sorted[i].state === "ALARM") tr.classList.add("firing");
+    });
+    return drawn;
   }
 
   function alarmsPage() {
@@ -629,7 +662,8 @@
       });
     }
 
-    async function act(label, method, path) {
+    async function act(label, method, path, question) {
+      if (question && !ask(question)) return;
       busy = true;
       message.replaceChildren();
       const answer = await api(method, path);
@@ -659,10 +693,12 @@
     const id = seg(job.job_id);
     const actions = h("div", { class: "actions" });
     if (CANCELLABLE.has(job.status)) {
-      actions.append(h("button", { type: "button", class: "danger", on: { click: () => act("Cancel", "POST", `/jobs/${id}/cancel`) } }, "Cancel"));
+      actions.append(h("button", { type: "button", class: "danger", on: { click: () => act("Cancel", "POST", `/jobs/${id}/cancel`,
+        `Cancel job ${job.job_id} (${job.type})? It will not run.`) } }, "Cancel"));
     }
     if (session.features.retry && RETRYABLE.has(job.status)) {
-      actions.append(h("button", { type: "button", on: { click: () => act("Retry", "POST", `/jobs/${id}/retry`) } }, "Retry"));
+      actions.append(h("button", { type: "button", on: { click: () => act("Retry", "POST", `/jobs/${id}/retry`,
+        `Run job ${job.job_id} (${job.type}) again, with a fresh budget of ${job.max_attempts} attempts?`) } }, "Retry"));
     }
     const progress = job.progress
       ? h("div", { class: "progress" },
@@ -743,7 +779,10 @@
     const stats = region();
     const dead = region();
     const message = h("div", { role: "status", "aria-live": "polite" });
+    let deadLetters = 0;
     const redrive = h("button", { type: "button", class: "danger", on: { click: async () => {
+      if (!ask(`Move all ${deadLetters} message${deadLetters === 1 ? "" : "s"} in the ${name} DLQ back to the queue? `
+        + "Each of those jobs runs again, the ones that failed for good too.")) return;
       redrive.disabled = true;
       const answer = await api("POST", `/queues/${seg(name)}/redrive`);
       message.replaceChildren(answer.ok
@@ -771,6 +810,7 @@
         return;
       }
       const running = queue.redrive && queue.redrive.status === "RUNNING";
+      deadLetters = queue.dlq_depth;
       redrive.disabled = running || queue.dlq_depth === 0;
       stats.show(queue, () => h("div", { class: "cards" },
         card("In the DLQ", queue.dlq_depth),
@@ -807,6 +847,7 @@
             when(j.finished_at),
             session.features.retry
               ? h("button", { type: "button", class: "secondary", on: { click: async (event) => {
+                if (!ask(`Run job ${j.job_id} (${j.type}) again, with a fresh attempt budget?`)) return;
                 event.target.disabled = true;
                 const r = await api("POST", `/jobs/${seg(j.job_id)}/retry`);
                 message.replaceChildren(r.ok ? h("div", { class: "notice" }, `Retried ${j.job_id}: ${r.body.status}`) : errorBox(r));
@@ -832,7 +873,9 @@
     const node = h("section", null, h("h1", null, "Schedules"), message,
       h("p", null, link(`/jobs?tenant=${SYSTEM_TENANT}`, "The jobs the schedules made")), body);
 
-    async function trigger(name, button) {
+    async function trigger(schedule, button) {
+      const name = schedule.name;
+      if (!ask(`Fire schedule ${name} now? It submits one ${schedule.job} job, as its next firing would.`)) return;
       button.disabled = true;
       const answer = await api("POST", `/schedules/${seg(name)}/trigger`);
       button.disabled = false;
@@ -857,7 +900,7 @@
       body.show(schedules, () => (schedules.length ? h("div", null, schedules.map((s) => {
         const next = Array.isArray(s.next_firings) ? s.next_firings.slice(0, 5) : (s.next_firing ? [s.next_firing] : []);
         const button = h("button", { type: "button", class: "secondary" }, "Trigger now");
-        button.addEventListener("click", () => trigger(s.name, button));
+        button.addEventListener("click", () => trigger(s, button));
         return h("article", { class: "schedule" },
           h("h2", null, s.name),
           h("dl", { class: "fields" },
@@ -1114,6 +1157,8 @@
       this.current = null;
       document.getElementById("nav").replaceChildren();
       document.getElementById("who").replaceChildren();
+      const banner = document.getElementById("dlq-banner");
+      if (banner) banner.hidden = true;
       const input = h("input", { type: "password", id: "token", name: "token", autocomplete: "off", required: true });
       const form = h("form", { class: "signin", on: { submit: (event) => {
         event.preventDefault();
@@ -1175,12 +1220,23 @@
       this.tick(true);
     },
 
+    // Dead letters are trouble on every page: an admin sees a banner naming each queue whose DLQ is not empty.
+    async deadLetterBanner() {
+      const banner = document.getElementById("dlq-banner");
+      if (!banner || !session.admin) return;
+      const answer = await keptAnswer("/queues", null, DLQ_BANNER_MS);
+      const full = answer.ok ? (answer.body.queues || []).filter((q) => q.dlq_depth > 0) : [];
+      banner.hidden = !full.length;
+      banner.replaceChildren(...(full.length ? [h("strong", null, "Dead letters: "),
+        ...full.flatMap((q, i) => [i ? ", " : "", link(`/queues/${seg(q.name)}`, `${q.name} ${q.dlq_depth}`)])] : []));
+    },
+
     async tick(force) {
       const page = this.current;
       if (!page || (!force && (this.refreshing || document.hidden))) return;
       this.refreshing = true;
       try {
-        await page.refresh();
+        await Promise.all([page.refresh(), this.deadLetterBanner()]);
         if (page === this.current) document.getElementById("updated").textContent = `Updated ${clock(Date.now())}`;
       } finally {
         this.refreshing = false;
