@@ -422,3 +422,12 @@ def test_a_submit_costs_one_write_and_one_send(pipeline: Pipeline) -> None:
 
     assert status == 202
     assert calls == {"DynamoDB.PutItem": 1, "SQS.SendMessage": 1}
+
+
+def test_the_submit_answer_shows_the_payload_as_the_read_does(pipeline: Pipeline) -> None:
+    status, submitted, _ = pipeline.submit("demo.echo", {"n": 7, "text": "hello"})
+
+    _, read, _ = pipeline.call("GET", f"/jobs/{submitted['job_id']}")
+    assert status == 202
+    assert submitted["payload"] == {"n": 7, "text": "hello"}
+    assert submitted["payload"] == read["payload"]

@@ -223,9 +223,12 @@ def submit(request: Request, services: ApiServices) -> Response:
         submitter=_submitter(request),
     )
     submitted = submit_job(submit_request, services.ports, services.policy)
+    # The answer shows the job as GET /jobs/{id} does, payload included (a submit carries one payload: its
+    # answer stays within what a response may hold, unlike a batch's or a listing's).
+    view = JobView.dumped(submitted.job, with_payload=True)
     if submitted.replayed:
-        return Response(200, JobView.dumped(submitted.job), {"Idempotent-Replayed": "true"})
-    return Response(202, JobView.dumped(submitted.job), {"Location": f"/jobs/{submitted.job.job_id}"})
+        return Response(200, view, {"Idempotent-Replayed": "true"})
+    return Response(202, view, {"Location": f"/jobs/{submitted.job.job_id}"})
 
 
 @handles("submitBatch")

@@ -180,8 +180,8 @@ class AttemptView(Projection):
 
 
 class JobView(BaseModel):
-    """`payload` is the tenant's own, in the answer about one job (GET /jobs/{job_id}, cancel, retry);
-    null in listings and submit answers, which could otherwise grow past what a response may hold.
+    """`payload` is the tenant's own, in the answer about one job (submit, GET /jobs/{job_id}, cancel, retry);
+    null in listings and batch answers, which could otherwise grow past what a response may hold.
     `attempt_history`: the last 10 attempts' ends, oldest first, across redrives and retries."""
 
     model_config = _examples(JOB_EXAMPLE)
