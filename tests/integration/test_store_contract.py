@@ -337,7 +337,7 @@ def test_a_tenants_jobs_are_listed_newest_first_in_pages(job_store: JobStore) ->
     assert cursor is None
 
 
-def test_the_status_filter_applies_after_the_limit(job_store: JobStore) -> None:
+def test_a_filtered_page_reads_past_the_jobs_that_do_not_match(job_store: JobStore) -> None:
     for n in range(1, 4):
         job_store.create(new_job(n))
     claim(job_store, new_job(3))
@@ -345,8 +345,25 @@ def test_the_status_filter_applies_after_the_limit(job_store: JobStore) -> None:
     page = job_store.list_jobs(TENANT, status=JobStatus.QUEUED, job_type=None, limit=1, cursor=None)
     rest = job_store.list_jobs(TENANT, status=JobStatus.QUEUED, job_type=None, limit=10, cursor=page.cursor)
 
-    assert page.jobs == []  # the newest job is RUNNING: a short page that still has a cursor
-    assert [int(job.job_id, 16) for job in rest.jobs] == [2, 1]
+    assert [int(job.job_id, 16) for job in page.jobs] == [2]  # the newest job is RUNNING: passed, not counted
+    assert [int(job.job_id, 16) for job in rest.jobs] == [1]
+    assert rest.cursor is None
+
+
+def test_a_filtered_page_stops_at_its_read_budget_with_a_cursor(job_store: JobStore) -> None:
+    for n in range(1, 13):
+        job_store.create(new_job(n))
+    claim(job_store, new_job(12))
+    claim(job_store, new_job(1))
+
+    page = job_store.list_jobs(TENANT, status=JobStatus.RUNNING, job_type=None, limit=1, cursor=None)
+    nothing = job_store.list_jobs(TENANT, status=JobStatus.RUNNING, job_type=None, limit=1, cursor=page.cursor)
+    last = job_store.list_jobs(TENANT, status=JobStatus.RUNNING, job_type=None, limit=1, cursor=nothing.cursor)
+
+    assert [int(job.job_id, 16) for job in page.jobs] == [12]
+    assert nothing.jobs == []  # 10 jobs passed (11 .. 2), none running: the budget of 10 x 1 is spent
+    assert nothing.cursor is not None
+    assert [int(job.job_id, 16) for job in last.jobs] == [1]
 
 
 def test_a_cursor_from_another_tenant_is_refused(job_store: JobStore) -> None:

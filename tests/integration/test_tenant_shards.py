@@ -210,3 +210,44 @@ def decode(cursor: str) -> list[Any]:
     from offpath.adapters.dynamodb_store import decode_cursor
 
     return list(decode_cursor(cursor, BIG))
+
+
+def test_a_filtered_page_is_full_when_enough_jobs_match(tenant_240: list[Job], store: DynamoDbJobStore) -> None:
+    """240 jobs, one in five a demo.sleep: a page of 20 sleeps reads on past the first 20 jobs, and its cursor
+    carries on exactly where the page ended."""
+    sleeps = [j.job_id for j in reversed(tenant_240) if j.type == "demo.sleep"]
+
+    first = store.list_jobs(BIG, status=None, job_type="demo.sleep", limit=20, cursor=None)
+    second = store.list_jobs(BIG, status=None, job_type="demo.sleep", limit=20, cursor=first.cursor)
+
+    assert [j.job_id for j in first.jobs] == sleeps[:20]
+    assert [j.job_id for j in second.jobs] == sleeps[20:40]
+
+
+def test_a_filtered_page_of_rare_jobs_finds_them_all_within_its_budget(
+    tenant_240: list[Job], store: DynamoDbJobStore
+) -> None:
+    rare = {tenant_240[n].job_id for n in (60, 100, 150, 239)}  # among the newest 200: within the budget of 10 x 20
+    for j in tenant_240:
+        if j.job_id in rare:
+            store.client.update_item(
+                TableName=store.table_name,
+                Key={"pk": to_item(j)["pk"], "sk": to_item(j)["sk"]},
+                UpdateExpression="SET #s = :f",
+                ExpressionAttributeNames={"#s": "status"},
+                ExpressionAttributeValues={":f": {"S": "FAILED"}},
+            )
+
+    page = store.list_jobs(BIG, status=JobStatus.FAILED, job_type=None, limit=20, cursor=None)
+
+    assert [j.job_id for j in page.jobs] == [tenant_240[n].job_id for n in (239, 150, 100, 60)]
+    assert page.cursor is not None  # 40 older jobs not passed yet
+
+
+def test_a_filtered_page_over_its_read_budget_is_short_and_carries_a_cursor(
+    tenant_240: list[Job], store: DynamoDbJobStore
+) -> None:
+    page = store.list_jobs(BIG, status=JobStatus.FAILED, job_type=None, limit=10, cursor=None)
+
+    assert page.jobs == []
+    assert page.cursor is not None  # the budget: 10 x 10 of the 240 jobs passed

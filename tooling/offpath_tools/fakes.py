@@ -32,7 +32,15 @@ from offpath.domain.errors import (
     TransitionError,
 )
 from offpath.domain.job import Job, JobStatus, Progress
-from offpath.domain.ports import CreateOutcome, Firing, JobMessage, JobPage, KeyRecord, ScheduleState
+from offpath.domain.ports import (
+    FILTERED_SCAN_PAGES,
+    CreateOutcome,
+    Firing,
+    JobMessage,
+    JobPage,
+    KeyRecord,
+    ScheduleState,
+)
 from offpath.domain.quotas import Usage
 from offpath.domain.registry import REGISTRY, JobType, Registry
 
@@ -114,20 +122,25 @@ class InMemoryJobStore:
     def list_jobs(
         self, tenant: str, *, status: JobStatus | None, job_type: str | None, limit: int, cursor: str | None
     ) -> JobPage:
-        """Like a Query on the tenant's index, newest first: `limit` items are read, then the status
-        and type filters apply (a page can be short and still have a cursor)."""
+        """Like the store's listing, newest first: jobs are passed until `limit` match the filters, or
+        FILTERED_SCAN_PAGES x `limit` were passed (a filtered page can then be short and still have a cursor)."""
         with self._lock:
             self._enter("list_jobs", write=False)
             indexed = sorted((j for j in self._jobs.values() if j.tenant == tenant), key=_sort_key, reverse=True)
             if cursor is not None:
                 after = _decode_cursor(cursor, tenant)
                 indexed = [j for j in indexed if _sort_key(j) < after]
-            window = indexed[:limit]
-            more = len(indexed) > limit
-            jobs = [
-                j for j in window if (status is None or j.status is status) and (job_type is None or j.type == job_type)
-            ]
-            next_cursor = _encode_cursor(tenant, _sort_key(window[-1])) if more and window else None
+            budget = limit if status is None and job_type is None else limit * FILTERED_SCAN_PAGES
+            jobs: list[Job] = []
+            passed = 0
+            for j in indexed[:budget]:
+                passed += 1
+                if (status is None or j.status is status) and (job_type is None or j.type == job_type):
+                    jobs.append(j)
+                    if len(jobs) == limit:
+                        break
+            more = len(indexed) > passed
+            next_cursor = _encode_cursor(tenant, _sort_key(indexed[passed - 1])) if more and passed else None
             return JobPage(jobs, next_cursor)
 
     def claim(

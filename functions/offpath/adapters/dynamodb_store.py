@@ -70,7 +70,7 @@ from offpath.domain.job import (
     fair_share,
     payload_json,
 )
-from offpath.domain.ports import CreateOutcome, Firing, JobPage, KeyRecord, ScheduleState
+from offpath.domain.ports import FILTERED_SCAN_PAGES, CreateOutcome, Firing, JobPage, KeyRecord, ScheduleState
 from offpath.naming import JOB_ITEM_PREFIX, JOB_SHARDS, SOLE_SORT_KEY, TABLE_PARTITION_KEY, TABLE_SORT_KEY
 
 if TYPE_CHECKING:
@@ -201,8 +201,9 @@ class DynamoDbJobStore:
         """The tenant's jobs, newest first. Each of its partitions (shards) is queried for its share of the page
         after the position the cursor holds for it (the queries go out together), newest first; the shards are
         merged, and a shard whose share ran out before the page was full is queried again for the rest. The
-        items come back whole: they are filtered by status and type, with no second read. A filtered page can
-        hold fewer than `limit` jobs and still have a cursor."""
+        items come back whole: they are filtered by status and type as they are merged, with no second read,
+        and a filtered listing reads on until `limit` jobs match or it has passed `FILTERED_SCAN_PAGES` x
+        `limit` jobs; then the page is short and its cursor goes on after the last job passed."""
         positions = decode_cursor(cursor, tenant) if cursor is not None else [None] * JOB_SHARDS
         # Ids spread evenly over the shards: a page takes limit/16 of each on average, rarely twice that.
         share = min(limit, 2 * math.ceil(limit / JOB_SHARDS) + 2)
@@ -211,37 +212,42 @@ class DynamoDbJobStore:
         more: dict[int, bool] = {}
         to_read = {shard: share for shard in read_to}
         page: list[tuple[int, Item]] = []
+        jobs: list[Job] = []
+        filtered = status is not None or job_type is not None
+        budget = limit * FILTERED_SCAN_PAGES if filtered else limit
         while True:
             for shard, (items, has_more) in self._query_shards(tenant, read_to, to_read).items():
                 buffers[shard].extend(items)
                 more[shard] = has_more and bool(items)
                 if items:
                     read_to[shard] = sort_key_of(items[-1])
-            if len(page) == limit:
+            if len(jobs) == limit or len(page) == budget:
                 break
             # A shard that may hold more is read on before the merge passes it: its next job may be the newest.
-            to_read = {shard: limit - len(page) for shard, buffer in buffers.items() if not buffer and more[shard]}
+            wanted = min(budget - len(page), max(limit - len(jobs), share))
+            to_read = {shard: wanted for shard, buffer in buffers.items() if not buffer and more[shard]}
             if to_read:
                 continue
             heads = [shard for shard, buffer in buffers.items() if buffer]
             if not heads:
                 break
             newest = max(heads, key=lambda shard: sort_key_of(buffers[shard][0]))
-            page.append((newest, buffers[newest].popleft()))
+            item = buffers[newest].popleft()
+            page.append((newest, item))
+            job = self._readable(item)
+            if (
+                job is not None
+                and job.tenant == tenant
+                and (status is None or job.status is status)
+                and (job_type is None or job.type == job_type)
+            ):
+                jobs.append(job)
         following: list[str | Literal[False] | None] = list(positions)
         for shard, item in page:
             following[shard] = sort_key_of(item)
         for shard, buffer in buffers.items():
             if not buffer and not more[shard]:
                 following[shard] = False
-        jobs = [
-            job
-            for job in (self._readable(item) for _, item in page)
-            if job is not None
-            and job.tenant == tenant
-            and (status is None or job.status is status)
-            and (job_type is None or job.type == job_type)
-        ]
         done = all(position is False for position in following)
         return JobPage(jobs, None if done else encode_cursor(tenant, following))
 

@@ -78,6 +78,11 @@ class JobPage:
     cursor: str | None
 
 
+# A filtered listing reads on until `limit` jobs match, passing at most this many times `limit` jobs (its read
+# budget); past it the page is short and its cursor goes on after the last job passed.
+FILTERED_SCAN_PAGES = 10
+
+
 class JobStore(Protocol):
     def create(self, job: Job) -> CreateOutcome:
         """One conditional write of a new job: new, replay of the same submission under the same id, or
@@ -97,7 +102,8 @@ class JobStore(Protocol):
 
     def list_jobs(
         self, tenant: str, *, status: JobStatus | None, job_type: str | None, limit: int, cursor: str | None
-    ) -> JobPage: ...
+    ) -> JobPage:
+        """The tenant's jobs, newest first: up to `limit` matching the filters, within FILTERED_SCAN_PAGES."""
 
     def claim(
         self, job_id: str, *, tenant: str, now: datetime, lease_until: datetime, sweep_at: datetime | None = None
