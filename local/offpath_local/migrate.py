@@ -9,6 +9,10 @@ old one, which it retains, and this command carries the old table's items over (
 - Each write is conditional (the key must be new in the new table): an item the new stack has written or
   changed since is left alone and counted as present, so the command can be run again after a failure, or
   once more after the new stack took over, to pick up what the old stack wrote meanwhile.
+- Every unfinished job the old table holds outside the sweep index (QUEUED, RETRYING, RUNNING: their messages
+  are on the queues) enters it, due at once: a worker of the new stack that met the job's message before the job
+  was copied dropped the message (a message of a job that does not exist is dropped), and the sweeper sends
+  a message again for such a job (deferred while its queue holds a backlog; a duplicate is harmless).
 - `--dry-run` reads and upcasts every item and writes nothing: the counts say what a run would copy, and an
   item that cannot be upcast is named (by key) before anything is written.
 """
@@ -20,6 +24,7 @@ import json
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from offpath.adapters.dynamodb_store import (
@@ -27,11 +32,14 @@ from offpath.adapters.dynamodb_store import (
     ConditionFailed,
     attribute_values,
     call,
+    iso,
     plain_key,
     plain_values,
+    sweep_shard,
 )
-from offpath.adapters.item_formats import format_of, version_of
+from offpath.adapters.item_formats import JOB, format_of, version_of
 from offpath.domain.errors import StoreUnavailableError
+from offpath.domain.job import JobStatus
 from offpath.naming import TABLE_PARTITION_KEY
 
 UNKNOWN = "unknown kind"
@@ -43,6 +51,7 @@ class KindReport:
     read: int = 0
     written: int = 0  # or, in a dry run, would be written
     present: int = 0  # already in the new table: left as it is
+    swept: int = 0  # unfinished jobs entered in the sweep index
     from_versions: Counter[int] = field(default_factory=Counter)
 
 
@@ -51,6 +60,7 @@ class MigrationReport:
     from_table: str
     to_table: str
     dry_run: bool
+    now: datetime
     kinds: dict[str, KindReport] = field(default_factory=dict)
     # The keys ("pk/sk") of items that could not be upcast or written, with the reason.
     failed: dict[str, str] = field(default_factory=dict)
@@ -65,6 +75,7 @@ class MigrationReport:
                     "read": k.read,
                     "written": k.written,
                     "present": k.present,
+                    "swept": k.swept,
                     "from_versions": {str(v): n for v, n in sorted(k.from_versions.items())},
                 }
                 for kind, k in sorted(self.kinds.items())
@@ -73,9 +84,11 @@ class MigrationReport:
         }
 
 
-def migrate(client: Any, from_table: str, to_table: str, *, dry_run: bool) -> MigrationReport:
+def migrate(
+    client: Any, from_table: str, to_table: str, *, dry_run: bool, now: datetime | None = None
+) -> MigrationReport:
     """Copies (or, dry, only reads and upcasts) every item of `from_table` into `to_table`."""
-    report = MigrationReport(from_table, to_table, dry_run)
+    report = MigrationReport(from_table, to_table, dry_run, now or datetime.now(UTC))
     request: dict[str, Any] = {"TableName": from_table, "ConsistentRead": True}
     while True:
         page = call(client.scan, **request)
@@ -95,6 +108,9 @@ def _copy(client: Any, item: dict[str, Any], report: MigrationReport) -> None:
     kind.from_versions[version_of(plain)] += 1
     try:
         upcast = item_format.read(plain) if item_format else plain
+        if item_format is JOB and not JobStatus(upcast["status"]).is_final and not upcast.get("sweep_at"):
+            upcast = {**upcast, "sweep_pk": sweep_shard(upcast["job_id"]), "sweep_at": iso(report.now)}
+            kind.swept += 1
         written = attribute_values(upcast)
     except Exception as error:  # an upcaster that cannot read this item: named, never half-copied
         report.failed[key] = f"upcast: {type(error).__name__}: {error}"[:300]
@@ -122,7 +138,8 @@ def run(args: argparse.Namespace, client: Any = None, out: TextIO | None = None)
         from offpath.adapters.dynamodb_store import SDK_CONFIG
 
         client = boto3.client("dynamodb", region_name=args.region, endpoint_url=args.endpoint, config=SDK_CONFIG)
-    for table in (args.from_table, args.to_table):
+    # A dry run reads the old table only: it can run before the deploy that creates the new one.
+    for table in (args.from_table,) if args.dry_run else (args.from_table, args.to_table):
         try:
             call(client.describe_table, TableName=table)
         except StoreUnavailableError as error:
@@ -144,7 +161,8 @@ def _print(report: MigrationReport, out: TextIO) -> None:
     for kind, k in sorted(report.kinds.items()):
         versions = ", ".join(f"v{v}: {n}" for v, n in sorted(k.from_versions.items()))
         present = f", {k.present} already there" if k.present else ""
-        print(f"  {kind}: read {k.read} ({versions}), {verb} {k.written}{present}", file=out)
+        swept = f", {k.swept} unfinished entered in the sweep index" if k.swept else ""
+        print(f"  {kind}: read {k.read} ({versions}), {verb} {k.written}{present}{swept}", file=out)
     for key, reason in sorted(report.failed.items()):
         print(f"  NOT COPIED {key}: {reason}", file=out)
     total = sum(k.written for k in report.kinds.values())

@@ -4,13 +4,16 @@ current stack creates, upcast, then carried on by this release's handlers."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
+from offpath.domain.job import JobStatus
 from offpath.domain.ports import JobMessage
 from offpath_local import cli
 from offpath_local.resources import create_table
+from offpath_tools.clocks import ManualClock
 from tests.integration.conftest import Pipeline
 from tests.integration.test_upgrade_from_v1 import IDS, TENANT, V1, clock, v1_items, view_of
 
@@ -83,9 +86,17 @@ def test_the_migration_copies_every_item_upcast_and_leaves_the_old_table_as_it_w
     assert {kind: k["written"] for kind, k in report["kinds"].items()} == EVERY_KIND
     copied = {(i["pk"]["S"], i["sk"]["S"]): i for i in all_items(timed, timed.resources.table_name)}
     assert len(copied) == 17
+    swept = set()
     for item in before:
-        # The same item, in the current format: only its version was added (the upcast from v1 to v2).
-        assert copied[(item["pk"]["S"], item["sk"]["S"])] == {**item, "v": {"N": "2"}}
+        # The same item, in the current format: its version was added (the upcast from v1 to v2), and an
+        # unfinished job outside the sweep index entered it.
+        found = dict(copied[(item["pk"]["S"], item["sk"]["S"])])
+        if "sweep_at" in found and "sweep_at" not in item:
+            swept.add(item["sk"]["S"])
+            del found["sweep_at"], found["sweep_pk"]
+        assert found == {**item, "v": {"N": "2"}}
+    assert swept == {IDS[label] for label in ("QUEUED", "KEYED", "RETRYING", "FIRED")}
+    assert report["kinds"]["job"]["swept"] == 4
     assert all_items(timed, OLD_TABLE) == before
 
 
@@ -104,6 +115,24 @@ def test_migrated_jobs_run_on_in_the_new_table(
     assert view_of(timed, "QUEUED")["status"] == "SUCCEEDED"
     assert view_of(timed, "RUNNING")["status"] == "SUCCEEDED"
     assert view_of(timed, "SUCCEEDED")["result"] == {"greeting": "hello"}
+
+
+def test_jobs_whose_messages_the_new_workers_dropped_before_the_copy_are_sent_again_by_the_sweeper(
+    timed: Pipeline, old_table: str, capsys: pytest.CaptureFixture[str], clock: ManualClock
+) -> None:
+    # The new stack's workers met the v1 messages before the jobs were copied, and dropped them: no message is left.
+    migrate(timed, capsys)
+    clock.set(datetime.now(UTC) + timedelta(minutes=3))  # past the migration's sweep time and the sweep's grace
+
+    report = timed.sweep()
+    timed.drain()
+    timed.drain("bulk")
+
+    assert (report["resent"], report["requeued"], report["enqueued"]) == (4, 1, 1)
+    for label in ("QUEUED", "KEYED", "RETRYING", "RUNNING", "SCHEDULED"):
+        assert view_of(timed, label)["status"] == "SUCCEEDED", label
+    fired = timed.store.get(IDS["FIRED"], tenant="system")
+    assert fired is not None and fired.status is JobStatus.SUCCEEDED
 
 
 def test_a_second_run_leaves_what_the_new_stack_changed_and_copies_nothing_twice(
@@ -164,6 +193,15 @@ def test_the_two_tables_must_differ(timed: Pipeline, capsys: pytest.CaptureFixtu
 
     assert code == 2
     assert "must be two tables" in capsys.readouterr().err
+
+
+def test_a_dry_run_needs_only_the_old_table(
+    timed: Pipeline, old_table: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = cli.main(["migrate", "--from-table", OLD_TABLE, "--to-table", "made-by-the-next-deploy", "--dry-run"])
+
+    assert code == 0
+    assert "would copy 17 items; 0 not copied" in capsys.readouterr().out
 
 
 def test_a_missing_table_is_named_and_nothing_is_read(timed: Pipeline, capsys: pytest.CaptureFixture[str]) -> None:
