@@ -36,6 +36,12 @@ class JobTable(Construct):
             stream=dynamodb.StreamViewType[TABLE_STREAM_VIEW],
             removal_policy=cdk.RemovalPolicy.RETAIN if options.deletion_protection else cdk.RemovalPolicy.DESTROY,
         )
+        # A change of the key schema replaces the table: the replaced table is kept with its items, whatever the
+        # options, for `offpath migrate` to copy (docs/deploy.md, "Upgrading"). Deleting the stack still follows
+        # deletion_protection.
+        resource = self.table.node.default_child
+        assert isinstance(resource, cdk.CfnResource)
+        resource.cfn_options.update_replace_policy = cdk.CfnDeletionPolicy.RETAIN
         for index in TABLE_INDEXES:
             self.table.add_global_secondary_index(
                 index_name=index.name,

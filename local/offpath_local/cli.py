@@ -183,6 +183,14 @@ def _parser() -> argparse.ArgumentParser:
         commands.add_parser("clock", help="fire a deployment's schedules and sweeper where its Scheduler does not")
     )
     smoke.add_arguments(commands.add_parser("smoke", help="check a live stack after a deploy, with a report"))
+    # offpath_local/migrate.py (imported when it runs: it loads boto3).
+    migrate = commands.add_parser("migrate", help="copy a jobs table's items into a new table, upcast (docs/deploy.md)")
+    migrate.add_argument("--from-table", required=True, metavar="NAME", help="the table the old stack wrote")
+    migrate.add_argument("--to-table", required=True, metavar="NAME", help="the new stack's table")
+    migrate.add_argument("--dry-run", action="store_true", help="read and upcast every item, write nothing")
+    migrate.add_argument("--region", help="the tables' region (default: your AWS configuration)")
+    migrate.add_argument("--endpoint", metavar="URL", help="a DynamoDB endpoint other than AWS's (LocalStack)")
+    migrate.add_argument("--json", action="store_true", help="print the report as JSON")
     return parser
 
 
@@ -219,6 +227,10 @@ def main(argv: Sequence[str] | None = None, *, standalone: bool = False) -> int:
             from offpath_local import smoke
 
             return smoke.run(args)
+        if args.command == "migrate":
+            from offpath_local import migrate
+
+            return migrate.run(args)
         return run_client(args)
     except (UsageError, MissingCredentialsError) as error:
         print(f"offpath: {error}", file=sys.stderr)

@@ -95,6 +95,14 @@ def test_table_deletion_protection_can_be_turned_off(extended_stack: Synthesized
     assert table["DeletionPolicy"] == "Delete"
 
 
+def test_a_table_replaced_by_a_key_schema_change_is_kept_whatever_the_deletion_protection(
+    default_stack: Synthesized, extended_stack: Synthesized
+) -> None:
+    for stack in (default_stack, extended_stack):
+        (table,) = of_type(stack.json, "AWS::DynamoDB::Table").values()
+        assert table["UpdateReplacePolicy"] == "Retain"
+
+
 def test_a_new_queue_class_gets_its_queue_dlq_worker_and_alarms(
     default_stack: Synthesized, extended_stack: Synthesized
 ) -> None:

@@ -25,6 +25,7 @@ from offpath.adapters.dynamodb_store import (
     key_of,
     plain_values,
 )
+from offpath.adapters.item_formats import FORMAT_ATTRIBUTE, QUOTA_RATE, QUOTA_USAGE
 from offpath.domain.errors import StoreUnavailableError
 from offpath.domain.quotas import Usage
 
@@ -91,9 +92,10 @@ class DynamoDbQuotaCounters:
             self.client.update_item,
             TableName=self.table_name,
             Key=key_of(key),
-            UpdateExpression=update,
+            # Each write sets every attribute of the bucket's format: it is written in the current one.
+            UpdateExpression=f"{update}, {FORMAT_ATTRIBUTE} = :fv",
             ConditionExpression=condition,
-            ExpressionAttributeValues=attribute_values(values),
+            ExpressionAttributeValues=attribute_values({**values, ":fv": QUOTA_RATE.version}),
             ReturnValues="UPDATED_NEW",
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
@@ -107,7 +109,7 @@ class DynamoDbQuotaCounters:
                 break
             response = self._call(self.client.batch_get_item, RequestItems={self.table_name: {"Keys": keys}})
             for item in response.get("Responses", {}).get(self.table_name, []):
-                values = plain_values(item)
+                values = QUOTA_USAGE.read(plain_values(item))
                 total = total.plus(Usage(int(values.get("open_jobs", 0)), int(values.get("delayed_jobs", 0))))
             keys = list(response.get("UnprocessedKeys", {}).get(self.table_name, {}).get("Keys", []))
         if keys:
@@ -121,8 +123,11 @@ class DynamoDbQuotaCounters:
             self.client.update_item,
             TableName=self.table_name,
             Key=key_of(usage_key(tenant, self.rng.randrange(USAGE_SHARDS))),
-            UpdateExpression="ADD open_jobs :o, delayed_jobs :d",
-            ExpressionAttributeValues=attribute_values({":o": change.open_jobs, ":d": change.delayed_jobs}),
+            # Each write changes every counter of the item's format: it is written in the current one.
+            UpdateExpression=f"ADD open_jobs :o, delayed_jobs :d SET {FORMAT_ATTRIBUTE} = :fv",
+            ExpressionAttributeValues=attribute_values(
+                {":o": change.open_jobs, ":d": change.delayed_jobs, ":fv": QUOTA_USAGE.version}
+            ),
         )
 
     def _call(self, operation: Callable[..., Any], **request: Any) -> Any:
@@ -130,5 +135,5 @@ class DynamoDbQuotaCounters:
 
 
 def _tat(item: Any) -> int | None:
-    values = plain_values(item or {})
+    values = QUOTA_RATE.read(plain_values(item or {}))
     return int(values["tat"]) if "tat" in values else None

@@ -38,6 +38,7 @@ import botocore.exceptions
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.config import Config
 
+from offpath.adapters.item_formats import JOB, KEY_RECORD, ONCE_MARK, SCHEDULE_STATE
 from offpath.domain.errors import (
     IdempotencyConflictError,
     InvalidRequestError,
@@ -446,6 +447,7 @@ class DynamoDbJobStore:
                 Item=attribute_values(
                     {
                         **item_key(f"ONCE#{job_id}#{name}"),
+                        **ONCE_MARK.stamp,
                         "marked_at": iso(now),
                         "expires_at": epoch(expires_at),
                         "mark_token": token,
@@ -456,7 +458,7 @@ class DynamoDbJobStore:
             )
             return True
         except ConditionFailed as failed:
-            return plain_values(failed.item).get("mark_token") == token
+            return ONCE_MARK.read(plain_values(failed.item)).get("mark_token") == token
 
     # -- scheduling, sweeping and redrive -----------------------------------------------------
 
@@ -881,6 +883,7 @@ def schedule_state_to_item(state: ScheduleState) -> Item:
     return attribute_values(
         {
             **item_key(schedule_key(state.name)),
+            **SCHEDULE_STATE.stamp,
             "firings_json": json.dumps(firings, separators=(",", ":")),
             "version": state.version,
             "last_job_id": state.last_job_id or None,
@@ -889,7 +892,7 @@ def schedule_state_to_item(state: ScheduleState) -> Item:
 
 
 def schedule_state_from_item(name: str, item: Mapping[str, Any]) -> ScheduleState:
-    plain = plain_values(item)
+    plain = SCHEDULE_STATE.read(plain_values(item))
     firings = tuple(
         Firing(
             slot=f["slot"],
@@ -906,6 +909,7 @@ def key_record_to_item(tenant: str, idempotency_key: str, record: KeyRecord, exp
     return attribute_values(
         {
             **item_key(idempotency_partition(tenant, idempotency_key)),
+            **KEY_RECORD.stamp,
             "job_id": record.job_id,
             "created_at": iso(record.created_at),
             "fingerprint": record.fingerprint,
@@ -917,7 +921,7 @@ def key_record_to_item(tenant: str, idempotency_key: str, record: KeyRecord, exp
 
 
 def key_record_from_item(item: Mapping[str, Any]) -> KeyRecord:
-    plain = plain_values(item)
+    plain = KEY_RECORD.read(plain_values(item))
     return KeyRecord(
         job_id=str(plain["job_id"]),
         created_at=parse_iso(plain["created_at"]),
@@ -959,6 +963,7 @@ def to_item(job: Job) -> Item:
     return attribute_values(
         {
             **job_item_key(job.tenant, job.job_id),
+            **JOB.stamp,
             "job_id": job.job_id,
             "tenant": job.tenant,
             "type": job.type,
@@ -998,7 +1003,7 @@ def to_item(job: Job) -> Item:
 
 
 def from_item(item: Mapping[str, Any]) -> Job:
-    plain = plain_values(item)
+    plain = JOB.read(plain_values(item))
 
     def when(name: str) -> datetime | None:
         value = plain.get(name)

@@ -26,6 +26,7 @@ from offpath.adapters.dynamodb_store import (
     parse_iso,
     plain_values,
 )
+from offpath.adapters.item_formats import WEBHOOK_ENDPOINTS, WEBHOOK_LOG
 from offpath.domain.errors import StoreUnavailableError
 from offpath.domain.webhooks import Attempt, DeliveryLog, Endpoint, EndpointLimitError, Secret
 
@@ -86,12 +87,15 @@ class DynamoDbWebhookStore:
         item = self._get(endpoints_key(tenant))
         if item is None:
             return {}, 0
+        item = WEBHOOK_ENDPOINTS.read(item)
         raw = json.loads(item["endpoints_json"])
         return {name: endpoint_from_json(name, data) for name, data in raw.items()}, int(item["version"])
 
     def _write_endpoints(self, tenant: str, endpoints: dict[str, Endpoint], version: int) -> None:
         text = json.dumps({name: endpoint_to_json(e) for name, e in sorted(endpoints.items())}, separators=(",", ":"))
-        self._put_versioned({**item_key(endpoints_key(tenant)), "endpoints_json": text}, version)
+        self._put_versioned(
+            {**item_key(endpoints_key(tenant)), **WEBHOOK_ENDPOINTS.stamp, "endpoints_json": text}, version
+        )
 
     # -- delivery logs ----------------------------------------------------------------------
 
@@ -99,6 +103,7 @@ class DynamoDbWebhookStore:
         item = self._get(log_key(tenant, name))
         if item is None:
             return DeliveryLog()
+        item = WEBHOOK_LOG.read(item)
         attempts = tuple(attempt_from_json(a) for a in json.loads(item["attempts_json"]))
         since = item.get("failing_since")
         return DeliveryLog(attempts, parse_iso(since) if since else None, version=int(item["version"]))
@@ -108,6 +113,7 @@ class DynamoDbWebhookStore:
             log = self.delivery_log(tenant, name).with_attempt(attempt, succeeded=succeeded)
             plain = {
                 **item_key(log_key(tenant, name)),
+                **WEBHOOK_LOG.stamp,
                 "attempts_json": json.dumps([attempt_to_json(a) for a in log.attempts], separators=(",", ":")),
                 "failing_since": iso(log.failing_since) if log.failing_since else None,
             }
