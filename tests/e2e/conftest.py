@@ -67,12 +67,16 @@ def given_target() -> Target | None:
 
 def preflight(given: Target) -> None:
     """Before any test: can the suite run here at all? One line and a stop when it cannot."""
+    from offpath_local.client import CannotConnectError
+
     try:
         types = given.call("GET", "/job-types")
-    except OSError as error:
+    except (CannotConnectError, OSError) as error:
         raise pytest.UsageError(f"make e2e: {given.url} does not answer ({error})") from None
     if types.status in {401, 403}:
-        raise pytest.UsageError(f"make e2e: {given.url} refused the suite's credentials ({types.status}): check TOKEN")
+        check = "the shell's AWS credentials (SIGV4=1)" if given.sigv4 else "TOKEN"
+        refused = f"refused the suite's credentials ({types.status})"
+        raise pytest.UsageError(f"make e2e: {given.url} {refused}: check {check}")
     if types.status != 200 or not isinstance(types.body, dict):
         raise pytest.UsageError(f"make e2e: GET {given.url}/job-types answered {types.status}, not the job types")
     PREFLIGHT.job_types = [str(t["name"]) for t in types.body.get("job_types", [])]
