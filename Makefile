@@ -70,18 +70,22 @@ run: $(RUN_STAMP)
 
 # The end-to-end suite against any target (tests/e2e/target.py): without URL, the embedded runtime; with
 # URL=<ApiUrl> and TOKEN=<an admin tenant's token> [TOKEN_B=<a second tenant's>], or SIGV4=1 (AWS credentials),
-# a LocalStack deployment or an AWS stage. Tests the target cannot run are listed as not applicable, by name.
+# a LocalStack deployment or an AWS stage [RECEIVER_URL=<an HTTPS endpoint answering 2xx>, for the webhook
+# deliveries]. Against a URL it touches only what it makes; it ends with the tests it could not run, each with
+# why, and the counts: ran, failed, not applicable.
 URL ?=
 TOKEN ?=
 TOKEN_B ?=
 SIGV4 ?=
+RECEIVER_URL ?=
 .PHONY: e2e
 e2e: $(STAMP)
 	OFFPATH_E2E_URL='$(URL)' OFFPATH_E2E_TOKEN='$(TOKEN)' OFFPATH_E2E_TOKEN_B='$(TOKEN_B)' OFFPATH_E2E_SIGV4='$(SIGV4)' \
-		$(BIN)/python -m pytest tests/e2e
+		OFFPATH_E2E_RECEIVER_URL='$(RECEIVER_URL)' $(BIN)/python -m pytest tests/e2e
 
 # After every `make deploy`: a short check of the live stack over SigV4 (docs/deploy.md), or TOKEN=... for a
 # JWT-authorised stage; SMOKE_ARGS adds options (offpath smoke --help), e.g. SMOKE_ARGS="--prefix offpath-alt".
+# It touches only what it makes and ends with a report to paste into a ticket.
 SMOKE_ARGS ?=
 .PHONY: smoke
 smoke: $(STAMP)
@@ -147,8 +151,11 @@ synth: $(STAMP) $(CDK_STAMP)
 diff: $(STAMP) $(CDK_STAMP)
 	$(CDK) diff $(CDK_ARGS)
 
+# After a successful deploy it prints the next command: `make smoke URL=<the stack's ApiUrl>` (docs/deploy.md).
+DEPLOY_OUTPUTS := cdk.out/deploy-outputs.json
 deploy: $(STAMP) $(CDK_STAMP)
-	$(CDK) deploy --require-approval broadening $(CDK_ARGS)
+	$(CDK) deploy --require-approval broadening --outputs-file $(DEPLOY_OUTPUTS) $(CDK_ARGS)
+	@$(BIN)/python -c 'from offpath_local.smoke import print_next_steps; print_next_steps("$(DEPLOY_OUTPUTS)")'
 
 destroy: $(STAMP) $(CDK_STAMP)
 	$(CDK) destroy $(CDK_ARGS)

@@ -1,17 +1,21 @@
 """`offpath smoke` (`make smoke URL=...`): a short, read-mostly check of a live stack after a deploy.
 
-In order: `GET /health`; a `demo.echo` job submitted and followed to SUCCEEDED; a `demo.poison` job followed to
-FAILED and its message in the queue's DLQ; the DLQ's depth alarm in ALARM (CloudWatch); a redrive of the DLQ
-that runs the job again (it fails again, back into the DLQ); the CloudWatch dashboard present; and, last, the
-poison job's own message removed from the DLQ, so the alarm returns to OK. Each step is printed with PASS,
-FAIL or SKIP and how long it took; the exit code is 0 when nothing failed, 1 otherwise.
+In order: `GET /health`; a `demo.echo` job submitted and followed to SUCCEEDED; a `demo.poison` job (one that
+fails its first run only) followed to FAILED and its message in the queue's DLQ; the DLQ's depth alarm in ALARM
+(CloudWatch); a redrive of the DLQ that runs the job again, and it succeeds (its message leaves the DLQ, so the
+alarm returns to OK); the CloudWatch dashboard present. Each step is printed with ✓ (PASS), ✗ (FAIL) or
+- (SKIP) and how long it took, then the ids the smoke made and what it cleaned up: a report to paste into a
+ticket. The exit code is 0 when nothing failed, 1 otherwise.
 
-What it changes: two jobs of the smoke's own (finished jobs expire with the table's TTL), one redrive, and the
-alarm's state for a few minutes (it notifies the alarm topic). The redrive moves every message of the DLQ
-back, so it is skipped (SKIP, not FAIL) when the DLQ held messages before the smoke's own.
+It touches only what it made: two jobs of its own (finished jobs expire with the table's TTL), and the alarm's
+state for a few minutes (it notifies the alarm topic). A redrive moves every message of the DLQ back, so it runs
+only when the DLQ held nothing before the smoke's own message; otherwise it is skipped (not failed), and the
+poison job is retried by hand instead (`POST /jobs/{id}/retry`): it succeeds, and the message it left in the
+DLQ is acknowledged as a duplicate by whichever redrive comes next. The smoke never receives a DLQ's messages:
+some of them would be other tenants'.
 
 The API is called with SigV4 (the standard AWS credential chain) or a bearer token (`--token`: a JWT-authorised
-stage, or the embedded runtime); CloudWatch and SQS with the AWS credentials, at `--aws-endpoint` if given
+stage, or the embedded runtime); CloudWatch with the AWS credentials, at `--aws-endpoint` if given
 (the embedded runtime's emulator stands in for AWS in the project's own tests).
 """
 
@@ -33,6 +37,7 @@ from offpath_local.client import EXECUTE_API_HOST, ApiClient, CannotConnectError
 
 T = TypeVar("T")
 PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"
+MARKS = {PASS: "✓", FAIL: "✗", SKIP: "-"}
 FINAL = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
 
 
@@ -43,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--queue", default="default", help="the queue class of demo.poison (default default)")
     parser.add_argument("--region", help="the stack's region (default: from the URL, else your AWS configuration)")
     parser.add_argument("--profile", help="the AWS profile to use (default: the standard credential chain)")
-    parser.add_argument("--aws-endpoint", metavar="URL", help="CloudWatch and SQS at this endpoint (an emulator)")
+    parser.add_argument("--aws-endpoint", metavar="URL", help="CloudWatch at this endpoint (an emulator)")
     parser.add_argument("--timeout", type=float, default=300.0, metavar="S", help="per job step (default 300)")
     parser.add_argument(
         "--alarm-timeout", type=float, default=900.0, metavar="S", help="for the DLQ alarm to fire (default 900)"
@@ -58,22 +63,39 @@ class Check:
     detail: str
     seconds: float = 0.0
 
+    def line(self) -> str:
+        return f"  {MARKS[self.status]} {self.status}  {self.name:<10} {self.seconds:6.1f} s  {self.detail}"
+
 
 @dataclass
 class Report:
+    """What a person pastes into a ticket: the target, when, each check, the ids made, what was cleaned up."""
+
     target: str
+    started: str = ""
+    seconds: float = 0.0
     checks: list[Check] = field(default_factory=list)
+    created: list[str] = field(default_factory=list)
+    cleaned: list[str] = field(default_factory=list)
+    left: list[str] = field(default_factory=list)
 
     @property
     def failed(self) -> list[Check]:
         return [c for c in self.checks if c.status == FAIL]
 
-    def lines(self) -> list[str]:
+    def summary(self) -> str:
         counts = {s: sum(c.status == s for c in self.checks) for s in (PASS, FAIL, SKIP)}
+        return f"offpath smoke: {counts[PASS]} passed, {counts[FAIL]} failed, {counts[SKIP]} skipped"
+
+    def lines(self) -> list[str]:
         return [
             f"offpath smoke: {self.target}",
-            *(f"  {c.status}  {c.name:<10} {c.seconds:6.1f} s  {c.detail}" for c in self.checks),
-            f"offpath smoke: {counts[PASS]} passed, {counts[FAIL]} failed, {counts[SKIP]} skipped",
+            f"  time     {self.started} ({self.seconds:.1f} s)",
+            *(c.line() for c in self.checks),
+            f"  created  {'; '.join(self.created) or 'nothing'}",
+            f"  cleaned  {'; '.join(self.cleaned) or 'nothing'}",
+            f"  left     {'; '.join(self.left) or 'nothing'}",
+            self.summary(),
         ]
 
 
@@ -86,7 +108,6 @@ class Smoke:
         self,
         api: ApiClient,
         cloudwatch: Any,
-        sqs: Any,
         *,
         prefix: str = "offpath",
         queue: str = "default",
@@ -97,7 +118,6 @@ class Smoke:
     ) -> None:
         self.api = api
         self.cloudwatch = cloudwatch
-        self.sqs = sqs
         self.prefix = prefix
         self.queue = queue
         self.timeout_s = timeout_s
@@ -113,10 +133,19 @@ class Smoke:
         return f"{self.prefix}-{self.queue}-dlq-depth"
 
     def run(self) -> Report:
+        started = time.monotonic()
+        self.report.started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+        try:
+            self._run()
+        finally:
+            self.report.seconds = time.monotonic() - started
+        return self.report
+
+    def _run(self) -> None:
         if self._step("health", self._health) is None:
             for name in ("submit", "poison", "dlq", "alarm", "redrive", "dashboard", "cleanup"):
                 self._skip(name, "the API did not answer")
-            return self.report
+            return
         self._step("submit", self._submit)
         dlq_before = self._dlq_depth()
         poison = self._step("poison", self._poison)
@@ -127,6 +156,7 @@ class Smoke:
             self._step("alarm", self._alarm)
         else:
             self._skip("alarm", "nothing reached the DLQ")
+        redriven = None
         if not in_dlq:
             self._skip("redrive", "nothing reached the DLQ")
         elif dlq_before:
@@ -134,13 +164,14 @@ class Smoke:
                 "redrive", f"the DLQ held {dlq_before} message(s) before this run; a redrive would move them too"
             )
         else:
-            self._step("redrive", lambda: self._redrive(str(poison)))
+            redriven = self._step("redrive", lambda: self._redrive(str(poison)))
         self._step("dashboard", self._dashboard)
-        if in_dlq:
+        if redriven:
+            self._skip("cleanup", "nothing to clean: the redrive took the smoke's message out of the DLQ")
+        elif poison:
             self._step("cleanup", lambda: self._cleanup(str(poison)))
         else:
-            self._skip("cleanup", "nothing of this run in the DLQ")
-        return self.report
+            self._skip("cleanup", "no job of this run failed")
 
     # -- steps: each returns something on success or raises StepFailed --------------------------------
 
@@ -159,7 +190,7 @@ class Smoke:
         return str(job["job_id"])
 
     def _poison(self) -> str:
-        job = self._run_job("demo.poison", {"reason": f"offpath smoke {self.run_id}"})
+        job = self._run_job("demo.poison", {"reason": f"offpath smoke {self.run_id}", "first_run_only": True})
         if job["status"] != "FAILED":
             raise StepFailed(f"demo.poison job {job['job_id']} ended {job['status']}, not FAILED")
         self._note(f"demo.poison job {job['job_id']} FAILED: {job.get('error')}")
@@ -188,10 +219,13 @@ class Smoke:
 
         def ran_again() -> dict[str, Any] | None:
             job = self._job(job_id)
-            return job if job.get("redrives", 0) >= 1 and job["status"] == "FAILED" else None
+            return job if job.get("redrives", 0) >= 1 and job["status"] in FINAL else None
 
         job = self._until(ran_again, self.timeout_s, "the redriven job to run again")
-        self._note(f"redrive started; job {job_id} ran again ({job['redrives']} redrive) and FAILED again")
+        if job["status"] != "SUCCEEDED":
+            raise StepFailed(f"job {job_id} ran again after the redrive and ended {job['status']}: {job.get('error')}")
+        self._note(f"redrive moved the DLQ back; job {job_id} ran again and SUCCEEDED")
+        self.report.cleaned.append(f"job {job_id}'s dead letter (redriven; the job SUCCEEDED)")
         return job_id
 
     def _dashboard(self) -> str:
@@ -207,28 +241,24 @@ class Smoke:
         self._note(f"dashboard {self.prefix} with {widgets} widgets")
         return self.prefix
 
-    def _cleanup(self, job_id: str) -> int:
-        url = self.sqs.get_queue_url(QueueName=dlq_name(self.prefix, self.queue))["QueueUrl"]
-
-        def removed() -> int | None:
-            mine: list[dict[str, Any]] = []
-            others: list[dict[str, Any]] = []
-            received = self.sqs.receive_message(
-                QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=30, WaitTimeSeconds=1
-            ).get("Messages", [])
-            for message in received:
-                (mine if job_id in message.get("Body", "") else others).append(message)
-            for message in others:  # somebody else's: visible again at once
-                self.sqs.change_message_visibility(
-                    QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
-                )
-            for message in mine:
-                self.sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
-            return len(mine) or None
-
-        count = self._until(removed, self.timeout_s, f"the message of job {job_id} in the DLQ")
-        self._note(f"removed {count} message(s) of job {job_id} from the DLQ; the alarm returns to OK")
-        return count
+    def _cleanup(self, job_id: str) -> str:
+        """Without a redrive: the poison job retried by hand, so it succeeds. Its message stays in the DLQ (taking
+        it out would mean receiving the others' messages too); the next redrive finds the job SUCCEEDED and
+        acknowledges it as a duplicate."""
+        answer = self.api.call("POST", f"/jobs/{job_id}/retry")
+        if answer.status != 202:
+            raise StepFailed(f"POST /jobs/{job_id}/retry answered {answer.status}: {answer.error_text()}")
+        job = self._until(
+            lambda: _if(self._job(job_id), lambda j: j["status"] in FINAL), self.timeout_s, f"job {job_id} to finish"
+        )
+        if job["status"] != "SUCCEEDED":
+            raise StepFailed(f"job {job_id}, retried by hand, ended {job['status']}: {job.get('error')}")
+        self._note(f"job {job_id} retried by hand and SUCCEEDED")
+        self.report.cleaned.append(f"job {job_id} retried by hand (SUCCEEDED)")
+        self.report.left.append(
+            f"job {job_id}'s message in {dlq_name(self.prefix, self.queue)} (the next redrive drops it as a duplicate)"
+        )
+        return job_id
 
     # -- helpers ----------------------------------------------------------------------------------------
 
@@ -237,6 +267,7 @@ class Smoke:
         if answer.status != 202:
             raise StepFailed(f"POST /jobs ({job_type}) answered {answer.status}: {answer.error_text()}")
         job_id = str(answer.body["job_id"])
+        self.report.created.append(f"{job_type} job {job_id}")
         return self._until(
             lambda: _if(self._job(job_id), lambda j: j["status"] in FINAL), self.timeout_s, f"job {job_id} to finish"
         )
@@ -288,10 +319,8 @@ class Smoke:
 
     def _record(self, check: Check) -> None:
         self.report.checks.append(check)
-        if self.out is not None:
-            print(
-                f"  {check.status}  {check.name:<10} {check.seconds:6.1f} s  {check.detail}", file=self.out, flush=True
-            )
+        if self.out is not None:  # progress, while the report waits for the end
+            print(check.line(), file=self.out, flush=True)
 
 
 def _if(value: T, condition: Callable[[T], bool]) -> T | None:
@@ -322,19 +351,40 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     region = region_of(args.api, args.region, session.region_name)
     api = ApiClient(args.api, token=token, sign=token is None, region=region, profile=args.profile)
     cloudwatch = session.client("cloudwatch", region_name=region, endpoint_url=args.aws_endpoint)
-    sqs = session.client("sqs", region_name=region, endpoint_url=args.aws_endpoint)
     smoke = Smoke(
         api,
         cloudwatch,
-        sqs,
         prefix=args.prefix,
         queue=args.queue,
         timeout_s=args.timeout,
         alarm_timeout_s=args.alarm_timeout,
         poll_s=args.poll,
-        out=out,
+        out=sys.stderr,
     )
-    print(f"offpath smoke: {smoke.report.target}", file=out, flush=True)
+    print(f"offpath smoke: checking {args.api} ...", file=sys.stderr, flush=True)
     report = smoke.run()
-    print(report.lines()[-1], file=out, flush=True)
+    print("\n".join(report.lines()), file=out, flush=True)
     return 1 if report.failed else 0
+
+
+def next_steps(outputs: dict[str, dict[str, str]]) -> str:
+    """What to run after `make deploy`, from the stack's outputs (`cdk deploy --outputs-file`)."""
+    urls = [stack["ApiUrl"] for stack in outputs.values() if "ApiUrl" in stack]
+    if not urls:
+        return "make deploy: no ApiUrl among the stack's outputs; see docs/deploy.md, First deploy"
+    url = urls[0]
+    return "\n".join(
+        [
+            "",
+            "Deployed. Next, check the stage (docs/deploy.md, First deploy):",
+            f"  make smoke URL={url}",
+            "  (a JWT-authorised stage: add TOKEN=<an admin's token>)",
+            "then, on a stage deployed with -c demo_jobs=true, the end-to-end suite:",
+            f"  make e2e URL={url} SIGV4=1",
+        ]
+    )
+
+
+def print_next_steps(path: str) -> None:
+    with open(path, encoding="utf-8") as outputs:
+        print(next_steps(json.load(outputs)))

@@ -3,25 +3,31 @@ loopback ports, with a fast scheduler clock: offpath_tools.launcher), and driven
 
 The portable tests take the `target` fixture (tests/e2e/target.py): the embedded runtime by default, or the
 deployment `make e2e URL=...` names; there, every test that needs more than the target can do is reported as
-not applicable, by name, at the end of the run."""
+not applicable, by name, at the end of the run, with the counts (ran, not applicable, failed).
+
+Against a URL, before any test: `GET /job-types` (the demo job types must be there: one line and a stop if not)
+and `GET /queues` (the DLQ depths before the suite ran; the redrive test needs an empty one)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 
 from offpath_tools.launcher import OffpathLocal
+from offpath_tools.webhook_receiver import Receiver
 from tests.e2e import target as variables
-from tests.e2e.target import EMBEDDED, Response, Target, TargetError, not_applicable
+from tests.e2e.target import DEMO_TYPES, EMBEDDED, Response, Target, TargetError, not_applicable
 
 ROOT = Path(__file__).resolve().parents[2]
 TENANT_A, TOKEN_A = "tenant-a", "e2e-token-tenant-a"
@@ -32,14 +38,57 @@ T = TypeVar("T")
 EMBEDDED_NAME = "the embedded runtime"
 # Tests not applicable on the target of this run, with why; printed at the end of the run.
 NOT_APPLICABLE: list[tuple[str, str]] = []
+_GIVEN: list[Target] = []
+
+
+@dataclass
+class Preflight:
+    """What the target held before the suite touched it."""
+
+    job_types: list[str] = field(default_factory=list)
+    dlq_depths: dict[str, int] = field(default_factory=dict)
+
+
+PREFLIGHT = Preflight()
 
 
 def given_target() -> Target | None:
-    """The deployment `make e2e URL=...` names, or None: the embedded runtime."""
+    """The deployment `make e2e URL=...` names (one object for the whole run), or None: the embedded runtime."""
     try:
-        return Target.from_environment(os.environ)
+        given = Target.from_environment(os.environ)
     except TargetError as error:
         raise pytest.UsageError(f"make e2e: {error}") from None
+    if given is None:
+        return None
+    if not _GIVEN or _GIVEN[0] != given:
+        _GIVEN[:] = [given]
+    return _GIVEN[0]
+
+
+def preflight(given: Target) -> None:
+    """Before any test: can the suite run here at all? One line and a stop when it cannot."""
+    from offpath_local.client import CannotConnectError
+
+    try:
+        types = given.call("GET", "/job-types")
+    except (CannotConnectError, OSError) as error:
+        raise pytest.UsageError(f"make e2e: {given.url} does not answer ({error})") from None
+    if types.status in {401, 403}:
+        check = "the shell's AWS credentials (SIGV4=1)" if given.sigv4 else "TOKEN"
+        refused = f"refused the suite's credentials ({types.status})"
+        raise pytest.UsageError(f"make e2e: {given.url} {refused}: check {check}")
+    if types.status != 200 or not isinstance(types.body, dict):
+        raise pytest.UsageError(f"make e2e: GET {given.url}/job-types answered {types.status}, not the job types")
+    PREFLIGHT.job_types = [str(t["name"]) for t in types.body.get("job_types", [])]
+    missing = [name for name in DEMO_TYPES if name not in PREFLIGHT.job_types]
+    if missing:
+        raise pytest.UsageError(
+            f"make e2e: {given.url} has no demo job types ({', '.join(missing)} missing): it was deployed without "
+            "demos; the suite runs its jobs on them (deploy a test stage with -c demo_jobs=true)"
+        )
+    queues = given.call("GET", "/queues")
+    if queues.status == 200:
+        PREFLIGHT.dlq_depths = {str(q["name"]): int(q["dlq_depth"]) for q in queues.body["queues"]}
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -48,6 +97,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     given = given_target()
+    if given is not None and any("target" in getattr(item, "fixturenames", ()) for item in items):
+        preflight(given)
     for item in items:
         if "tests/e2e/" not in str(item.fspath).replace(os.sep, "/"):
             continue
@@ -63,13 +114,35 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             NOT_APPLICABLE.append((item.nodeid, reason.split(": ", 1)[1]))
 
 
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """A test that finds out while running that it does not apply here (the redrive test on a DLQ that held
+    someone else's dead letters) skips with a reason that starts "not applicable: "."""
+    if report.skipped and report.when in {"setup", "call"}:
+        reason = str(report.longrepr[2]) if isinstance(report.longrepr, tuple) else ""
+        reason = reason.removeprefix("Skipped: ")
+        if reason.startswith("not applicable: ") and given_target() is not None:
+            NOT_APPLICABLE.append((report.nodeid, reason.split(": ", 1)[1]))
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     given = given_target()
-    if given is None or not NOT_APPLICABLE:
+    if given is None:
         return
-    terminalreporter.section(f"not applicable on {given.name}: {len(NOT_APPLICABLE)} tests")
-    for nodeid, why in NOT_APPLICABLE:
-        terminalreporter.write_line(f"N/A {nodeid} ({why})")
+    if NOT_APPLICABLE:
+        terminalreporter.section(f"not applicable on {given.name}: {len(NOT_APPLICABLE)} tests")
+        for nodeid, why in NOT_APPLICABLE:
+            terminalreporter.write_line(f"N/A {nodeid} ({why})")
+    stats = terminalreporter.stats
+    passed = len([r for r in stats.get("passed", []) if r.when == "call"])
+    failed = len({r.nodeid for r in stats.get("failed", []) + stats.get("error", [])})
+    skipped = len({r.nodeid for r in stats.get("skipped", [])})
+    total = passed + failed + skipped
+    if total:
+        ran = passed + failed
+        terminalreporter.write_line(
+            f"e2e on {given.name}: ran {ran} of {total} tests ({100 * ran / total:.0f}%): {passed} passed, "
+            f"{failed} failed; {skipped} not applicable"
+        )
 
 
 @pytest.fixture(scope="session")
@@ -87,7 +160,55 @@ def target(request: pytest.FixtureRequest) -> Target:
         patience=1.0,
     )
     assert embedded is not None
-    return embedded
+    return dataclasses.replace(embedded, shared=False)
+
+
+@dataclass
+class Hook:
+    """A webhook endpoint the suite registered (its secret) and where its deliveries arrive."""
+
+    name: str
+    url: str
+    secret: str
+    tenant: str
+    receiver: Receiver | None
+    path: str
+
+
+@pytest.fixture(scope="session")
+def receiver() -> Iterator[Receiver]:
+    receiver = Receiver()
+    try:
+        yield receiver
+    finally:
+        receiver.stop()
+
+
+@pytest.fixture
+def webhooks(target: Target, request: pytest.FixtureRequest) -> Iterator[Callable[..., Hook]]:
+    """Registers webhook endpoints with names of this run (`PUT /webhooks/{name}`) and deletes each one after the
+    test, whatever its outcome. Deliveries go to the suite's receiver on 127.0.0.1, or to RECEIVER_URL."""
+    made: list[tuple[str, str]] = []
+
+    def register(events: list[str], *, tenant: str = "a", **extra: Any) -> Hook:
+        name = f"e2e-{uuid.uuid4().hex[:12]}"
+        local: Receiver | None = None
+        if target.receiver_url:
+            url = target.receiver_url
+        else:
+            local = request.getfixturevalue("receiver")
+            url = local.url(f"/{name}")
+        answer = target.call("PUT", f"/webhooks/{name}", tenant=tenant, body={"url": url, "events": events, **extra})
+        assert answer.status == 201, answer.body
+        made.append((tenant, name))
+        return Hook(name, url, str(answer.body["secret"]), tenant, local, f"/{name}")
+
+    try:
+        yield register
+    finally:
+        for tenant, name in made:
+            gone = target.call("DELETE", f"/webhooks/{name}", tenant=tenant)
+            assert gone.status in {204, 404}, (name, gone.status, gone.body)
 
 
 @dataclass

@@ -12,6 +12,12 @@ the `target` fixture) reach it only over HTTP, as they reach a deployment.
 
 Each target declares what it can do (`CAPABILITIES`). A test that needs more (`@pytest.mark.needs(...)`; a test
 without the `target` fixture needs the embedded runtime itself) is reported as not applicable, by name.
+
+Against a URL the suite touches only what it made: its own jobs, its own webhook endpoints (each deleted after its
+test), never another tenant's. A redrive moves every dead letter of a queue, so the redrive test runs only where
+the DLQ held nothing but the suite's own (tests/e2e/conftest.py `Preflight`). Webhook deliveries need a receiver
+the target can reach: one the suite starts on 127.0.0.1 for a loopback target, or `RECEIVER_URL=` (any HTTP(S)
+endpoint answering 2xx) for a deployment; then deliveries are checked in the API's delivery log.
 """
 
 from __future__ import annotations
@@ -19,18 +25,27 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
     from offpath_local.client import ApiClient
 
 T = TypeVar("T")
 URL, TOKEN, TOKEN_B, SIGV4 = "OFFPATH_E2E_URL", "OFFPATH_E2E_TOKEN", "OFFPATH_E2E_TOKEN_B", "OFFPATH_E2E_SIGV4"
+RECEIVER_URL = "OFFPATH_E2E_RECEIVER_URL"
+# LocalStack's functions run in containers: a receiver on this machine's loopback is out of their reach.
+LOCALSTACK_PORT = 4566
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+# The job types the suite submits: a stage deployed without demos (-c demos=false) has none of them.
+DEMO_TYPES = ("demo.echo", "demo.sleep", "demo.flaky", "demo.poison")
 TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 CAPABILITIES = {
     "admin": "an admin caller (redrive, trigger)",
     "tenant_b": "a second, non-admin tenant (TOKEN_B)",
+    "token": "bearer-token callers (TOKEN=...; an IAM-authorised stage refuses before any token check)",
+    "receiver": "a webhook receiver the target can reach (a loopback target, or RECEIVER_URL=...)",
     "clock": "a scheduler clock faster than real time (the embedded runtime's)",
     "faults": "fault injection (the embedded runtime's)",
     "embedded": "the embedded runtime itself (its data directory, console, gateway or emulator)",
@@ -60,6 +75,11 @@ class Target:
     sigv4: bool
     capabilities: frozenset[str]
     patience: float = 1.0
+    receiver_url: str | None = None
+    # True for a deployment named by URL: shared with other tenants, so the suite touches only what it made.
+    shared: bool = True
+    # The suite's own jobs parked in a DLQ during this run (a redrive may move only these).
+    parked: set[str] = field(default_factory=set, compare=False, hash=False)
 
     @classmethod
     def from_environment(
@@ -83,7 +103,10 @@ class Target:
             raise TargetError("give TOKEN=<an admin tenant's token> or SIGV4=1 (AWS credentials), one of the two")
         if token_b and not token:
             raise TargetError("TOKEN_B needs TOKEN: both tenants call with bearer tokens")
-        declared = {"admin"} | ({"tenant_b"} if token_b else set())
+        receiver_url = env.get(RECEIVER_URL, "").strip() or None
+        declared = {"admin"} | ({"tenant_b"} if token_b else set()) | ({"token"} if token else set())
+        if receiver_url or (is_loopback(url) and urlsplit(url).port != LOCALSTACK_PORT):
+            declared.add("receiver")
         return cls(
             name=name or url,
             url=url,
@@ -92,6 +115,7 @@ class Target:
             sigv4=sigv4,
             capabilities=capabilities if capabilities is not None else frozenset(declared),
             patience=patience,
+            receiver_url=receiver_url,
         )
 
     def can(self, need: str) -> bool:
@@ -155,6 +179,10 @@ class Target:
                 return found
             time.sleep(interval_s * self.patience)
         raise AssertionError(f"condition not met within {timeout_s * self.patience:g} s on {self.name}")
+
+
+def is_loopback(url: str) -> bool:
+    return (urlsplit(url).hostname or "") in LOOPBACK_HOSTS
 
 
 def not_applicable(target: Target, needs: set[str]) -> str | None:

@@ -1,4 +1,5 @@
-"""The `offpath` command line against the running local server: what a script sees (output, exit codes)."""
+"""The `offpath` command line against any target (`--api URL`, its token or SigV4): what a script sees (output,
+exit codes)."""
 
 from __future__ import annotations
 
@@ -14,17 +15,22 @@ from pathlib import Path
 import pytest
 
 from offpath_local.cli import main
-from tests.e2e.conftest import TOKEN_A, Local
+from tests.e2e.target import Target
 
 OK, REFUSED, USAGE, CANNOT_CONNECT = 0, 1, 2, 3
 
 
-def run(local: Local, *args: str) -> int:
-    return main([args[0], "--data", str(local.data_dir), *args[1:]])
+def target_options(target: Target) -> list[str]:
+    """The target's URL, and its token (none: the command line signs with SigV4)."""
+    return ["--api", target.url, *(["--token", target.token] if target.token else [])]
 
 
-def test_submit_wait_follows_an_echo_job_to_success(local: Local, capsys: pytest.CaptureFixture[str]) -> None:
-    code = run(local, "submit", "demo.echo", "--payload", '{"from": "cli"}', "--wait", "--json")
+def run(target: Target, *args: str) -> int:
+    return main([args[0], *target_options(target), *args[1:]])
+
+
+def test_submit_wait_follows_an_echo_job_to_success(target: Target, capsys: pytest.CaptureFixture[str]) -> None:
+    code = run(target, "submit", "demo.echo", "--payload", '{"from": "cli"}', "--wait", "--json")
 
     job = json.loads(capsys.readouterr().out)
     assert code == OK
@@ -32,8 +38,10 @@ def test_submit_wait_follows_an_echo_job_to_success(local: Local, capsys: pytest
     assert job["result"] == {"from": "cli"}
 
 
-def test_submit_wait_shows_progress_and_ends_with_the_result(local: Local, capsys: pytest.CaptureFixture[str]) -> None:
-    code = run(local, "submit", "demo.sleep", "--payload", '{"ms": 400}', "--wait")
+def test_submit_wait_shows_progress_and_ends_with_the_result(
+    target: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = run(target, "submit", "demo.sleep", "--payload", '{"ms": 400}', "--wait")
 
     captured = capsys.readouterr()
     assert code == OK
@@ -42,20 +50,21 @@ def test_submit_wait_shows_progress_and_ends_with_the_result(local: Local, capsy
     assert "100%" in captured.err
 
 
-def test_a_failed_job_exits_1(local: Local, capsys: pytest.CaptureFixture[str]) -> None:
-    code = run(local, "submit", "demo.poison", "--payload", '{"reason": "cli poison"}', "--wait")
+def test_a_failed_job_exits_1(target: Target, capsys: pytest.CaptureFixture[str]) -> None:
+    code = run(target, "submit", "demo.poison", "--payload", '{"reason": "cli poison"}', "--wait", "--json")
 
     captured = capsys.readouterr()
+    target.parked.add(json.loads(captured.out)["job_id"])
     assert code == REFUSED
     assert "FAILED" in captured.out
     assert "cli poison" in captured.out
 
 
-def test_status_of_a_job(local: Local, capsys: pytest.CaptureFixture[str]) -> None:
-    job_id = local.submit("demo.echo", {"n": 1}).body["job_id"]
-    local.wait_for_job(job_id, {"SUCCEEDED"})
+def test_status_of_a_job(target: Target, capsys: pytest.CaptureFixture[str]) -> None:
+    job_id = target.submit("demo.echo", {"n": 1}).body["job_id"]
+    target.wait_for_job(job_id, {"SUCCEEDED"})
 
-    code = run(local, "status", job_id)
+    code = run(target, "status", job_id)
 
     out = capsys.readouterr().out
     assert code == OK
@@ -63,22 +72,22 @@ def test_status_of_a_job(local: Local, capsys: pytest.CaptureFixture[str]) -> No
     assert "SUCCEEDED" in out
 
 
-def test_a_refused_request_exits_1_with_the_reason(local: Local, capsys: pytest.CaptureFixture[str]) -> None:
-    code = run(local, "status", "0" * 32)
+def test_a_refused_request_exits_1_with_the_reason(target: Target, capsys: pytest.CaptureFixture[str]) -> None:
+    code = run(target, "status", "0" * 32)
 
     assert code == REFUSED
     assert "404" in capsys.readouterr().err
 
 
-def test_an_unknown_job_type_exits_1(local: Local, capsys: pytest.CaptureFixture[str]) -> None:
-    code = run(local, "submit", "no.such.type")
+def test_an_unknown_job_type_exits_1(target: Target, capsys: pytest.CaptureFixture[str]) -> None:
+    code = run(target, "submit", "no.such.type")
 
     assert code == REFUSED
     assert "422" in capsys.readouterr().err
 
 
-def test_usage_errors_exit_2(local: Local, capsys: pytest.CaptureFixture[str]) -> None:
-    assert run(local, "submit", "demo.echo", "--payload", "{not json") == USAGE
+def test_usage_errors_exit_2(target: Target, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(target, "submit", "demo.echo", "--payload", "{not json") == USAGE
     assert main(["no-such-command"]) == USAGE
     assert main([]) == USAGE
     capsys.readouterr()
@@ -95,21 +104,22 @@ def test_no_server_exits_3(capsys: pytest.CaptureFixture[str]) -> None:
     assert "cannot connect" in capsys.readouterr().err
 
 
-def test_jobs_and_queues_list_as_tables(local: Local, capsys: pytest.CaptureFixture[str]) -> None:
-    local.wait_for_job(local.submit("demo.echo", {}).body["job_id"], {"SUCCEEDED"})
+def test_jobs_and_queues_list_as_tables(target: Target, capsys: pytest.CaptureFixture[str]) -> None:
+    target.wait_for_job(target.submit("demo.echo", {}).body["job_id"], {"SUCCEEDED"})
 
-    assert run(local, "jobs", "--status", "SUCCEEDED") == OK
-    assert run(local, "queues") == OK
+    assert run(target, "jobs", "--status", "SUCCEEDED") == OK
+    assert run(target, "queues") == OK
 
     out = capsys.readouterr().out
     assert "JOB_ID" in out and "SUCCEEDED" in out
     assert "QUEUE" in out and "default" in out
 
 
-def test_the_installed_command_reads_the_token_from_the_environment(local: Local) -> None:
+@pytest.mark.needs("token")
+def test_the_installed_command_reads_the_token_from_the_environment(target: Target) -> None:
     command = shutil.which("offpath", path=str(Path(sys.executable).parent)) or ""
     args = [command] if command else [sys.executable, "-m", "offpath_local"]
-    env = {**os.environ, "OFFPATH_TOKEN": TOKEN_A, "OFFPATH_URL": local.url}
+    env = {**os.environ, "OFFPATH_TOKEN": target.token or "", "OFFPATH_URL": target.url}
 
     done = subprocess.run(
         [*args, "submit", "demo.echo", "--payload", '{"via": "entry point"}', "--wait", "--data", "/nonexistent"],
@@ -123,11 +133,12 @@ def test_the_installed_command_reads_the_token_from_the_environment(local: Local
     assert "SUCCEEDED" in done.stdout
 
 
-def test_jobs_takes_a_status_in_any_case(local: Local, capsys: pytest.CaptureFixture[str]) -> None:
-    job_id = local.submit("demo.poison", {"reason": "cli status case"}).body["job_id"]
-    local.wait_for_job(job_id, {"FAILED"})
+def test_jobs_takes_a_status_in_any_case(target: Target, capsys: pytest.CaptureFixture[str]) -> None:
+    job_id = target.submit("demo.poison", {"reason": "cli status case"}).body["job_id"]
+    target.parked.add(job_id)
+    target.wait_for_job(job_id, {"FAILED"})
 
-    assert run(local, "jobs", "--status", "failed", "--json") == OK
+    assert run(target, "jobs", "--status", "failed", "--json") == OK
 
     listed = json.loads(capsys.readouterr().out)
     assert job_id in [job["job_id"] for job in listed["jobs"]]

@@ -49,6 +49,7 @@ from offpath.jobs import load_job_types
 from offpath_tools.launcher import OffpathLocal
 from tests.e2e.conftest import ROOT, wait_for
 from tests.e2e.fuzz_hooks import LOOPBACK_RECEIVER, WEBHOOK_NAMES
+from tests.e2e.target import Target
 
 # Endpoints registered before the run, so the routes of one endpoint (test, deliveries, rotate-secret) are
 # reached with a name that exists, not only through the stateful phase's links from a PUT it happened to make.
@@ -225,41 +226,41 @@ def _real_cursors(url: str) -> list[str]:
 # -- what the fuzzer found, and what lies beyond its reach ------------------------------------------
 
 
-def test_a_body_whose_bytes_are_not_utf8_is_malformed_json(fuzz_url: str) -> None:
-    status, answer = _send(fuzz_url, "POST", "/jobs", b"\xff\xfe{")
+def test_a_body_whose_bytes_are_not_utf8_is_malformed_json(target: Target) -> None:
+    answer = target.call("POST", "/jobs", raw=b"\xff\xfe{")
 
-    assert status == 400
-    assert answer["error"]["code"] == "malformed_json"
-
-
-def test_json_nested_deeper_than_the_parser_goes_is_malformed_json(fuzz_url: str) -> None:
-    status, answer = _send(fuzz_url, "POST", "/jobs", b"[" * 50_000)
-
-    assert status == 400
-    assert answer["error"]["code"] == "malformed_json"
+    assert answer.status == 400
+    assert answer.body["error"]["code"] == "malformed_json"
 
 
-def test_a_run_at_that_utc_cannot_hold_is_refused_with_422(fuzz_url: str) -> None:
+def test_json_nested_deeper_than_the_parser_goes_is_malformed_json(target: Target) -> None:
+    answer = target.call("POST", "/jobs", raw=b"[" * 50_000)
+
+    assert answer.status == 400
+    assert answer.body["error"]["code"] == "malformed_json"
+
+
+def test_a_run_at_that_utc_cannot_hold_is_refused_with_422(target: Target) -> None:
     body = {"type": "demo.echo", "payload": {}, "run_at": "0001-01-01T00:00:00+01:00"}
 
-    status, answer = _send(fuzz_url, "POST", "/jobs", json.dumps(body).encode())
+    answer = target.call("POST", "/jobs", body=body)
 
-    assert status == 422
-    assert answer["error"]["field"] == "run_at"
+    assert answer.status == 422
+    assert answer.body["error"]["field"] == "run_at"
 
 
-def test_a_batch_item_with_a_run_at_that_utc_cannot_hold_is_refused_alone(fuzz_url: str) -> None:
+def test_a_batch_item_with_a_run_at_that_utc_cannot_hold_is_refused_alone(target: Target) -> None:
     jobs = [{"type": "demo.echo"}, {"type": "demo.echo", "run_at": "0001-01-01T00:00:00+01:00"}]
 
-    status, answer = _send(fuzz_url, "POST", "/jobs/batch", json.dumps({"jobs": jobs}).encode())
+    answer = target.call("POST", "/jobs/batch", body={"jobs": jobs})
 
-    assert status == 207
-    assert [r["status"] for r in answer["results"]] == [202, 422]
-    assert answer["results"][1]["error"]["field"] == "run_at"
+    assert answer.status == 207
+    assert [r["status"] for r in answer.body["results"]] == [202, 422]
+    assert answer.body["results"][1]["error"]["field"] == "run_at"
 
 
-def test_a_payload_nested_300_levels_deep_is_refused_with_422(fuzz_url: str) -> None:
+def test_a_payload_nested_300_levels_deep_is_refused_with_422(target: Target) -> None:
     payload = b'{"a":' * 300 + b"1" + b"}" * 300
-    status, _ = _send(fuzz_url, "POST", "/jobs", b'{"type": "demo.echo", "payload": ' + payload + b"}")
+    answer = target.call("POST", "/jobs", raw=b'{"type": "demo.echo", "payload": ' + payload + b"}")
 
-    assert status == 422
+    assert answer.status == 422

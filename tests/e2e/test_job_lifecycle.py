@@ -54,6 +54,7 @@ def test_flaky_job_is_retried_then_succeeds(target: Target) -> None:
 
 def test_poison_job_fails_at_once_and_lands_in_the_dlq(target: Target) -> None:
     job_id = target.submit("demo.poison", {"reason": "bad input"}).body["job_id"]
+    target.parked.add(job_id)
 
     job = target.wait_for_job(job_id, {"SUCCEEDED", "FAILED"})
 

@@ -1,4 +1,4 @@
-"""Waiting without polling, over HTTP against the embedded runtime: `offpath submit --wait` and
+"""Waiting without polling, over HTTP against any target: `offpath submit --wait` and
 `offpath status --wait` long-poll `GET /jobs/{id}?wait=N`, so a 10-second job takes a handful of requests;
 a waiting request does not hold up the others."""
 
@@ -13,7 +13,8 @@ import pytest
 
 from offpath_local.cli import main
 from offpath_local.client import ApiClient
-from tests.e2e.conftest import Local
+from tests.e2e.target import Target
+from tests.e2e.test_cli import target_options
 
 # At most a handful: the submit, then one long poll per 20 s (two when a poll ends just before the job does).
 HANDFUL = 4
@@ -34,11 +35,9 @@ def requests(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
 
 
 def test_submit_wait_on_a_10_second_job_makes_a_handful_of_requests(
-    local: Local, requests: Counter[str], capsys: pytest.CaptureFixture[str]
+    target: Target, requests: Counter[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = main(
-        ["submit", "--data", str(local.data_dir), "demo.sleep", "--payload", '{"ms": 10000}', "--wait", "--json"]
-    )
+    code = main(["submit", *target_options(target), "demo.sleep", "--payload", '{"ms": 10000}', "--wait", "--json"])
 
     job = json.loads(capsys.readouterr().out)
     assert code == 0
@@ -49,11 +48,12 @@ def test_submit_wait_on_a_10_second_job_makes_a_handful_of_requests(
 
 
 def test_status_wait_waits_for_the_end(
-    local: Local, requests: Counter[str], capsys: pytest.CaptureFixture[str]
+    target: Target, requests: Counter[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    job_id = local.submit("demo.sleep", {"ms": 2000}).body["job_id"]
+    job_id = target.submit("demo.sleep", {"ms": 2000}).body["job_id"]
+    requests.clear()
 
-    code = main(["status", "--data", str(local.data_dir), job_id, "--wait"])
+    code = main(["status", *target_options(target), job_id, "--wait"])
 
     out = capsys.readouterr().out
     assert code == 0
@@ -61,16 +61,16 @@ def test_status_wait_waits_for_the_end(
     assert sum(requests.values()) <= 3, requests
 
 
-def test_a_waiting_request_lets_the_others_through(local: Local) -> None:
-    """The api function answers one request at a time here; a wait gives it up between its reads."""
-    job_id = local.submit("demo.sleep", {"ms": 6000}).body["job_id"]
+def test_a_waiting_request_lets_the_others_through(target: Target) -> None:
+    """The embedded api function answers one request at a time; a wait gives it up between its reads."""
+    job_id = target.submit("demo.sleep", {"ms": 6000}).body["job_id"]
     answered: list[str] = []
     waiting = threading.Thread(
-        target=lambda: answered.append(local.call("GET", f"/jobs/{job_id}?wait=20").body["status"])
+        target=lambda: answered.append(target.call("GET", f"/jobs/{job_id}?wait=20").body["status"])
     )
     waiting.start()
     try:
-        listing = local.call("GET", "/jobs?limit=5")
+        listing = target.call("GET", "/jobs?limit=5")
         # The listing came back while the wait was still open: the job takes 6 s, the wait ends with it.
         assert listing.status == 200
         assert answered == []
@@ -79,10 +79,10 @@ def test_a_waiting_request_lets_the_others_through(local: Local) -> None:
     assert answered == ["SUCCEEDED"]
 
 
-def test_a_bad_wait_is_refused_over_http(local: Local) -> None:
-    job_id = local.submit("demo.echo", {}).body["job_id"]
+def test_a_bad_wait_is_refused_over_http(target: Target) -> None:
+    job_id = target.submit("demo.echo", {}).body["job_id"]
 
-    answer = local.call("GET", f"/jobs/{job_id}?wait=25")
+    answer = target.call("GET", f"/jobs/{job_id}?wait=25")
 
     assert answer.status == 422
     assert answer.body["error"]["field"] == "wait"

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,11 +16,12 @@ import pytest
 
 from offpath_local.cli import main
 from offpath_tools.ledger import TOKEN, LedgerRuntime
-from tests.e2e.conftest import wait_for
+from tests.e2e.conftest import ROOT, wait_for
 
 pytestmark = pytest.mark.needs("embedded")
 EMULATOR_LINE = re.compile(r"^\s*emulator\s+(http://127\.0\.0\.1:\d+)", re.MULTILINE)
 ALARM = "offpath-default-dlq-depth"
+CHECKS = ("health", "submit", "poison", "dlq", "alarm", "redrive", "dashboard", "cleanup")
 
 
 @pytest.fixture(scope="module")
@@ -39,9 +42,31 @@ def _emulator(console: Path) -> str | None:
 
 
 def smoke(local: LedgerRuntime, endpoint: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    """The exit code and the report (standard output; the progress goes to standard error)."""
     args = ["smoke", "--api", local.url, "--token", TOKEN, "--aws-endpoint", endpoint]
     code = main([*args, "--poll", "0.2", "--timeout", "60", "--alarm-timeout", "60"])
     return code, capsys.readouterr().out
+
+
+REPORT_SHAPE = [
+    r"offpath smoke: http://127\.0\.0\.1:\d+ \(prefix offpath, queue default, run [0-9a-f]{12}\)",
+    r"  time     \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(\d+\.\d s\)",
+    *(rf"  [✓✗-] (PASS|FAIL|SKIP)  {name:<10} +\d+\.\d s  .*" for name in CHECKS),
+    r"  created  demo\.echo job [0-9a-f]{32}; demo\.poison job [0-9a-f]{32}",
+    r"  cleaned  .+",
+    r"  left     .+",
+    r"offpath smoke: \d passed, \d failed, \d skipped",
+]
+
+
+def assert_shape(report: str) -> list[str]:
+    """One screen a person pastes into a ticket: the target, the time, each check, the ids, the clean-up."""
+    lines = report.rstrip("\n").split("\n")
+    assert len(lines) == len(REPORT_SHAPE), report
+    for line, shape in zip(lines, REPORT_SHAPE, strict=True):
+        assert re.fullmatch(shape, line), (shape, line)
+    assert max(len(line) for line in lines) <= 160, report
+    return lines
 
 
 def put_dashboard(endpoint: str) -> None:
@@ -52,7 +77,10 @@ def put_dashboard(endpoint: str) -> None:
 
 
 def statuses(report: str) -> dict[str, str]:
-    return {m.group(2): m.group(1) for m in re.finditer(r"^\s+(PASS|FAIL|SKIP)\s+(\w+)", report, re.MULTILINE)}
+    found = re.finditer(r"^  ([✓✗-]) (PASS|FAIL|SKIP)  (\w+)", report, re.MULTILINE)
+    marks = {"PASS": "✓", "FAIL": "✗", "SKIP": "-"}
+    assert all(marks[m.group(2)] == m.group(1) for m in re.finditer(r"^  ([✓✗-]) (PASS|FAIL|SKIP)", report, re.M))
+    return {m.group(3): m.group(2) for m in found}
 
 
 def test_smoke_reports_each_check_and_exits_1_on_a_failure_then_0_when_all_pass(
@@ -64,6 +92,7 @@ def test_smoke_reports_each_check_and_exits_1_on_a_failure_then_0_when_all_pass(
     code, report = smoke(local, endpoint, capsys)
 
     assert code == 1, report
+    lines = assert_shape(report)
     assert statuses(report) == {
         "health": "PASS",
         "submit": "PASS",
@@ -72,11 +101,14 @@ def test_smoke_reports_each_check_and_exits_1_on_a_failure_then_0_when_all_pass(
         "alarm": "PASS",
         "redrive": "PASS",
         "dashboard": "FAIL",
-        "cleanup": "PASS",
+        "cleanup": "SKIP",
     }, report
-    assert "no CloudWatch dashboard named offpath" in report
-    assert "7 passed, 1 failed, 0 skipped" in report
-    # The smoke removed its own message from the DLQ: the alarm returns to OK.
+    assert "✗ FAIL  dashboard" in report and "no CloudWatch dashboard named offpath" in report
+    poison = re.search(r"demo\.poison job ([0-9a-f]{32})", lines[-4]).group(1)  # type: ignore[union-attr]
+    assert lines[-3] == f"  cleaned  job {poison}'s dead letter (redriven; the job SUCCEEDED)"
+    assert lines[-2] == "  left     nothing"
+    assert lines[-1] == "offpath smoke: 6 passed, 1 failed, 1 skipped"
+    # The redriven job succeeded: its message left the DLQ, and the alarm returns to OK.
     wait_for(
         lambda: cloudwatch.describe_alarms(AlarmNames=[ALARM])["MetricAlarms"][0]["StateValue"] == "OK" or None,
         timeout_s=20,
@@ -86,14 +118,16 @@ def test_smoke_reports_each_check_and_exits_1_on_a_failure_then_0_when_all_pass(
     code, report = smoke(local, endpoint, capsys)
 
     assert code == 0, report
-    assert set(statuses(report).values()) == {"PASS"}, report
-    assert "8 passed, 0 failed, 0 skipped" in report
+    assert_shape(report)
+    assert set(statuses(report).values()) == {"PASS", "SKIP"}, report
+    assert "offpath smoke: 7 passed, 0 failed, 1 skipped" in report
 
 
 def test_smoke_skips_the_redrive_when_the_dlq_held_other_messages(
     stand_in: tuple[LedgerRuntime, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A redrive moves the whole DLQ back: never someone else's dead jobs."""
+    """A redrive moves the whole DLQ back: never someone else's dead jobs. The smoke retries its own by hand and
+    never receives the DLQ's messages."""
     local, endpoint = stand_in
     put_dashboard(endpoint)
     api = local.api()
@@ -110,10 +144,20 @@ def test_smoke_skips_the_redrive_when_the_dlq_held_other_messages(
     code, report = smoke(local, endpoint, capsys)
 
     assert code == 0, report
-    assert statuses(report)["redrive"] == "SKIP"
+    lines = assert_shape(report)
+    assert (statuses(report)["redrive"], statuses(report)["cleanup"]) == ("SKIP", "PASS")
     assert "the DLQ held 1 message(s) before this run" in report
+    poison = re.search(r"demo\.poison job ([0-9a-f]{32})", lines[-4]).group(1)  # type: ignore[union-attr]
+    assert lines[-3] == f"  cleaned  job {poison} retried by hand (SUCCEEDED)"
+    assert lines[-2].startswith(f"  left     job {poison}'s message in offpath-default-dlq")
+    other = local.api()
+    try:
+        assert other.call("GET", f"/jobs/{job_id.body['job_id']}").body["status"] == "FAILED"
+        assert other.call("GET", f"/jobs/{poison}").body["status"] == "SUCCEEDED"
+    finally:
+        other.close()
     remaining = int(sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=[depth])["Attributes"][depth])
-    assert remaining == 1  # the other job's message is still there; only the smoke's was removed
+    assert remaining == 2  # the other job's message untouched, and the smoke's own (dropped by the next redrive)
 
 
 def test_smoke_without_an_api_answering_fails_at_health_and_skips_the_rest(
@@ -137,3 +181,23 @@ def unused_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+def test_make_deploy_prints_the_smoke_command_with_the_stacks_api_url(tmp_path: Path) -> None:
+    url = "https://abc123.execute-api.eu-west-1.amazonaws.com/"
+    outputs = tmp_path / "deploy-outputs.json"
+    outputs.write_text(json.dumps({"offpath": {"TableName": "offpath-jobs", "ApiUrl": url}}))
+
+    planned = subprocess.run(["make", "-n", "deploy"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    printed = subprocess.run(
+        [sys.executable, "-c", f"from offpath_local.smoke import print_next_steps; print_next_steps({str(outputs)!r})"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert "--outputs-file cdk.out/deploy-outputs.json" in planned.stdout
+    assert 'print_next_steps("cdk.out/deploy-outputs.json")' in planned.stdout
+    assert printed.returncode == 0, printed.stderr
+    assert f"  make smoke URL={url}\n" in printed.stdout
+    assert f"  make e2e URL={url} SIGV4=1\n" in printed.stdout
