@@ -145,40 +145,40 @@ def test_jobs_takes_a_status_in_any_case(target: Target, capsys: pytest.CaptureF
     assert {job["status"] for job in listed["jobs"]} == {"FAILED"}
 
 
-def test_retry_runs_a_cancelled_job_again(local: Local, capsys: pytest.CaptureFixture[str]) -> None:
+def test_retry_runs_a_cancelled_job_again(target: Target, capsys: pytest.CaptureFixture[str]) -> None:
     tomorrow = (datetime.now(UTC) + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
     later = {"type": "demo.echo", "payload": {"n": 2}, "run_at": tomorrow}
-    job_id = local.call("POST", "/jobs", body=later).body["job_id"]
-    assert run(local, "cancel", job_id) == OK
+    job_id = target.call("POST", "/jobs", body=later).body["job_id"]
+    assert run(target, "cancel", job_id) == OK
     capsys.readouterr()
 
-    code = run(local, "retry", job_id, "--json")
+    code = run(target, "retry", job_id, "--json")
 
     assert code == OK
     assert json.loads(capsys.readouterr().out)["status"] in {"QUEUED", "SCHEDULED"}
 
 
-def test_job_types_alarms_and_stats_print_tables(local: Local, capsys: pytest.CaptureFixture[str]) -> None:
-    job_id = local.submit("demo.echo", {"n": 3}).body["job_id"]
-    local.wait_for_job(job_id, {"SUCCEEDED"})
+def test_job_types_alarms_and_stats_print_tables(target: Target, capsys: pytest.CaptureFixture[str]) -> None:
+    job_id = target.submit("demo.echo", {"n": 3}).body["job_id"]
+    target.wait_for_job(job_id, {"SUCCEEDED"})
 
-    assert run(local, "job-types") == OK
+    assert run(target, "job-types") == OK
     types = capsys.readouterr().out
     assert types.splitlines()[0].split() == ["JOB_TYPE", "QUEUE", "MAX_ATTEMPTS", "TIMEOUT", "SUBMITTED_BY"]
     assert any(line.split()[:2] == ["demo.echo", "default"] for line in types.splitlines())
 
-    assert run(local, "alarms") == OK
+    assert run(target, "alarms") == OK
     alarms = capsys.readouterr().out.splitlines()
     assert alarms[0].split()[:2] == ["STATE", "ALARM"]
     assert any("offpath-default-dlq-depth" in line for line in alarms)
 
-    assert run(local, "stats", "--minutes", "10") == OK
+    assert run(target, "stats", "--minutes", "10") == OK
     stats = capsys.readouterr().out.splitlines()
     assert stats[0].split()[:3] == ["QUEUE", "JOB_TYPE", "SUBMITTED"]
 
 
-def test_an_admin_lists_the_system_tenants_jobs(local: Local, capsys: pytest.CaptureFixture[str]) -> None:
-    code = run(local, "jobs", "--tenant", "system")
+def test_an_admin_lists_the_system_tenants_jobs(target: Target, capsys: pytest.CaptureFixture[str]) -> None:
+    code = run(target, "jobs", "--tenant", "system")
 
     assert code == OK
     assert capsys.readouterr().out.splitlines()[0].split()[:3] == ["JOB_ID", "TYPE", "STATUS"]
