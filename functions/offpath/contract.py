@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from offpath.domain.tags import TAG_FILTER_PATTERN
+
 Access = Literal["public", "tenant", "admin"]
 
 JOB_ID_PATTERN = "^[0-9a-f]{32}$"
@@ -289,6 +291,12 @@ ROUTES: tuple[Route, ...] = (
                 "query",
                 {"type": "string", "enum": ["system"]},
                 description="admin: `system` lists the jobs that schedules made (403 for a tenant)",
+            ),
+            Parameter(
+                "tag",
+                "query",
+                {"type": "string", "pattern": f"^{TAG_FILTER_PATTERN}$"},
+                description="`key:value`: the jobs tagged so at submit",
             ),
         ),
     ),

@@ -129,6 +129,7 @@ def _parser() -> argparse.ArgumentParser:
     submit.add_argument("--key", help="Idempotency-Key: the same key and payload give the same job")
     submit.add_argument("--run-at", metavar="TIME", help="ISO 8601 time to run at, e.g. 2026-01-31T09:00:00Z")
     submit.add_argument("--queue", help="the job type's queue class (checked)")
+    submit.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE", help="a tag (repeatable, up to 10)")
     submit.add_argument("--wait", action="store_true", help="follow the job to a final state (progress bar)")
     submit.add_argument("--timeout", type=float, metavar="S", help="with --wait: give up after S seconds (exit 1)")
 
@@ -147,6 +148,7 @@ def _parser() -> argparse.ArgumentParser:
     jobs.add_argument("--limit", type=int, default=20)
     jobs.add_argument("--cursor")
     jobs.add_argument("--tenant", choices=["system"], help="admin: system lists the jobs that schedules made")
+    jobs.add_argument("--tag", metavar="KEY:VALUE", help="only the jobs with this tag")
 
     commands.add_parser("queues", parents=[client], help="depth, in flight, oldest age and DLQ depth per queue")
 
@@ -407,6 +409,7 @@ def run_client(args: argparse.Namespace) -> int:
             "limit": str(args.limit),
             "cursor": args.cursor,
             "tenant": args.tenant,
+            "tag": args.tag,
         }
         answer = client.call("GET", "/jobs", query={k: v for k, v in query.items() if v})
         if not answer.ok:
@@ -572,6 +575,11 @@ def _submit(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
         body["run_at"] = args.run_at
     if args.queue:
         body["queue"] = args.queue
+    if args.tag:
+        pairs = [tag.partition("=") for tag in args.tag]
+        if any(not sep for _, sep, _ in pairs):
+            raise UsageError("--tag takes KEY=VALUE")
+        body["tags"] = {key: value for key, _, value in pairs}
     headers = {"Idempotency-Key": args.key} if args.key else None
     answer = client.call("POST", "/jobs", body=body, headers=headers)
     if not answer.ok:
@@ -687,6 +695,7 @@ def _print_job(job: dict[str, Any], out: TextIO, as_json: bool) -> None:
         ("finished_at", job.get("finished_at")),
         ("next_attempt_at", job.get("next_attempt_at")),
         ("redrives", job.get("redrives") or None),
+        ("tags", ", ".join(f"{k}={v}" for k, v in job["tags"].items()) if job.get("tags") else None),
     ]
     for name, value in fields:
         if value is not None:

@@ -333,3 +333,19 @@ def test_trouble_comes_first_on_the_overview_and_dead_letters_on_every_page(cons
 
     admin.open("/console/schedules")
     expect(admin.page.locator("#dlq-banner")).to_be_visible()
+
+
+def test_a_jobs_tags_are_shown_and_list_the_jobs_tagged_so(console: OpenConsole, local: Local) -> None:
+    tagged = local.call(
+        "POST", "/jobs", body={"type": "demo.echo", "payload": {"tagged": True}, "tags": {"customer": "acme-42"}}
+    ).body["job_id"]
+    untagged = submit(local, "demo.echo", {"tagged": False})
+    admin = console(TOKEN_A).open(f"/console/jobs/{tagged}")
+
+    tag = admin.page.locator("main dl.fields .tag")
+    expect(tag).to_have_text("customer: acme-42")
+    tag.click()
+
+    expect(admin.page.locator("#filter-tag")).to_have_value("customer:acme-42")
+    expect(row(admin, tagged)).to_have_count(1)
+    expect(row(admin, untagged)).to_have_count(0)

@@ -182,3 +182,16 @@ def test_an_admin_lists_the_system_tenants_jobs(target: Target, capsys: pytest.C
 
     assert code == OK
     assert capsys.readouterr().out.splitlines()[0].split()[:3] == ["JOB_ID", "TYPE", "STATUS"]
+
+
+def test_submit_with_tags_and_list_by_tag(target: Target, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(target, "submit", "demo.echo", "--tag", "customer=cli-tags", "--tag", "tier=gold", "--json") == OK
+    job_id = json.loads(capsys.readouterr().out)["job_id"]
+
+    assert run(target, "jobs", "--tag", "customer:cli-tags", "--json") == OK
+    listed = json.loads(capsys.readouterr().out)["jobs"]
+    assert run(target, "status", job_id) == OK
+    shown = capsys.readouterr().out
+
+    assert [job["job_id"] for job in listed] == [job_id]
+    assert "customer=cli-tags, tier=gold" in shown

@@ -431,3 +431,50 @@ def test_the_submit_answer_shows_the_payload_as_the_read_does(pipeline: Pipeline
     assert status == 202
     assert submitted["payload"] == {"n": 7, "text": "hello"}
     assert submitted["payload"] == read["payload"]
+
+
+def test_tags_are_kept_shown_and_filter_a_listing(pipeline: Pipeline) -> None:
+    _, tagged, _ = pipeline.call(
+        "POST", "/jobs", body={"type": "demo.echo", "payload": {"n": 1}, "tags": {"customer": "acme", "tier": "gold"}}
+    )
+    pipeline.submit("demo.echo", {"n": 2})
+    _, other, _ = pipeline.call(
+        "POST", "/jobs", body={"type": "demo.echo", "payload": {"n": 3}, "tags": {"customer": "globex"}}
+    )
+
+    _, read, _ = pipeline.call("GET", f"/jobs/{tagged['job_id']}")
+    status, listed, _ = pipeline.call("GET", "/jobs?tag=customer:acme")
+
+    assert tagged["tags"] == {"customer": "acme", "tier": "gold"}
+    assert read["tags"] == {"customer": "acme", "tier": "gold"}
+    assert status == 200
+    assert [job["job_id"] for job in listed["jobs"]] == [tagged["job_id"]]
+    assert listed["jobs"][0]["tags"] == {"customer": "acme", "tier": "gold"}
+    assert other["job_id"] not in [job["job_id"] for job in listed["jobs"]]
+
+
+def test_a_replay_with_other_tags_reuses_the_key(pipeline: Pipeline) -> None:
+    body = {"type": "demo.echo", "payload": {"n": 1}, "tags": {"customer": "acme"}}
+    first_status, first, _ = pipeline.call("POST", "/jobs", body=body, headers=keyed("tagged-1"))
+
+    again, same, _ = pipeline.call("POST", "/jobs", body=body, headers=keyed("tagged-1"))
+    other, refused, _ = pipeline.call(
+        "POST", "/jobs", body={**body, "tags": {"customer": "globex"}}, headers=keyed("tagged-1")
+    )
+
+    assert (first_status, again) == (202, 200)
+    assert same["job_id"] == first["job_id"]
+    assert other == 422
+    assert refused["error"]["code"] == "idempotency_key_reused"
+
+
+def test_bad_tags_are_refused_naming_the_field(pipeline: Pipeline) -> None:
+    eleven = {f"k{n}": "v" for n in range(11)}
+
+    too_many, body, _ = pipeline.call("POST", "/jobs", body={"type": "demo.echo", "payload": {}, "tags": eleven})
+    bad_filter, listing, _ = pipeline.call("GET", "/jobs?tag=no%20colon")
+
+    assert too_many == 422
+    assert body["error"]["field"].startswith("tags")
+    assert bad_filter == 422
+    assert listing["error"]["field"] == "tag"

@@ -120,7 +120,14 @@ class InMemoryJobStore:
             return self._jobs.get((tenant, job_id))
 
     def list_jobs(
-        self, tenant: str, *, status: JobStatus | None, job_type: str | None, limit: int, cursor: str | None
+        self,
+        tenant: str,
+        *,
+        status: JobStatus | None,
+        job_type: str | None,
+        limit: int,
+        cursor: str | None,
+        tag: tuple[str, str] | None = None,
     ) -> JobPage:
         """Like the store's listing, newest first: jobs are passed until `limit` match the filters, or
         FILTERED_SCAN_PAGES x `limit` were passed (a filtered page can then be short and still have a cursor)."""
@@ -130,12 +137,16 @@ class InMemoryJobStore:
             if cursor is not None:
                 after = _decode_cursor(cursor, tenant)
                 indexed = [j for j in indexed if _sort_key(j) < after]
-            budget = limit if status is None and job_type is None else limit * FILTERED_SCAN_PAGES
+            budget = limit if status is None and job_type is None and tag is None else limit * FILTERED_SCAN_PAGES
             jobs: list[Job] = []
             passed = 0
             for j in indexed[:budget]:
                 passed += 1
-                if (status is None or j.status is status) and (job_type is None or j.type == job_type):
+                if (
+                    (status is None or j.status is status)
+                    and (job_type is None or j.type == job_type)
+                    and (tag is None or j.tags.get(tag[0]) == tag[1])
+                ):
                     jobs.append(j)
                     if len(jobs) == limit:
                         break

@@ -197,7 +197,14 @@ class DynamoDbJobStore:
         return job if job is not None and job.tenant == tenant else None
 
     def list_jobs(
-        self, tenant: str, *, status: JobStatus | None, job_type: str | None, limit: int, cursor: str | None
+        self,
+        tenant: str,
+        *,
+        status: JobStatus | None,
+        job_type: str | None,
+        limit: int,
+        cursor: str | None,
+        tag: tuple[str, str] | None = None,
     ) -> JobPage:
         """The tenant's jobs, newest first. Each of its partitions (shards) is queried for its share of the page
         after the position the cursor holds for it (the queries go out together), newest first; the shards are
@@ -214,7 +221,7 @@ class DynamoDbJobStore:
         to_read = {shard: share for shard in read_to}
         page: list[tuple[int, Item]] = []
         jobs: list[Job] = []
-        filtered = status is not None or job_type is not None
+        filtered = status is not None or job_type is not None or tag is not None
         budget = limit * FILTERED_SCAN_PAGES if filtered else limit
         while True:
             for shard, (items, has_more) in self._query_shards(tenant, read_to, to_read).items():
@@ -241,6 +248,7 @@ class DynamoDbJobStore:
                 and job.tenant == tenant
                 and (status is None or job.status is status)
                 and (job_type is None or job.type == job_type)
+                and (tag is None or job.tags.get(tag[0]) == tag[1])
             ):
                 jobs.append(job)
         following: list[str | Literal[False] | None] = list(positions)
@@ -998,6 +1006,7 @@ def to_item(job: Job) -> Item:
             "progress_message": job.progress.message if job.progress is not None else None,
             "attempt_started_at": when(job.attempt_started_at),
             "attempts_json": attempts_json(job.attempt_history) if job.attempt_history else None,
+            "tags": dict(job.tags) if job.tags else None,
         }
     )
 
@@ -1044,6 +1053,7 @@ def from_item(item: Mapping[str, Any]) -> Job:
         retries=int(plain.get("retries", 0)),
         attempt_started_at=when("attempt_started_at"),
         attempt_history=attempts_from_json(plain.get("attempts_json")),
+        tags=dict(plain.get("tags") or {}),
     )
 
 

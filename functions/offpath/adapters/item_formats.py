@@ -74,7 +74,13 @@ def v2_adds_the_version(plain: Plain) -> Plain:
 
 # -- the item kinds, one declaration each ----------------------------------------------------------------------
 
-JOB = ItemFormat("job", JOB_ITEM_PREFIX, version=2, upcasters=(v2_adds_the_version,))
+
+def v3_adds_the_tags(plain: Plain) -> Plain:
+    """2 -> 3: a job may carry `tags` (a map of text); a job written before has none."""
+    return plain
+
+
+JOB = ItemFormat("job", JOB_ITEM_PREFIX, version=3, upcasters=(v2_adds_the_version, v3_adds_the_tags))
 KEY_RECORD = ItemFormat("idempotency key record", "IDEM#", version=2, upcasters=(v2_adds_the_version,))
 SCHEDULE_STATE = ItemFormat("schedule state", "SCHEDULE#", version=2, upcasters=(v2_adds_the_version,))
 ONCE_MARK = ItemFormat("once mark", "ONCE#", version=2, upcasters=(v2_adds_the_version,))

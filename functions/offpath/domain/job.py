@@ -104,6 +104,8 @@ class Job:
     # When the attempt now holding the job (or the last one) started.
     attempt_started_at: datetime | None = None
     attempt_history: tuple[AttemptRecord, ...] = ()
+    # The caller's `key: value` tags (domain/tags.py), sorted by key; empty for most jobs.
+    tags: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     def replace(self, **changes: Any) -> Job:
         return dataclasses.replace(self, **changes)
@@ -130,9 +132,11 @@ class Job:
     @property
     def fingerprint(self) -> str:
         """What a replay under the job's idempotency key must match besides the tenant (the key's scope): the
-        type and payload (their hash), the queue and the run_at. Kept on the key's record (one text)."""
+        type and payload (their hash), the queue, the run_at and the tags (only when there are some: an untagged
+        job's fingerprint is what it was before tags). Kept on the key's record (one text)."""
         run_at = self.run_at.astimezone(UTC).isoformat() if self.run_at is not None else ""
-        return f"{self.payload_hash}|{self.queue}|{run_at}"
+        tags = "|" + json.dumps(dict(sorted(self.tags.items())), separators=(",", ":")) if self.tags else ""
+        return f"{self.payload_hash}|{self.queue}|{run_at}{tags}"
 
 
 def payload_json(payload: Any) -> str:

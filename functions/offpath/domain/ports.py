@@ -101,9 +101,17 @@ class JobStore(Protocol):
         """The tenant's job; another tenant's job is no job."""
 
     def list_jobs(
-        self, tenant: str, *, status: JobStatus | None, job_type: str | None, limit: int, cursor: str | None
+        self,
+        tenant: str,
+        *,
+        status: JobStatus | None,
+        job_type: str | None,
+        limit: int,
+        cursor: str | None,
+        tag: tuple[str, str] | None = None,
     ) -> JobPage:
-        """The tenant's jobs, newest first: up to `limit` matching the filters, within FILTERED_SCAN_PAGES."""
+        """The tenant's jobs, newest first: up to `limit` matching the filters (a status, a type, a tag's key and
+        value), within FILTERED_SCAN_PAGES."""
 
     def claim(
         self, job_id: str, *, tenant: str, now: datetime, lease_until: datetime, sweep_at: datetime | None = None

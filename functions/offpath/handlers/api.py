@@ -37,6 +37,7 @@ from offpath.domain.job import JobStatus
 from offpath.domain.ports import Ports
 from offpath.domain.quotas import QuotaExceededError
 from offpath.domain.registry import Submitter
+from offpath.domain.tags import tag_filter
 from offpath.handlers.api_models import (
     ErrorBody,
     ErrorView,
@@ -221,6 +222,7 @@ def submit(request: Request, services: ApiServices) -> Response:
         queue=body.queue,
         run_at=body.run_at,
         submitter=_submitter(request),
+        tags=body.tags,
     )
     submitted = submit_job(submit_request, services.ports, services.policy)
     # The answer shows the job as GET /jobs/{id} does, payload included (a submit carries one payload: its
@@ -246,6 +248,7 @@ def submit_many(request: Request, services: ApiServices) -> BatchView:
             queue=item.queue,
             run_at=item.run_at,
             submitter=submitter,
+            tags=item.tags,
         )
         for item in body.jobs
     ]
@@ -320,12 +323,14 @@ def list_jobs(request: Request, services: ApiServices) -> JobPageView:
     job_type = params.get("type")
     if job_type is not None and services.ports.registry.job_type(job_type) is None:
         raise unknown_job_type(job_type)
+    tag = params.get("tag")
     page = services.ports.store.list_jobs(
         _listed_tenant(request, params.get("tenant")),
         status=JobStatus(status) if status else None,
         job_type=job_type,
         limit=int(limit_text),
         cursor=params.get("cursor"),
+        tag=tag_filter(tag) if tag is not None else None,
     )
     return JobPageView(jobs=[JobView.of(job) for job in page.jobs], cursor=page.cursor)
 

@@ -16,12 +16,15 @@ from pydantic import (
     Field,
     PlainSerializer,
     SerializerFunctionWrapHandler,
+    StringConstraints,
     ValidationError,
+    WithJsonSchema,
     model_serializer,
 )
 
 from offpath.domain.errors import InvalidRequestError
 from offpath.domain.job import Job, JobStatus
+from offpath.domain.tags import MAX_TAGS, TAG_KEY_PATTERN, TAG_VALUE_PATTERN
 from offpath.logic.submit import validation_error
 
 if TYPE_CHECKING:
@@ -63,6 +66,7 @@ JOB_EXAMPLE: dict[str, Any] = {
     "retries": 0,
     "payload": {"user_id": "u-42", "email": "ada@example.com"},
     "attempt_history": [],
+    "tags": {"plan": "pro", "signup-source": "web"},
 }
 _DONE_EXAMPLE = {
     **JOB_EXAMPLE,
@@ -97,6 +101,24 @@ Timestamp = Annotated[datetime, PlainSerializer(iso, return_type=str)]
 # -- requests -----------------------------------------------------------------------------------
 
 
+# A job's tags as a submit gives them: at most MAX_TAGS `key: value` pairs (domain/tags.py), documented as such.
+TagKey = Annotated[str, StringConstraints(pattern=f"^{TAG_KEY_PATTERN}$")]
+TagValue = Annotated[str, StringConstraints(pattern=f"^{TAG_VALUE_PATTERN}$")]
+Tags = Annotated[
+    dict[TagKey, TagValue],
+    Field(max_length=MAX_TAGS),
+    WithJsonSchema(
+        {
+            "type": "object",
+            "maxProperties": MAX_TAGS,
+            "patternProperties": {f"^{TAG_KEY_PATTERN}$": {"type": "string", "pattern": f"^{TAG_VALUE_PATTERN}$"}},
+            "additionalProperties": False,
+            "description": f"up to {MAX_TAGS} `key: value` tags; `GET /jobs?tag=key:value` lists the jobs with one",
+        }
+    ),
+]
+
+
 class SubmitBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -104,6 +126,7 @@ class SubmitBody(BaseModel):
     payload: dict[str, Any] = Field(default_factory=dict)
     run_at: str | None = Field(default=None, description="ISO 8601 time to run at (delayed job)")
     queue: str | None = Field(default=None, max_length=32)
+    tags: Tags | None = None
 
 
 def parse_body(model: type[BaseModel], data: Any) -> Any:
@@ -206,6 +229,7 @@ class JobView(BaseModel):
     retries: int = Field(default=0, description="how often the job was retried by hand (POST /jobs/{id}/retry)")
     payload: dict[str, Any] | None = None
     attempt_history: list[AttemptView] = Field(default_factory=list)
+    tags: dict[str, str] | None = Field(default=None, description="the tags given at submit, if any")
 
     @classmethod
     def of(cls, job: Job, *, with_payload: bool = False) -> JobView:
@@ -231,6 +255,7 @@ class JobView(BaseModel):
             retries=job.retries,
             payload=job.payload if with_payload else None,
             attempt_history=[AttemptView.of(record) for record in job.attempt_history],
+            tags=dict(job.tags) if job.tags else None,
         )
 
     @classmethod
@@ -271,6 +296,7 @@ class JobView(BaseModel):
                 }
                 for record in job.attempt_history
             ],
+            "tags": dict(job.tags) if job.tags else None,
         }
         return Dumped(cls, data)
 

@@ -172,9 +172,16 @@ class CountingStore:
         return self.store.get(job_id, tenant=tenant)
 
     def list_jobs(
-        self, tenant: str, *, status: JobStatus | None, job_type: str | None, limit: int, cursor: str | None
+        self,
+        tenant: str,
+        *,
+        status: JobStatus | None,
+        job_type: str | None,
+        limit: int,
+        cursor: str | None,
+        tag: tuple[str, str] | None = None,
     ) -> JobPage:
-        return self.store.list_jobs(tenant, status=status, job_type=job_type, limit=limit, cursor=cursor)
+        return self.store.list_jobs(tenant, status=status, job_type=job_type, limit=limit, cursor=cursor, tag=tag)
 
     def claim(
         self, job_id: str, *, tenant: str, now: datetime, lease_until: datetime, sweep_at: datetime | None = None

@@ -8,7 +8,7 @@ import logging
 import math
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -32,6 +32,7 @@ from offpath.domain.job import Job, JobStatus, payload_json
 from offpath.domain.ports import CreateOutcome, JobMessage, Ports
 from offpath.domain.quotas import QuotaExceededError
 from offpath.domain.registry import NAME_PATTERN, Submitter
+from offpath.domain.tags import checked_tags
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +73,7 @@ class SubmitRequest:
     schedule_name: str | None = None
     # Who submits: a tenant, an admin, or the system (a schedule firing). The job type decides who may.
     submitter: Submitter = "tenant"
+    tags: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -136,6 +138,7 @@ def build_job(
     if request.queue is not None and request.queue != job_type.queue:
         raise InvalidRequestError("queue", f"this job type runs on queue {job_type.queue!r}")
     key = validate_idempotency_key(request.idempotency_key, key_field)
+    tags = checked_tags(request.tags)
     try:
         # Strictly, as JSON: the payload's schema in the document is what is accepted (no `true` for an
         # integer, no "5" for a number), and a date or time field still reads its ISO 8601 text.
@@ -168,6 +171,7 @@ def build_job(
         run_at=run_at,
         schedule_name=request.schedule_name,
         sweep_at=due + policy.sweep_grace,
+        tags=tags,
     )
 
 

@@ -526,6 +526,7 @@
   function jobsPage(params, query) {
     const status = query.get("status") || "";
     const type = query.get("type") || "";
+    const tag = (query.get("tag") || "").trim();
     const owner = session.admin && query.get("tenant") === SYSTEM_TENANT ? SYSTEM_TENANT : "";
     const q = (query.get("q") || "").trim();
     const list = region();
@@ -535,6 +536,7 @@
       h("option", { value: "" }, "any"), STATES.map((s) => h("option", { value: s, selected: s === status }, s)));
     const typeInput = h("input", { name: "type", id: "filter-type", value: type, list: "job-types", autocomplete: "off", placeholder: "e.g. demo.echo" });
     const search = h("input", { name: "q", id: "filter-q", value: q, type: "search", placeholder: "job id or idempotency key", autocomplete: "off" });
+    const tagInput = h("input", { name: "tag", id: "filter-tag", value: tag, autocomplete: "off", placeholder: "key:value" });
     const types = h("datalist", { id: "job-types" });
     const ownerSelect = session.admin ? h("select", { name: "tenant", id: "filter-tenant" },
       h("option", { value: "" }, "mine"),
@@ -545,12 +547,14 @@
       if (ownerSelect && ownerSelect.value) next.set("tenant", ownerSelect.value);
       if (statusSelect.value) next.set("status", statusSelect.value);
       if (typeInput.value.trim()) next.set("type", typeInput.value.trim());
+      if (tagInput.value.trim()) next.set("tag", tagInput.value.trim());
       if (search.value.trim()) next.set("q", search.value.trim());
       app.go(`/jobs${next.toString() ? "?" + next : ""}`);
     } } },
     h("label", { class: "grow" }, "Search", search),
     h("label", null, "State", statusSelect),
     h("label", null, "Type", typeInput),
+    h("label", null, "Tag", tagInput),
     ownerSelect ? h("label", null, "Jobs", ownerSelect) : null,
     types,
     h("button", { type: "submit" }, "Apply"));
@@ -562,7 +566,7 @@
 
     async function refresh() {
       if (q) return refreshSearch();
-      const answer = await api("GET", "/jobs", { query: { status, type, tenant: owner, limit: "20", cursor: cursors[page] } });
+      const answer = await api("GET", "/jobs", { query: { status, type, tag, tenant: owner, limit: "20", cursor: cursors[page] } });
       if (!answer.ok) {
         list.show(["error", answer.status], () => errorBox(answer));
         return;
@@ -720,6 +724,8 @@
       ["Next attempt", job.next_attempt_at ? when(job.next_attempt_at) : null],
       ["Redrives", job.redrives ? String(job.redrives) : null],
       ["Retried by hand", job.retries ? String(job.retries) : null],
+      ["Tags", job.tags && Object.keys(job.tags).length ? h("span", { class: "tags" },
+        Object.entries(job.tags).map(([k, v]) => link(`/jobs?tag=${encodeURIComponent(`${k}:${v}`)}`, h("span", { class: "tag mono" }, `${k}: ${v}`)))) : null],
     ].filter(([, v]) => v !== null && v !== undefined && v !== "");
     return h("div", null,
       actions,
