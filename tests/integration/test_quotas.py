@@ -212,6 +212,27 @@ def test_a_replay_over_the_quota_is_still_answered_as_the_job_it_replays(with_qu
     assert (replay_status, replay["job_id"], headers.get("Idempotent-Replayed")) == (200, first["job_id"], "true")
 
 
+def test_jobs_opened_before_the_quota_was_set_never_take_the_count_below_zero(with_quotas: Any, cache: Cache) -> None:
+    # Given four jobs of tenant-a opened while it had no quota (never counted)
+    unlimited = with_quotas("tenant-b:open_jobs=1")
+    for _ in range(4):
+        assert submit(unlimited)[0] == 202
+    pipeline = with_quotas("tenant-a:open_jobs=2")
+    # When they finish under the quota
+    pipeline.drain()
+    cache.expires()
+
+    # Then its count is 0, not -4, and the quota holds at 2
+    assert pipeline.call("GET", "/quotas")[1]["usage"]["open_jobs"] == 0
+    answers = []
+    for _ in range(3):
+        cache.expires()
+        answers.append(submit(pipeline)[0])
+    assert answers == [202, 202, 429]
+    counted = [item.get("open_jobs", {}).get("N", "0") for item in quota_items(pipeline) if "#USE#" in item["pk"]["S"]]
+    assert all(int(n) >= 0 for n in counted), counted
+
+
 # -- a batch, per item ------------------------------------------------------------------------
 
 
