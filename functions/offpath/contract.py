@@ -337,7 +337,7 @@ ROUTES: tuple[Route, ...] = (
         "tenant",
         "Run a FAILED or CANCELLED job again, with a fresh attempt budget",
         answers=(Answer(202, "JobView", "back to QUEUED; its message is sent"),),
-        refusals=(_NO_JOB, Refusal(409, "not failed or cancelled", "conflict", "job is RUNNING")),
+        refusals=(_NO_JOB, Refusal(409, "not failed or cancelled", "conflict", "job is RUNNING"), _OVER_QUOTA),
         parameters=(_JOB_ID,),
     ),
     Route(
