@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from offpath.logic.quotas import CachedQuotaGate
     from offpath.logic.submit import SubmitPolicy
     from offpath.logic.sweep import SweepPolicy
+    from offpath.logic.waiting import WaitSlots
     from offpath.logic.webhooks import DeliveryPorts, ReceiverPolicy
 
 
@@ -132,6 +133,14 @@ def build_ports(settings: Settings, service: str, overrides: Overrides | None = 
         scheduler=build_scheduler(settings, o),
         quotas=build_quota_gate(settings, clock, o),
     )
+
+
+def build_wait_slots(settings: Settings, overrides: Overrides | None = None) -> WaitSlots:
+    """The count of each tenant's open waits (GET /jobs/{id}?wait=N), on the jobs table; built at the first
+    wait."""
+    from offpath.adapters.dynamodb_waits import DynamoDbWaitSlots
+
+    return DynamoDbWaitSlots(settings.table_name, client=(overrides or Overrides()).dynamodb_client())
 
 
 def build_quota_gate(settings: Settings, clock: Clock, overrides: Overrides | None = None) -> CachedQuotaGate | None:
