@@ -197,6 +197,14 @@ WEBHOOK_ROUTES: tuple[Route, ...] = (
         answers=(Answer(202, "WebhookTestView", "queued for delivery"),),
         refusals=(
             _NO_WEBHOOK,
+            Refusal(
+                429,
+                "over the caller's test deliveries (6 a minute, burst 3; `field`: test); retry after Retry-After "
+                "seconds",
+                "quota_exceeded",
+                "over the limit of 6 test deliveries a minute (burst 3)",
+                "test",
+            ),
             Refusal(503, "no delivery queue configured", "unavailable", "a backing service is unavailable"),
         ),
         parameters=(_WEBHOOK_NAME,),

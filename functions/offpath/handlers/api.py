@@ -576,7 +576,7 @@ def send_test_webhook(request: Request, services: ApiServices) -> Response:
     if hooks.queue is None:
         raise QueueUnavailableError("no delivery queue configured")
     delivery = webhooks.send_test(
-        request.caller, name, store=hooks.store, queue=hooks.queue, clock=services.ports.clock
+        request.caller, name, store=hooks.store, queue=hooks.queue, clock=services.ports.clock, rate=hooks.test_rate
     )
     return Response(202, WebhookTestView(event_id=delivery.event_id, type=delivery.type))
 

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from offpath.adapters.dynamodb_quotas import DynamoDbQuotaCounters
     from offpath.adapters.webhook_http import Connector
     from offpath.domain.events import EventSink
+    from offpath.domain.quotas import QuotaCounters
     from offpath.domain.webhooks import DeliveryQueue, Resolver, WebhookStore
     from offpath.logic.process import WorkerPolicy, WorkerPorts
     from offpath.logic.quotas import CachedQuotaGate
@@ -246,6 +247,8 @@ class WebhookServices:
     resolver: Resolver
     policy: ReceiverPolicy
     queue: DeliveryQueue | None
+    # The token buckets that limit each tenant's test deliveries (None: not limited).
+    test_rate: QuotaCounters | None = None
 
 
 def render_job(job: Job, with_payload: bool) -> dict[str, Any]:
@@ -281,6 +284,7 @@ def build_webhook_services(settings: Settings, overrides: Overrides | None = Non
         resolver=o.resolver or SystemResolver(),
         policy=receiver_policy(settings),
         queue=build_delivery_queue(settings, o),
+        test_rate=o.quota_counters(settings),
     )
 
 
