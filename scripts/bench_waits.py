@@ -33,9 +33,13 @@ def call(url: str, method: str, path: str, token: str, body: Any = None) -> tupl
     request = urllib.request.Request(url + path, data=data, method=method, headers=headers)  # noqa: S310 - loopback
     try:
         with urllib.request.urlopen(request, timeout=60) as answer:  # noqa: S310 - the runtime it started
-            return answer.status, json.loads(answer.read() or b"null"), dict(answer.headers)
+            return (
+                answer.status,
+                json.loads(answer.read() or b"null"),
+                {k.lower(): v for k, v in answer.headers.items()},
+            )
     except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read() or b"null"), dict(error.headers)
+        return error.code, json.loads(error.read() or b"null"), {k.lower(): v for k, v in error.headers.items()}
 
 
 def main() -> None:
@@ -62,7 +66,7 @@ def run(url: str, waits: int, rounds: int, wait_s: float) -> None:
     def hold() -> None:
         started = time.monotonic()
         status, _, headers = call(url, "GET", f"/jobs/{job['job_id']}?wait={wait_s:g}", a)
-        answers.append((status, time.monotonic() - started, headers.get("Retry-After")))
+        answers.append((status, time.monotonic() - started, headers.get("retry-after")))
 
     threads = [threading.Thread(target=hold) for _ in range(waits)]
     for thread in threads:
