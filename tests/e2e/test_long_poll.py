@@ -103,14 +103,14 @@ def test_one_tenants_waits_never_hold_up_another_tenants_submit_or_read(local: L
     b_job = local.submit("demo.echo", {}, token=TOKEN_B).body["job_id"]
     answers: list[Any] = []
     waits = [
-        threading.Thread(target=lambda: answers.append(local.call("GET", f"/jobs/{job_id}?wait=6")))
+        threading.Thread(target=lambda: answers.append(local.call("GET", f"/jobs/{job_id}?wait=10")))
         for _ in range(3 * WAITS_PER_TENANT)
     ]
     for thread in waits:
         thread.start()
     try:
         # Those past the cap are refused at once; the others hold their waits
-        wait_for(lambda: len(answers) >= 2 * WAITS_PER_TENANT or None, timeout_s=5)
+        wait_for(lambda: len(answers) >= 2 * WAITS_PER_TENANT or None, timeout_s=8)
 
         # When tenant B submits and reads
         started = time.monotonic()
