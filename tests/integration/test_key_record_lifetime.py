@@ -96,3 +96,16 @@ def test_a_job_finishing_when_due_writes_its_key_record_once(timed: Pipeline, cl
 
     assert int(key_items(timed)[0]["expires_at"]["N"]) == before
     assert calls["DynamoDB.UpdateItem"] == 2  # the claim and the outcome
+
+
+def test_a_job_cancelled_days_after_it_was_due_keeps_its_key_as_long(timed: Pipeline, clock: ManualClock) -> None:
+    status, job, _ = submit(timed, "order-10")
+    assert status == 202
+    clock.set(T0 + timedelta(days=3))
+    assert timed.call("POST", f"/jobs/{job['job_id']}/cancel")[0] == 200
+
+    clock.set(T0 + timedelta(days=9, hours=23))
+    time_to_live(timed, clock.now())
+    replay_status, replay, _ = submit(timed, "order-10")
+
+    assert (replay_status, replay["job_id"], replay["status"]) == (200, job["job_id"], "CANCELLED")

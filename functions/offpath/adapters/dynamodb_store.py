@@ -643,7 +643,11 @@ class DynamoDbJobStore:
                 "SET #s = :status, updated_at = :now, finished_at = :now, expires_at = :ttl REMOVE sweep_pk, sweep_at",
                 {":now": iso(now), ":ttl": epoch(expires_at)},
             )
-            self._keep_key(cancelled, now, expires_at)
+            try:
+                self._keep_key(cancelled, now, expires_at)
+            except StoreUnavailableError:
+                # The cancel stands (a retry of it would meet a CANCELLED job); only a late job's key is short.
+                logger.warning("a cancelled job's key record was not extended", extra={"job_id": job_id})
             return cancelled
         except ConditionFailed as failed:
             current = _tenants_job(failed, job_id)
