@@ -1,6 +1,9 @@
 """The HTTP API (API Gateway HTTP API, payload format 2.0) in front of the api function.
 
-The routes are those declared in offpath.contract, each with the authorization its `access` names.
+The routes are those declared in offpath.contract, each with the authorization its `access` names, each
+integrated with the function it names: the api function, or the read function for `GET /jobs/{id}` (its waits
+hold an environment each for up to 20 s; a function of their own, with its own reserved concurrency, keeps them
+from taking the environments submits need).
 Authorisation is IAM (SigV4) by default, or a JWT authorizer when `jwt_issuer` and `jwt_audience` are given.
 Admin routes are separate routes: with JWT they need the `offpath/admin` scope; with IAM a policy grants them
 separately (`execute-api:Invoke` on `.../POST/queues/*/redrive`). `GET /health` alone has no authorizer: load
@@ -26,7 +29,7 @@ from infra.queues import JobQueues
 from infra.schedules import Schedules
 from infra.table import JobTable
 from offpath import contract
-from offpath.naming import FUNCTION_MEMORY_MB, api_function_name
+from offpath.naming import FUNCTION_MEMORY_MB, api_function_name, read_function_name
 from offpath.tenancy import ADMIN_SCOPE
 
 API_HANDLER = "offpath.handlers.api.handler"
@@ -108,6 +111,20 @@ class JobApi(Construct):
             },
         )
         self._grant(table, queues, schedules)
+        # The job reads (GET /jobs/{id}, waits included): the api's handler, on a function of its own that reads
+        # jobs and counts its tenants' waits (contract.READ_FUNCTION).
+        self.reader = ServiceFunction(
+            self,
+            "Reader",
+            kit=kit,
+            name=read_function_name(options.prefix),
+            handler=API_HANDLER,
+            description="offpath: job reads and waits (GET /jobs/{id})",
+            timeout=API_TIMEOUT,
+            memory_mb=FUNCTION_MEMORY_MB["api"],
+            environment={**tenancy, "OFFPATH_WAITS_PER_TENANT": str(options.waits_per_tenant)},
+        )
+        table.grant(self.reader, ["GetItem", "UpdateItem"])
 
         self.authorizer: apigwv2.IHttpRouteAuthorizer
         if options.jwt_issuer is not None:
@@ -140,10 +157,14 @@ class JobApi(Construct):
             access_log_settings=_AccessLog(self.access_logs),
         )
 
-        integration = integrations.HttpLambdaIntegration("Integration", self.handler.target)
+        integrations_by_function = {
+            contract.API_FUNCTION: integrations.HttpLambdaIntegration("Integration", self.handler.target),
+            contract.READ_FUNCTION: integrations.HttpLambdaIntegration("ReadIntegration", self.reader.target),
+        }
         self.routes: dict[str, apigwv2.HttpRoute] = {}
         admin_scopes = [ADMIN_SCOPE] if options.jwt else None
         for declared in contract.ROUTES:
+            integration = integrations_by_function[declared.function]
             if declared.access == "public":
                 route = self._route(declared.method, declared.path, integration, apigwv2.HttpNoneAuthorizer())
                 acknowledge(route, "AwsSolutions-APIG4", PUBLIC_REASON)

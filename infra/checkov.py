@@ -23,8 +23,9 @@ from infra.stack import ASYNC_DLQ_REASON, SYNC_DLQ_REASON
 
 SKIPPED: dict[str, str] = {
     "CKV_AWS_115": (
-        "Function-level concurrency: the api and enqueue functions have reserved concurrency (stack options "
-        "api_reserved_concurrency, enqueue_reserved_concurrency; tests/infra/test_guards.py asserts it); a worker's "
+        "Function-level concurrency: the api, read and enqueue functions have reserved concurrency (stack options "
+        "api_reserved_concurrency, read_reserved_concurrency, enqueue_reserved_concurrency; "
+        "tests/infra/test_guards.py asserts it); a worker's "
         "concurrency is bounded by its event source's MaximumConcurrency and the sweeper runs once a minute from one "
         "schedule, so reserving theirs would only lock account concurrency away. 0 turns a reservation off."
     ),

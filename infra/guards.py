@@ -1,6 +1,6 @@
 """Cost and blast-radius guards: how much the stack can do, and spend, when something floods it.
 
-- Reserved concurrency for the api and enqueue functions: a flood of requests or firings cannot take the
+- Reserved concurrency for the api, read and enqueue functions: a flood of requests or firings cannot take the
   account's whole Lambda concurrency from the workers (or from anything else in the account), and cannot run
   more environments than that at once.
 - The stage's throttling of `POST /jobs/batch` apart from the rest: a batch is up to 100 jobs, so it gets its
@@ -43,6 +43,7 @@ class Guards(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         reserve(api.handler, options.api_reserved_concurrency)
+        reserve(api.reader, options.read_reserved_concurrency)
         reserve(enqueue, options.enqueue_reserved_concurrency)
         self._throttle_batches(api, options)
         self._cap_table(table, options)

@@ -255,6 +255,7 @@ class Monitoring(Construct):
         )
         functions: list[ServiceFunction] = [
             api.handler,
+            api.reader,
             *(workers.workers[name] for name in sorted(workers.workers)),
             schedules.enqueue,
             schedules.sweeper,

@@ -29,6 +29,10 @@
   entries separated by `;`, `*` for the default (offpath/domain/quotas.py); every function's `OFFPATH_QUOTAS`.
 - `api_reserved_concurrency` (default 100), `enqueue_reserved_concurrency` (default 10): reserved concurrency
   of the api and enqueue functions (0: none). The account keeps at least 100 unreserved (Lambda's rule).
+- `read_reserved_concurrency` (default 50; 0: none): the read function's (`GET /jobs/{id}`, waits included),
+  apart from the api's, so waits never take the environments submits need. Each tenant holds at most
+  `waits_per_tenant` (default 5) waits at once, so no one tenant takes more than that many of them.
+- `waits_per_tenant` (default 5): the waits (`GET /jobs/{id}?wait=N`) a tenant may hold at once (429 past it).
 - `batch_rate_limit`, `batch_burst_limit` (default 5, 10): the stage's throttling of `POST /jobs/batch` (up to
   100 jobs each), apart from the stage's default for every other route.
 - `table_max_read_units`, `table_max_write_units` (default 12000, 4000; 0: no maximum): the table's and each
@@ -116,6 +120,8 @@ class StackOptions:
     demo_jobs: bool = False
     quotas: str | None = None
     api_reserved_concurrency: int = 100
+    read_reserved_concurrency: int = 50
+    waits_per_tenant: int = 5
     enqueue_reserved_concurrency: int = 10
     batch_rate_limit: int = 5
     batch_burst_limit: int = 10
@@ -178,6 +184,7 @@ class StackOptions:
             raise OptionsError(f"quotas: {error}") from None
         for name in (
             "api_reserved_concurrency",
+            "read_reserved_concurrency",
             "enqueue_reserved_concurrency",
             "table_max_read_units",
             "table_max_write_units",
@@ -185,6 +192,8 @@ class StackOptions:
         ):
             if getattr(self, name) < 0:
                 raise OptionsError(f"{name} must be 0 (none) or more")
+        if not 1 <= self.waits_per_tenant <= 1000:
+            raise OptionsError("waits_per_tenant must be from 1 to 1000")
         if self.batch_rate_limit < 1 or self.batch_burst_limit < 1:
             raise OptionsError("batch_rate_limit and batch_burst_limit must be positive")
         if self.monthly_budget_usd and not (self.budget_email or self.alarm_email):

@@ -101,6 +101,7 @@ class OffpathStack(cdk.Stack):
     def functions(self) -> list[ServiceFunction]:
         return [
             self.api.handler,
+            self.api.reader,
             *self.workers.workers.values(),
             self.schedules.enqueue,
             self.schedules.sweeper,
@@ -142,7 +143,7 @@ class OffpathStack(cdk.Stack):
         for function in (self.api.handler, self.schedules.enqueue, self.schedules.sweeper):
             acknowledge(function.role, schedules, schedules_reason)
         acknowledge(self.api.handler.role, alarms, alarms_reason)
-        for function in (self.api.handler, *self.workers.workers.values()):
+        for function in (self.api.handler, self.api.reader, *self.workers.workers.values()):
             acknowledge(function, "Serverless-LambdaDLQ", SYNC_DLQ_REASON)
         for function in (self.schedules.enqueue, self.schedules.sweeper):
             acknowledge(function, "Serverless-LambdaDLQ", ASYNC_DLQ_REASON)

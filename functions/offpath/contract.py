@@ -6,6 +6,11 @@ route table (`offpath_local/gateway.py`). Models are named, not imported (they l
 so the stack and the local gateway read this module without loading pydantic.
 
 A route is answered by the api function's handler registered under its `operation` (also its operationId).
+`function`: which Lambda function runs that handler for the route: the api function, or the read function
+for `GET /jobs/{id}`, whose waits (`?wait=N`, up to 20 s each) hold an execution environment apiece: a function
+of their own, with its own reserved concurrency on AWS and its own pool of environments locally, so no number
+of waits can take the environments that submits and the other routes need (API Gateway routes on the method
+and path only, not on the query string, so every read of one job goes there).
 `access`: "public" needs no credentials; "tenant" needs an authenticated caller; "admin" also needs the admin
 scope (JWT) or an IAM policy that grants that route.
 """
@@ -19,6 +24,8 @@ from typing import Any, Literal
 from offpath.domain.tags import TAG_FILTER_PATTERN
 
 Access = Literal["public", "tenant", "admin"]
+API_FUNCTION = "api"
+READ_FUNCTION = "read"
 
 JOB_ID_PATTERN = "^[0-9a-f]{32}$"
 # Printable ASCII, without a space at either end (HTTP would trim it from the header).
@@ -69,6 +76,7 @@ class Route:
     refusals: tuple[Refusal, ...] = ()
     request: str | None = None  # the request body's model in api_models
     parameters: tuple[Parameter, ...] = ()
+    function: str = API_FUNCTION  # the Lambda function that answers it (API_FUNCTION or READ_FUNCTION)
 
     def __post_init__(self) -> None:
         stray = {p.name for p in self.parameters if p.where == "path"} - set(self.path_parameters)
@@ -191,6 +199,14 @@ WEBHOOK_ROUTES: tuple[Route, ...] = (
         answers=(Answer(202, "WebhookTestView", "queued for delivery"),),
         refusals=(
             _NO_WEBHOOK,
+            Refusal(
+                429,
+                "over the caller's test deliveries (6 a minute, burst 3; `field`: test); retry after Retry-After "
+                "seconds",
+                "quota_exceeded",
+                "over the limit of 6 test deliveries a minute (burst 3)",
+                "test",
+            ),
             Refusal(503, "no delivery queue configured", "unavailable", "a backing service is unavailable"),
         ),
         parameters=(_WEBHOOK_NAME,),
@@ -316,6 +332,14 @@ ROUTES: tuple[Route, ...] = (
                 "wait must be a number of seconds above 0 and at most 20",
                 "wait",
             ),
+            Refusal(
+                429,
+                "over the caller's waits at once (`field`: wait); retry after Retry-After seconds, or follow many "
+                "jobs with webhooks or the job event stream",
+                "quota_exceeded",
+                "over the limit of 5 waits at once per tenant",
+                "wait",
+            ),
         ),
         parameters=(
             _JOB_ID,
@@ -324,9 +348,11 @@ ROUTES: tuple[Route, ...] = (
                 "query",
                 {"type": "number", "exclusiveMinimum": 0, "maximum": 20},
                 description="seconds to wait for the job to be final (long-poll); the answer comes as soon as it "
-                "is, or when the wait is over with the job as it is then",
+                "is, or when the wait is over with the job as it is then; at most 5 waits at once per tenant "
+                "(429 past them)",
             ),
         ),
+        function=READ_FUNCTION,
     ),
     Route(
         "POST",
@@ -345,7 +371,7 @@ ROUTES: tuple[Route, ...] = (
         "tenant",
         "Run a FAILED or CANCELLED job again, with a fresh attempt budget",
         answers=(Answer(202, "JobView", "back to QUEUED; its message is sent"),),
-        refusals=(_NO_JOB, Refusal(409, "not failed or cancelled", "conflict", "job is RUNNING")),
+        refusals=(_NO_JOB, Refusal(409, "not failed or cancelled", "conflict", "job is RUNNING"), _OVER_QUOTA),
         parameters=(_JOB_ID,),
     ),
     Route(

@@ -58,6 +58,11 @@ def api_function_name(prefix: str) -> str:
     return f"{prefix}-api"
 
 
+def read_function_name(prefix: str) -> str:
+    """The function that answers the job reads (`GET /jobs/{id}`, waits included): contract.READ_FUNCTION."""
+    return f"{prefix}-read"
+
+
 def worker_function_name(prefix: str, queue_class: str) -> str:
     return f"{prefix}-worker-{queue_class}"
 

@@ -19,6 +19,7 @@
 | `OFFPATH_TENANT_CLAIMS` | api | comma-separated JWT claims naming the tenant, first present wins (default `tenant`) |
 | `OFFPATH_ADMIN_PRINCIPALS` | api | comma-separated IAM principal ARNs (users, roles) that are admins (default none) |
 | `OFFPATH_QUOTAS` | all | tenant quotas: `TENANT:submits_per_s=N,open_jobs=M;*:...` (domain/quotas.py; default none) |
+| `OFFPATH_WAITS_PER_TENANT` | api | the `GET /jobs/{id}?wait=N` a tenant may hold at once (default 5; 429 past it) |
 | `OFFPATH_DEMO_JOBS` | all | `1`: the demo job types (`demo.*`) are loaded (default off; `offpath local` sets it) |
 | `OFFPATH_EVENT_BUS_NAME` | notifier | the EventBridge bus job events are put on (absent: none) |
 | `OFFPATH_DELIVERY_QUEUE_URL` | api, notifier, delivery | the webhook delivery queue |
@@ -69,6 +70,8 @@ class Settings(BaseModel):
     demo_jobs: bool = False
     stack_prefix: str = "offpath"
     quotas: str = ""
+    # GET /jobs/{id}?wait=N: the waits a tenant may hold at once, across environments (logic/waiting.py).
+    waits_per_tenant: int = Field(default=5, ge=1, le=1000)
 
     @field_validator("quotas")
     @classmethod

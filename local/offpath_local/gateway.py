@@ -83,15 +83,27 @@ class Route:
     pattern: re.Pattern[str]
     admin: bool = False
     public: bool = False
+    function: str = contract.API_FUNCTION
 
     @classmethod
-    def of(cls, method: str, template: str, *, admin: bool = False, public: bool = False) -> Route:
+    def of(
+        cls,
+        method: str,
+        template: str,
+        *,
+        admin: bool = False,
+        public: bool = False,
+        function: str = contract.API_FUNCTION,
+    ) -> Route:
         regex = re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", re.escape(template))
-        return cls(method, template, re.compile(f"^{regex}$"), admin, public)
+        return cls(method, template, re.compile(f"^{regex}$"), admin, public, function)
 
 
 def route_table(declared: Iterable[contract.Route] = contract.ROUTES) -> list[Route]:
-    routes = [Route.of(r.method, r.path, admin=r.access == "admin", public=r.access == "public") for r in declared]
+    routes = [
+        Route.of(r.method, r.path, admin=r.access == "admin", public=r.access == "public", function=r.function)
+        for r in declared
+    ]
     # Literal segments win over parameters (`/jobs/batch` before `/jobs/{job_id}`), as API Gateway matches.
     return sorted(routes, key=lambda r: r.template.count("{"))
 
@@ -237,8 +249,12 @@ class Gateway:
         routes: Iterable[contract.Route] = contract.ROUTES,
         pages: Pages | None = None,
         streams: Streams | None = None,
+        functions: dict[str, Invoke] | None = None,
     ) -> None:
+        """`functions`: the function a route names (contract.Route.function) other than the api, by name: the
+        read function's own environments answer `GET /jobs/{id}`, so that waits never hold the api's."""
         self.invoke = invoke
+        self.functions = functions or {}
         self.pages = pages
         self.streams = streams
         self.authorizer = authorizer
@@ -365,7 +381,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
             req_id=req_id,
         )
         try:
-            response = gateway.invoke(event, INTEGRATION_TIMEOUT_S)
+            response = gateway.functions.get(route.function, gateway.invoke)(event, INTEGRATION_TIMEOUT_S)
         except TimeoutError:
             self._error(
                 503, "unavailable", f"the api function took over {INTEGRATION_TIMEOUT_S:.0f} s; retry later", req_id

@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from offpath.contract import READ_FUNCTION
+from offpath.naming import read_function_name
 from offpath_local.alarms import AlarmEvaluator, EventCounts
 from offpath_local.console import local_pages
 from offpath_local.emulator import CREDENTIALS, Emulator, QueuePeek
@@ -119,6 +121,9 @@ class LocalConfig:
     clock_tick_s: float = 1.0
     alarm_interval_s: float = 5.0
     api_environments: int = 4
+    # The read function's environments (GET /jobs/{id}, waits included): more than one tenant's waits at once
+    # (OFFPATH_WAITS_PER_TENANT, 5), so another tenant's read finds one free.
+    read_environments: int = 16
     prefix: str = "offpath"
     load_modules: tuple[str, ...] = ()
     faults: FaultConfig | None = None  # injected faults (faults.py); None: none
@@ -234,6 +239,8 @@ class LocalRuntime:
             resolver=LoopbackResolver(),
         )
         self._parts.append(api)
+        read = ApiFunction(read_function_name(config.prefix), self.events, config.read_environments, self.counts.add)
+        self._parts.append(read)
         send_failure = destination_sender(clients["sqs"], resources.async_failures_url or "")
         speed = config.clock_speed
         async_functions = {
@@ -356,6 +363,7 @@ class LocalRuntime:
             on_response=self._on_response,
             pages=pages,
             streams=job_streams,
+            functions={READ_FUNCTION: read.invoke},
         )
         self.gateway.start()
         self._parts.append(self.gateway)

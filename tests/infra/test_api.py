@@ -105,12 +105,23 @@ def test_with_jwt_only_admin_routes_need_the_admin_scope(extended_stack: Synthes
         assert scopes == ([ADMIN_SCOPE] if key in admin else None), key
 
 
-def test_every_route_goes_to_the_api_function(default_stack: Synthesized) -> None:
-    (integration_id, integration) = next(iter(of_type(default_stack.json, "AWS::ApiGatewayV2::Integration").items()))
-    assert integration["Properties"]["PayloadFormatVersion"] == "2.0"
-    assert render(integration["Properties"]["IntegrationUri"]).startswith("<JobApiHandlerFunction")
-    for route in routes(default_stack).values():
-        assert render(route["Target"]) == f"integrations/<{integration_id}>"
+def test_the_job_read_goes_to_the_read_function_and_every_other_route_to_the_api_function(
+    default_stack: Synthesized,
+) -> None:
+    """Waits (GET /jobs/{id}?wait=N) hold an environment each: they run on a function of their own."""
+    integrations = of_type(default_stack.json, "AWS::ApiGatewayV2::Integration")
+    function_of = {}
+    for integration_id, integration in integrations.items():
+        assert integration["Properties"]["PayloadFormatVersion"] == "2.0"
+        uri = render(integration["Properties"]["IntegrationUri"])
+        function_of[f"integrations/<{integration_id}>"] = "read" if uri.startswith("<JobApiReaderFunction") else uri
+    assert len(integrations) == 2
+    for key, route in routes(default_stack).items():
+        target = function_of[render(route["Target"])]
+        if key == "GET /jobs/{job_id}":
+            assert target == "read", key
+        else:
+            assert target.startswith("<JobApiHandlerFunction"), key
 
 
 def test_the_stage_throttles_by_default_and_writes_json_access_logs(default_stack: Synthesized) -> None:

@@ -34,13 +34,16 @@ def test_by_default_only_the_tenant_claim_names_the_tenant_and_no_iam_caller_is_
     assert "OFFPATH_ADMIN_PRINCIPALS" not in api
 
 
-def test_tenant_claims_and_admin_principals_reach_the_api_function_alone(extended_stack: Synthesized) -> None:
+def test_tenant_claims_and_admin_principals_reach_the_api_and_read_functions_alone(
+    extended_stack: Synthesized,
+) -> None:
     prefix = extended_stack.stack.options.prefix
     every = variables(extended_stack)
 
-    assert every[f"{prefix}-api"]["OFFPATH_TENANT_CLAIMS"] == EXTENDED_CONTEXT["tenant_claims"]
-    assert every[f"{prefix}-api"]["OFFPATH_ADMIN_PRINCIPALS"] == EXTENDED_CONTEXT["admin_principals"]
+    for caller_facing in (f"{prefix}-api", f"{prefix}-read"):
+        assert every[caller_facing]["OFFPATH_TENANT_CLAIMS"] == EXTENDED_CONTEXT["tenant_claims"]
+        assert every[caller_facing]["OFFPATH_ADMIN_PRINCIPALS"] == EXTENDED_CONTEXT["admin_principals"]
     for name, values in every.items():
-        if name != f"{prefix}-api":
+        if name not in (f"{prefix}-api", f"{prefix}-read"):
             assert "OFFPATH_ADMIN_PRINCIPALS" not in values, name
             assert "OFFPATH_TENANT_CLAIMS" not in values, name

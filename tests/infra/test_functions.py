@@ -49,6 +49,11 @@ EXPECTED_ACTIONS = {
         # DELETE /webhooks/{name}: the endpoint's delivery log.
         "dynamodb:DeleteItem",
     },
+    # GET /jobs/{id}: the job, and the tenant's wait slots (adapters/dynamodb_waits.py).
+    "read": {
+        "dynamodb:GetItem",
+        "dynamodb:UpdateItem",
+    },
     "worker": {
         "dynamodb:UpdateItem",
         "dynamodb:PutItem",
@@ -195,6 +200,7 @@ def test_handlers_are_referenced_by_name(default_stack: Synthesized) -> None:
     }
     assert handlers == {
         "api": "offpath.handlers.api.handler",
+        "read": "offpath.handlers.api.handler",
         "worker": "offpath.handlers.worker.handler",
         "enqueue": "offpath.handlers.enqueue.handler",
         "sweeper": "offpath.handlers.sweeper.handler",

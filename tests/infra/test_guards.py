@@ -34,6 +34,7 @@ def test_the_api_and_enqueue_functions_have_reserved_concurrency_and_the_workers
     default_stack: Synthesized,
 ) -> None:
     assert function_named(default_stack, "-api")["ReservedConcurrentExecutions"] == 100
+    assert function_named(default_stack, "-read")["ReservedConcurrentExecutions"] == 50
     assert function_named(default_stack, "-enqueue")["ReservedConcurrentExecutions"] == 10
     # A worker's concurrency is its event source's MaximumConcurrency: reserving it too would only lock it away.
     assert "ReservedConcurrentExecutions" not in function_named(default_stack, "-worker-default")

@@ -44,7 +44,8 @@ def test_no_function_has_a_layer_and_each_runs_on_the_synths_python_and_machine(
 ) -> None:
     target = synth_platform()
     functions = functions_by_name(localstack_stack.json)
-    assert len(functions) == 3 + len(localstack_stack.registry.queues) + 2  # + the notifier and the delivery function
+    # api, read, enqueue, sweeper, a worker per queue class, the notifier and the delivery function
+    assert len(functions) == 4 + len(localstack_stack.registry.queues) + 2
     for name, (_, function) in functions.items():
         assert "Layers" not in function, name
         assert function["Runtime"] == f"python{target.python}", name

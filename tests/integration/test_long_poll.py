@@ -5,10 +5,12 @@ test moves: the handler's pauses advance it, and the worker runs the job when it
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable
 
 import pytest
 
+from offpath.adapters.dynamodb_waits import DynamoDbWaitSlots
 from offpath.logic.waiting import max_reads
 from tests.integration.conftest import Pipeline, aws_calls
 
@@ -88,7 +90,9 @@ def test_at_the_end_of_the_wait_the_job_is_answered_as_it_is(pipeline: Pipeline,
     assert fake_time.elapsed == pytest.approx(20.0)
     # The reads are bounded: the first, then one after each pause (0.1 s doubling to 1 s).
     assert calls["DynamoDB.GetItem"] == max_reads(20) == 24
-    assert sum(calls.values()) == calls["DynamoDB.GetItem"]
+    # And the wait's slot: taken, then given back.
+    assert calls["DynamoDB.UpdateItem"] == 2
+    assert sum(calls.values()) == calls["DynamoDB.GetItem"] + 2
 
 
 def test_a_wait_too_short_to_pause_answers_at_once(pipeline: Pipeline, fake_time: FakeTime) -> None:
@@ -131,3 +135,85 @@ def test_another_tenants_job_is_not_found_without_waiting(pipeline: Pipeline, fa
     assert status == 404
     assert body["error"]["code"] == "not_found"
     assert fake_time.slept == []
+
+
+# -- the cap on a tenant's waits at once (across environments), and leases ----------------------------------
+
+
+@pytest.fixture
+def slots(pipeline: Pipeline) -> DynamoDbWaitSlots:
+    return DynamoDbWaitSlots(pipeline.resources.table_name, client=pipeline.clients["dynamodb"])
+
+
+def test_past_the_cap_a_take_is_refused_until_a_slot_is_given_back(slots: DynamoDbWaitSlots) -> None:
+    taken = [slots.take("tenant-a", f"w{n}", cap=3, now_s=1000, lease_s=30) for n in range(3)]
+
+    refused = slots.take("tenant-a", "w3", cap=3, now_s=1005, lease_s=30)
+
+    assert taken == [0, 0, 0]
+    assert refused == 25  # until the first lease ends
+    assert slots.take("tenant-b", "x", cap=3, now_s=1005, lease_s=30) == 0  # another tenant's count
+    slots.release("tenant-a", "w1")
+    assert slots.take("tenant-a", "w3", cap=3, now_s=1006, lease_s=30) == 0
+    assert slots.take("tenant-a", "w4", cap=3, now_s=1006, lease_s=30) > 0
+
+
+def test_a_slot_never_given_back_is_reclaimed_when_its_lease_ends(slots: DynamoDbWaitSlots) -> None:
+    # Given a tenant at its cap, by waits whose functions died (never released)
+    for n in range(2):
+        assert slots.take("tenant-a", f"dead{n}", cap=2, now_s=1000, lease_s=30) == 0
+    assert slots.take("tenant-a", "live", cap=2, now_s=1029, lease_s=30) > 0
+
+    # When their leases have ended, a take reclaims them
+    assert slots.take("tenant-a", "live", cap=2, now_s=1030, lease_s=30) == 0
+    assert slots.take("tenant-a", "live2", cap=2, now_s=1030, lease_s=30) == 0
+
+    # Then the count is right again: the cap holds, and a late release of a reclaimed slot changes nothing
+    slots.release("tenant-a", "dead0")
+    assert slots.take("tenant-a", "third", cap=2, now_s=1031, lease_s=30) > 0
+    slots.release("tenant-a", "live")
+    assert slots.take("tenant-a", "third", cap=2, now_s=1031, lease_s=30) == 0
+
+
+def test_a_wait_past_the_tenants_cap_is_a_429_with_retry_after(
+    pipeline: Pipeline, fake_time: FakeTime, slots: DynamoDbWaitSlots
+) -> None:
+    # Given tenant-a's 5 slots held by waits in other environments
+    job_id = submitted(pipeline)
+    for n in range(5):
+        assert slots.take("tenant-a", f"other{n}", cap=5, now_s=time.time(), lease_s=12) == 0
+
+    status, body, headers = pipeline.call("GET", f"/jobs/{job_id}?wait=2")
+
+    assert status == 429
+    assert body["error"] == {
+        "code": "quota_exceeded",
+        "message": "over the limit of 5 waits at once per tenant; to follow many jobs use webhooks or the job "
+        "event stream",
+        "field": "wait",
+    }
+    assert 1 <= int(headers["Retry-After"]) <= 13
+    assert fake_time.slept == []
+    # A read without a wait, and another tenant's wait, are not limited by it
+    assert pipeline.call("GET", f"/jobs/{job_id}")[0] == 200
+    other = submitted_by(pipeline, "tenant-b")
+    assert pipeline.call("GET", f"/jobs/{other}?wait=2", tenant="tenant-b")[0] == 200
+
+
+def test_a_wait_takes_the_slot_of_a_dead_wait_whose_lease_ended(
+    pipeline: Pipeline, fake_time: FakeTime, slots: DynamoDbWaitSlots
+) -> None:
+    job_id = submitted(pipeline)
+    for n in range(5):
+        assert slots.take("tenant-a", f"dead{n}", cap=5, now_s=time.time() - 60, lease_s=30) == 0
+
+    status, job, _ = pipeline.call("GET", f"/jobs/{job_id}?wait=2")
+
+    assert (status, job["status"]) == (200, "QUEUED")
+    assert fake_time.elapsed == pytest.approx(2.0)
+
+
+def submitted_by(pipeline: Pipeline, tenant: str) -> str:
+    status, job, _ = pipeline.submit("demo.echo", {"n": 1}, tenant=tenant)
+    assert status == 202, job
+    return str(job["job_id"])

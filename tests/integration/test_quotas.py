@@ -212,6 +212,63 @@ def test_a_replay_over_the_quota_is_still_answered_as_the_job_it_replays(with_qu
     assert (replay_status, replay["job_id"], headers.get("Idempotent-Replayed")) == (200, first["job_id"], "true")
 
 
+def test_jobs_opened_before_the_quota_was_set_never_take_the_count_below_zero(with_quotas: Any, cache: Cache) -> None:
+    # Given four jobs of tenant-a opened while it had no quota (never counted)
+    unlimited = with_quotas("tenant-b:open_jobs=1")
+    for _ in range(4):
+        assert submit(unlimited)[0] == 202
+    pipeline = with_quotas("tenant-a:open_jobs=2")
+    # When they finish under the quota
+    pipeline.drain()
+    cache.expires()
+
+    # Then its count is 0, not -4, and the quota holds at 2
+    assert pipeline.call("GET", "/quotas")[1]["usage"]["open_jobs"] == 0
+    answers = []
+    for _ in range(3):
+        cache.expires()
+        answers.append(submit(pipeline)[0])
+    assert answers == [202, 202, 429]
+    counted = [item.get("open_jobs", {}).get("N", "0") for item in quota_items(pipeline) if "#USE#" in item["pk"]["S"]]
+    assert all(int(n) >= 0 for n in counted), counted
+
+
+def test_a_retry_by_hand_counts_as_a_submit_against_the_open_jobs(with_quotas: Any, cache: Cache) -> None:
+    # Given three cancelled jobs and one open job under open_jobs=3
+    pipeline = with_quotas("tenant-a:open_jobs=3")
+    cancelled = [submit(pipeline)[1]["job_id"] for _ in range(3)]
+    for job_id in cancelled:
+        assert pipeline.call("POST", f"/jobs/{job_id}/cancel")[0] == 200
+    cache.expires()
+    assert submit(pipeline)[0] == 202
+
+    # When all three are retried
+    answers = []
+    for job_id in cancelled:
+        cache.expires()
+        answers.append(pipeline.call("POST", f"/jobs/{job_id}/retry"))
+
+    # Then the third is over the quota: refused, and left CANCELLED
+    assert [status for status, _, _ in answers] == [202, 202, 429]
+    assert_refused(answers[2], "open_jobs", "5")
+    assert pipeline.call("GET", f"/jobs/{cancelled[2]}")[1]["status"] == "CANCELLED"
+    cache.expires()
+    assert pipeline.call("GET", "/quotas")[1]["usage"]["open_jobs"] == 3
+
+
+def test_a_retry_by_hand_takes_from_the_submit_rate(with_quotas: Any, clock: ManualClock) -> None:
+    pipeline = with_quotas("tenant-a:submits_per_s=1,burst=2")
+    first = submit(pipeline)[1]["job_id"]
+    assert pipeline.call("POST", f"/jobs/{first}/cancel")[0] == 200
+    assert submit(pipeline)[0] == 202
+
+    refused = pipeline.call("POST", f"/jobs/{first}/retry")
+
+    assert_refused(refused, "submits_per_s", "1")
+    clock.advance(1)
+    assert pipeline.call("POST", f"/jobs/{first}/retry")[0] == 202
+
+
 # -- a batch, per item ------------------------------------------------------------------------
 
 

@@ -206,3 +206,12 @@ def test_an_error_without_a_field_leaves_the_field_out() -> None:
     assert dump_json(api_models.ErrorView.of("not_found", "no such job")) == (
         '{"error":{"code":"not_found","message":"no such job"}}'
     )
+
+
+def test_the_read_function_answers_the_job_reads_and_nothing_else() -> None:
+    """Waits hold an environment each: the route that carries them runs on a function of its own (the stack's
+    and the local gateway's routes both follow this field)."""
+    from offpath.contract import READ_FUNCTION, ROUTES
+
+    assert {route.key for route in ROUTES if route.function == READ_FUNCTION} == {"GET /jobs/{job_id}"}
+    assert {route.function for route in ROUTES} == {"api", "read"}

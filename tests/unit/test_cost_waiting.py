@@ -9,13 +9,14 @@ from offpath_local.cli import main
 from offpath_tools.cost import MILLION, Config, long_poll_cost, price, realtime_cost
 
 
-def test_a_long_poll_costs_its_reads_request_and_the_api_functions_wait() -> None:
+def test_a_long_poll_costs_its_reads_slot_request_and_the_api_functions_wait() -> None:
     poll = long_poll_cost(20)
     reads = max_reads(20) * price("dynamodb_rru")
+    slot = 2 * price("dynamodb_wru")  # the tenant's wait slot: taken, given back
     waited = 20 * Config().api_memory_mb / 1024 * price("lambda_gb_second_arm64")
 
-    assert poll.reads == 24
-    assert poll.dollars == pytest.approx(reads + price("http_api_request") + price("lambda_request") + waited)
+    assert (poll.reads, poll.writes) == (24, 2)
+    assert poll.dollars == pytest.approx(reads + slot + price("http_api_request") + price("lambda_request") + waited)
     # The reads are the small part ($3 a million 20-second waits); the function's waiting time is most of it.
     assert reads * MILLION == pytest.approx(3.0)
     assert waited > 10 * reads

@@ -1000,13 +1000,19 @@ REALTIME_EVENTS_PER_JOB = 7
 REALTIME_WATCH_MINUTES = 1.0
 
 
+# A wait on a job not yet final takes one of its tenant's wait slots and gives it back: two writes of 1 unit
+# (the slot item is small), whatever the wait's length.
+WAIT_SLOT_WRITES = 2
+
+
 @dataclass(frozen=True)
 class LongPoll:
     """One `GET /jobs/{id}?wait=N` that ends after `seconds` (the job finished then, or the wait ended)."""
 
     seconds: float
     reads: int  # consistent reads of the job: the first, then one after each pause (offpath.logic.waiting)
-    dollars: float  # the reads, the API request and the api function's invocation and time
+    dollars: float  # the reads, the wait slot's writes, the API request and the api function's invocation and time
+    writes: int = WAIT_SLOT_WRITES  # the tenant's wait slot: taken, then given back (adapters/dynamodb_waits.py)
 
     @property
     def per_million(self) -> float:
@@ -1014,18 +1020,19 @@ class LongPoll:
 
 
 def long_poll_cost(seconds: float, config: Config | None = None) -> LongPoll:
-    """A long poll's price: one read unit per consistent read of a job item up to 4 KB, one API request and
-    one api invocation, and the api function's memory for the seconds it waits (Lambda bills the wait)."""
+    """A long poll's price: one read unit per consistent read of a job item up to 4 KB, the two writes of its
+    tenant's wait slot, one API request and one function invocation, and the function's memory for the
+    seconds it waits (Lambda bills the wait)."""
     from offpath.logic.waiting import max_reads, pauses
 
     config = config or Config()
     reads = 1 + len(pauses(seconds)) if seconds > 0 else 1
     assert reads <= max_reads(max(seconds, 0.1))
-    rru_price = dynamodb_unit_prices(config)[1]
+    wru_price, rru_price = dynamodb_unit_prices(config)
     api_price = price("http_api_request") if config.api_type == "http" else price("rest_api_request")
     waited = seconds * config.api_memory_mb / 1024 * price("lambda_gb_second_arm64")
-    dollars = reads * rru_price + api_price + price("lambda_request") + waited
-    return LongPoll(seconds, reads, dollars)
+    dollars = reads * rru_price + WAIT_SLOT_WRITES * wru_price + api_price + price("lambda_request") + waited
+    return LongPoll(seconds, reads, dollars, WAIT_SLOT_WRITES)
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from offpath.adapters.dynamodb_quotas import usage_shard
 from offpath.domain import job as transitions
 from offpath.domain.backoff import Backoff
 from offpath.domain.context import JobContext
@@ -593,6 +594,7 @@ class InMemoryQuotaCounters:
         self._lock = threading.Lock()
         self.tat: dict[str, int] = {}
         self.counts: dict[str, Usage] = {}
+        self.shards: dict[str, dict[int, Usage]] = {}
         self.reads = 0
         self.failing_adds = 0
 
@@ -612,9 +614,22 @@ class InMemoryQuotaCounters:
             counted = self.counts.get(tenant, Usage())
             return Usage(max(0, counted.open_jobs), max(0, counted.delayed_jobs))
 
-    def add(self, tenant: str, change: Usage) -> None:
+    def add(self, tenant: str, change: Usage, *, job_id: str) -> None:
         with self._lock:
             if self.failing_adds:
                 self.failing_adds -= 1
                 raise StoreUnavailableError("injected: the count is not written")
-            self.counts[tenant] = self.counts.get(tenant, Usage()).plus(change)
+            shards = self.shards.setdefault(tenant, {})
+            shard = shards.get(usage_shard(job_id), Usage())
+            # As the table's counts: a decrement of a shard's count at 0 changes nothing.
+            shard = Usage(
+                shard.open_jobs + change.open_jobs if shard.open_jobs + change.open_jobs >= 0 else shard.open_jobs,
+                shard.delayed_jobs + change.delayed_jobs
+                if shard.delayed_jobs + change.delayed_jobs >= 0
+                else shard.delayed_jobs,
+            )
+            shards[usage_shard(job_id)] = shard
+            total = Usage()
+            for counted in shards.values():
+                total = total.plus(counted)
+            self.counts[tenant] = total

@@ -6,14 +6,20 @@
   rate above RATE_PER_ITEM is spread over ceil(rate / RATE_PER_ITEM) items, each with its share of the
   rate and the bucket, chosen at random per submit: no item takes more than ~RATE_PER_ITEM writes a second
   (DynamoDB allows 1,000 write units a second per partition key).
-- `QUOTA#USE#<tenant>#<n>` for n < USAGE_SHARDS: the tenant's open and delayed jobs, counted by `ADD` on a
-  random shard, summed over the shards on read (one BatchGetItem, eventually consistent).
+- `QUOTA#USE#<tenant>#<n>` for n < USAGE_SHARDS: the tenant's open and delayed jobs, counted by `ADD` on the
+  job's shard (`usage_shard`: a job's opening and closing meet the same item), summed over the shards on read
+  (one BatchGetItem, eventually consistent). A decrement is conditional on the shard's count being above 0, so
+  no count goes below zero: a job opened before its tenant's quota was set (never counted) closes into a shard
+  at 0 and changes nothing; into a shard above 0 it takes one that a counted job will not take back at its own
+  close (its shard at 0 then): the count is short by at most the jobs open when the quota was set, and only
+  while they and the jobs sharing their shards are open.
 """
 
 from __future__ import annotations
 
 import math
 import random
+import zlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +50,11 @@ def rate_key(tenant: str, n: int) -> str:
 
 def usage_key(tenant: str, n: int) -> str:
     return f"QUOTA#USE#{tenant}#{n}"
+
+
+def usage_shard(job_id: str) -> int:
+    """The shard that counts a job: the same when it opens and when it closes."""
+    return zlib.crc32(job_id.encode()) % USAGE_SHARDS
 
 
 def rate_items(per_s: float) -> int:
@@ -116,19 +127,40 @@ class DynamoDbQuotaCounters:
             raise StoreUnavailableError("DynamoDB kept some quota counts unprocessed")
         return Usage(max(0, total.open_jobs), max(0, total.delayed_jobs))
 
-    def add(self, tenant: str, change: Usage) -> None:
-        if change == Usage():
-            return
-        self._call(
-            self.client.update_item,
-            TableName=self.table_name,
-            Key=key_of(usage_key(tenant, self.rng.randrange(USAGE_SHARDS))),
-            # Each write changes every counter of the item's format: it is written in the current one.
-            UpdateExpression=f"ADD open_jobs :o, delayed_jobs :d SET {FORMAT_ATTRIBUTE} = :fv",
-            ExpressionAttributeValues=attribute_values(
-                {":o": change.open_jobs, ":d": change.delayed_jobs, ":fv": QUOTA_USAGE.version}
-            ),
-        )
+    def add(self, tenant: str, change: Usage, *, job_id: str) -> None:
+        deltas = {"open_jobs": change.open_jobs, "delayed_jobs": change.delayed_jobs}
+        key = key_of(usage_key(tenant, usage_shard(job_id)))
+        # At most twice: a decrement refused (its count at 0) is dropped and the rest of the change written.
+        for _ in range(2):
+            deltas = {name: delta for name, delta in deltas.items() if delta}
+            if not deltas:
+                return
+            # Each write changes the counters of the item's format: it is written in the current one.
+            values: dict[str, int] = {":fv": QUOTA_USAGE.version}
+            parts, conditions = [], []
+            for n, (name, delta) in enumerate(sorted(deltas.items())):
+                parts.append(f"{name} :d{n}")
+                values[f":d{n}"] = delta
+                if delta < 0:
+                    conditions.append(f"{name} >= :m{n}")
+                    values[f":m{n}"] = -delta
+            request: dict[str, Any] = {
+                "TableName": self.table_name,
+                "Key": key,
+                "UpdateExpression": "ADD " + ", ".join(parts) + f" SET {FORMAT_ATTRIBUTE} = :fv",
+                "ExpressionAttributeValues": attribute_values(values),
+            }
+            if conditions:
+                request["ConditionExpression"] = " AND ".join(conditions)
+                request["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+            try:
+                self._call(self.client.update_item, **request)
+                return
+            except ConditionFailed as failed:
+                counted = plain_values(failed.item or {})
+                deltas = {
+                    name: delta for name, delta in deltas.items() if delta > 0 or int(counted.get(name, 0)) >= -delta
+                }
 
     def _call(self, operation: Callable[..., Any], **request: Any) -> Any:
         return call(operation, **request)

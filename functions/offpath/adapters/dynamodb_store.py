@@ -19,6 +19,7 @@ Index (offpath.naming.TABLE_INDEXES): the sparse `sweep` index (shard, sweep tim
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import logging
@@ -71,7 +72,15 @@ from offpath.domain.job import (
     fair_share,
     payload_json,
 )
-from offpath.domain.ports import FILTERED_SCAN_PAGES, CreateOutcome, Firing, JobPage, KeyRecord, ScheduleState
+from offpath.domain.ports import (
+    FILTERED_SCAN_PAGES,
+    CreateOutcome,
+    Firing,
+    JobPage,
+    KeyRecord,
+    ScheduleState,
+    key_record_extension,
+)
 from offpath.naming import JOB_ITEM_PREFIX, JOB_SHARDS, SOLE_SORT_KEY, TABLE_PARTITION_KEY, TABLE_SORT_KEY
 
 if TYPE_CHECKING:
@@ -368,6 +377,7 @@ class DynamoDbJobStore:
             "result_json = :result, finished_at = :now, expires_at = :ttl REMOVE lease_until, #e, sweep_pk, sweep_at",
             {":result": json.dumps(result, default=str), ":ttl": epoch(expires_at)},
         )
+        self._keep_key(job, now, expires_at)
 
     def record_retry(self, job: Job, *, error: str, now: datetime, next_attempt_at: datetime) -> None:
         self._record_outcome(
@@ -380,6 +390,7 @@ class DynamoDbJobStore:
 
     def record_failure(self, job: Job, *, error: str, now: datetime, expires_at: datetime) -> None:
         self._record_outcome(FAIL, job, now, FAILED_UPDATE, {":error": error, ":ttl": epoch(expires_at)})
+        self._keep_key(job, now, expires_at)
 
     def fail_expired_lease(self, job: Job, *, now: datetime, expires_at: datetime) -> None:
         self._record_outcome(
@@ -390,6 +401,24 @@ class DynamoDbJobStore:
             {":error": "lease expired", ":ttl": epoch(expires_at)},
             outcome=LEASE_EXPIRED_OUTCOME,
         )
+        self._keep_key(job, now, expires_at)
+
+    def _keep_key(self, job: Job, now: datetime, expires_at: datetime) -> None:
+        """A keyed job that finished late (more than KEY_RECORD_MARGIN after it was due) would outlive its key's
+        record: the record's expiry is moved past the job's (one conditional write, only then; a record that is
+        gone or names another job is left alone)."""
+        until = key_record_extension(job, now=now, expires_at=expires_at)
+        if until is None or job.idempotency_key is None:
+            return
+        with contextlib.suppress(ConditionFailed):
+            self._call(
+                self.client.update_item,
+                TableName=self.table_name,
+                Key=key_of(idempotency_partition(job.tenant, job.idempotency_key)),
+                UpdateExpression="SET expires_at = :until",
+                ConditionExpression="job_id = :job AND expires_at < :until",
+                ExpressionAttributeValues=attribute_values({":until": epoch(until), ":job": job.job_id}),
+            )
 
     def _record_outcome(
         self,
@@ -630,7 +659,7 @@ class DynamoDbJobStore:
 
     def cancel(self, job_id: str, *, tenant: str, now: datetime, expires_at: datetime) -> Job:
         try:
-            return self._write(
+            cancelled = self._write(
                 CANCEL,
                 tenant,
                 job_id,
@@ -638,6 +667,12 @@ class DynamoDbJobStore:
                 "SET #s = :status, updated_at = :now, finished_at = :now, expires_at = :ttl REMOVE sweep_pk, sweep_at",
                 {":now": iso(now), ":ttl": epoch(expires_at)},
             )
+            try:
+                self._keep_key(cancelled, now, expires_at)
+            except StoreUnavailableError:
+                # The cancel stands (a retry of it would meet a CANCELLED job); only a late job's key is short.
+                logger.warning("a cancelled job's key record was not extended", extra={"job_id": job_id})
+            return cancelled
         except ConditionFailed as failed:
             current = _tenants_job(failed, job_id)
             if (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from offpath.domain.job import Job, JobStatus, Progress
@@ -52,6 +52,24 @@ class KeyRecord:
     created_at: datetime
     fingerprint: str
     submission_id: str
+
+
+# An idempotency key's record outlives its job's due time by the retention and this much more (logic/submit.py:
+# key_record_expiry): a job runs within minutes of being due, and is kept for the retention after it finished.
+KEY_RECORD_MARGIN = timedelta(days=1)
+
+
+def key_record_extension(job: Job, *, now: datetime, expires_at: datetime) -> datetime | None:
+    """A keyed job finishing at `now`, its item to expire at `expires_at` (now + the retention): when its key's
+    record must expire so that it outlives the job (`expires_at` + KEY_RECORD_MARGIN); None when the record's
+    own expiry (due + the retention + KEY_RECORD_MARGIN) already does, as for every job finishing within
+    KEY_RECORD_MARGIN of being due (no write then: the worker's path stays as it is)."""
+    if job.idempotency_key is None:
+        return None
+    due = max(job.created_at, job.run_at) if job.run_at is not None else job.created_at
+    if now <= due + KEY_RECORD_MARGIN:
+        return None
+    return expires_at + KEY_RECORD_MARGIN
 
 
 @dataclass(frozen=True)

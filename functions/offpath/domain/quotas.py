@@ -177,8 +177,9 @@ class QuotaCounters(Protocol):
     def usage(self, tenant: str) -> Usage:
         """The tenant's counted open and delayed jobs (never below 0)."""
 
-    def add(self, tenant: str, change: Usage) -> None:
-        """Count a change of the tenant's open and delayed jobs."""
+    def add(self, tenant: str, change: Usage, *, job_id: str) -> None:
+        """Count a change of the tenant's open and delayed jobs made by the job `job_id`; a count never goes below
+        zero (a decrement of a count at 0, by a job opened before its quota was set, changes nothing)."""
 
 
 class QuotaGate(Protocol):

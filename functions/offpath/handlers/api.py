@@ -52,6 +52,7 @@ from offpath.handlers.composition import (
     build_monitor,
     build_ports,
     build_redriver,
+    build_wait_slots,
     build_webhook_services,
     submit_policy,
 )
@@ -131,6 +132,10 @@ class ApiServices:
     # GET /jobs/{id}?wait=N pauses between its reads with these (tests and the local runtime replace them).
     sleep: Callable[[float], None] = time.sleep
     monotonic: Callable[[], float] = time.monotonic
+    # Each tenant's open waits, counted across environments: given, or built by `build_wait_slots` at the first
+    # wait.
+    wait_slots: waiting.WaitSlots | None = None
+    build_wait_slots: Callable[[], waiting.WaitSlots] | None = None
 
 
 @functools.lru_cache(maxsize=1)
@@ -152,6 +157,7 @@ def build_services(settings: Settings, overrides: Overrides | None = None) -> Ap
         stats=CloudWatchStats(),
         alarms=CloudWatchAlarms(settings.stack_prefix),
         build_webhooks=functools.partial(build_webhook_services, settings, overrides),
+        build_wait_slots=functools.partial(build_wait_slots, settings, overrides),
     )
 
 
@@ -298,16 +304,32 @@ def get_job(request: Request, services: ApiServices) -> JobView:
             raise
         # Admins also read the jobs that schedules made.
         job = queries.get_job(checked, tenant=SYSTEM_TENANT, store=services.ports.store)
-    if wait_s is not None:
+    if wait_s is not None and not job.status.is_final:
         owner = job.tenant
-        job, _ = waiting.wait_for_job(
-            job,
-            lambda: queries.get_job(checked, tenant=owner, store=services.ports.store),
+        with waiting.wait_slot(
+            wait_slots(services),
+            request.caller,
             wait_s,
-            sleep=services.sleep,
-            monotonic=services.monotonic,
-        )
+            cap=services.settings.waits_per_tenant,
+            now_s=services.ports.clock.now().timestamp(),
+        ):
+            job, _ = waiting.wait_for_job(
+                job,
+                lambda: queries.get_job(checked, tenant=owner, store=services.ports.store),
+                wait_s,
+                sleep=services.sleep,
+                monotonic=services.monotonic,
+            )
     return JobView.of(job, with_payload=True)
+
+
+def wait_slots(services: ApiServices) -> waiting.WaitSlots:
+    """The wait slots, built the first time a wait asks for them."""
+    if services.wait_slots is None and services.build_wait_slots is not None:
+        services.wait_slots = services.build_wait_slots()
+    if services.wait_slots is None:
+        raise StoreUnavailableError("no count of waits configured")
+    return services.wait_slots
 
 
 @handles("listJobs")
@@ -562,7 +584,7 @@ def send_test_webhook(request: Request, services: ApiServices) -> Response:
     if hooks.queue is None:
         raise QueueUnavailableError("no delivery queue configured")
     delivery = webhooks.send_test(
-        request.caller, name, store=hooks.store, queue=hooks.queue, clock=services.ports.clock
+        request.caller, name, store=hooks.store, queue=hooks.queue, clock=services.ports.clock, rate=hooks.test_rate
     )
     return Response(202, WebhookTestView(event_id=delivery.event_id, type=delivery.type))
 

@@ -33,11 +33,13 @@ if TYPE_CHECKING:
     from offpath.adapters.dynamodb_quotas import DynamoDbQuotaCounters
     from offpath.adapters.webhook_http import Connector
     from offpath.domain.events import EventSink
+    from offpath.domain.quotas import QuotaCounters
     from offpath.domain.webhooks import DeliveryQueue, Resolver, WebhookStore
     from offpath.logic.process import WorkerPolicy, WorkerPorts
     from offpath.logic.quotas import CachedQuotaGate
     from offpath.logic.submit import SubmitPolicy
     from offpath.logic.sweep import SweepPolicy
+    from offpath.logic.waiting import WaitSlots
     from offpath.logic.webhooks import DeliveryPorts, ReceiverPolicy
 
 
@@ -132,6 +134,14 @@ def build_ports(settings: Settings, service: str, overrides: Overrides | None = 
         scheduler=build_scheduler(settings, o),
         quotas=build_quota_gate(settings, clock, o),
     )
+
+
+def build_wait_slots(settings: Settings, overrides: Overrides | None = None) -> WaitSlots:
+    """The count of each tenant's open waits (GET /jobs/{id}?wait=N), on the jobs table; built at the first
+    wait."""
+    from offpath.adapters.dynamodb_waits import DynamoDbWaitSlots
+
+    return DynamoDbWaitSlots(settings.table_name, client=(overrides or Overrides()).dynamodb_client())
 
 
 def build_quota_gate(settings: Settings, clock: Clock, overrides: Overrides | None = None) -> CachedQuotaGate | None:
@@ -237,6 +247,8 @@ class WebhookServices:
     resolver: Resolver
     policy: ReceiverPolicy
     queue: DeliveryQueue | None
+    # The token buckets that limit each tenant's test deliveries (None: not limited).
+    test_rate: QuotaCounters | None = None
 
 
 def render_job(job: Job, with_payload: bool) -> dict[str, Any]:
@@ -272,6 +284,7 @@ def build_webhook_services(settings: Settings, overrides: Overrides | None = Non
         resolver=o.resolver or SystemResolver(),
         policy=receiver_policy(settings),
         queue=build_delivery_queue(settings, o),
+        test_rate=o.quota_counters(settings),
     )
 
 

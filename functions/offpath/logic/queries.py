@@ -55,7 +55,13 @@ def retry_job(job_id: str, *, tenant: str, ports: Ports, sweep_grace: timedelta)
 
     A FAILED job's message may still sit in its DLQ. Redriven later, it finds the job QUEUED (it runs the
     job once; this send then finds it running or finished), RUNNING or SUCCEEDED (acknowledged as a
-    duplicate): the worker resets only a FAILED job for a redriven message."""
+    duplicate): the worker resets only a FAILED job for a redriven message.
+
+    A retry opens a job again, so it counts as a submit: the tenant's quotas (submits per second, open jobs)
+    are asked first, and over one it raises QuotaExceededError with nothing written. An admin's redrive of a
+    queue's dead letters does not come this way and is not limited."""
+    if ports.quotas is not None:
+        ports.quotas.admit(tenant, delayed=False)
     now = ports.clock.now()
     job = ports.store.retry_by_hand(job_id, tenant=tenant, now=now, sweep_at=now + sweep_grace)
     ports.metrics.count("JobsRetriedByHand", queue=job.queue, job_type=job.type)

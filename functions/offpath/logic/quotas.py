@@ -148,18 +148,18 @@ class CountingStore:
         # Whatever else the wrapped store offers (an adapter's own attributes) is its own.
         return getattr(self.store, name)
 
-    def _count(self, tenant: str, change: Usage) -> None:
+    def _count(self, tenant: str, change: Usage, job_id: str) -> None:
         if not self.book.for_tenant(tenant).counts:
             return
         try:
-            self.counters.add(tenant, change)
+            self.counters.add(tenant, change, job_id=job_id)
         except OffpathError:
             logger.warning("a quota count was not written", extra={"tenant": tenant})
 
     def create(self, job: Job) -> CreateOutcome:
         outcome = self.store.create(job)
         if not outcome.replayed and outcome.job.submission_id == job.submission_id:
-            self._count(job.tenant, Usage(1, 1 if job.status is JobStatus.SCHEDULED else 0))
+            self._count(job.tenant, Usage(1, 1 if job.status is JobStatus.SCHEDULED else 0), job.job_id)
         return outcome
 
     def record_key(self, job: Job, *, expires_at: datetime) -> KeyRecord:
@@ -190,25 +190,25 @@ class CountingStore:
 
     def record_success(self, job: Job, *, result: Any, now: datetime, expires_at: datetime) -> None:
         self.store.record_success(job, result=result, now=now, expires_at=expires_at)
-        self._count(job.tenant, CLOSED)
+        self._count(job.tenant, CLOSED, job.job_id)
 
     def record_retry(self, job: Job, *, error: str, now: datetime, next_attempt_at: datetime) -> None:
         self.store.record_retry(job, error=error, now=now, next_attempt_at=next_attempt_at)
 
     def record_failure(self, job: Job, *, error: str, now: datetime, expires_at: datetime) -> None:
         self.store.record_failure(job, error=error, now=now, expires_at=expires_at)
-        self._count(job.tenant, CLOSED)
+        self._count(job.tenant, CLOSED, job.job_id)
 
     def fail_expired_lease(self, job: Job, *, now: datetime, expires_at: datetime) -> None:
         self.store.fail_expired_lease(job, now=now, expires_at=expires_at)
-        self._count(job.tenant, CLOSED)
+        self._count(job.tenant, CLOSED, job.job_id)
 
     def cancel(self, job_id: str, *, tenant: str, now: datetime, expires_at: datetime) -> Job:
         # The state it leaves decides what it frees: read before (a cancel is rare, and off the submit path).
         before = self.store.get(job_id, tenant=tenant) if self.book.for_tenant(tenant).counts else None
         job = self.store.cancel(job_id, tenant=tenant, now=now, expires_at=expires_at)
         if before is not None and before.status is not JobStatus.CANCELLED:
-            self._count(tenant, Usage(-1, -1 if before.status is JobStatus.SCHEDULED else 0))
+            self._count(tenant, Usage(-1, -1 if before.status is JobStatus.SCHEDULED else 0), job_id)
         return job
 
     def set_progress(self, job_id: str, *, tenant: str, attempt: int, progress: Progress, now: datetime) -> None:
@@ -219,17 +219,17 @@ class CountingStore:
 
     def enqueue_scheduled(self, job_id: str, *, tenant: str, now: datetime, sweep_at: datetime) -> Job:
         job = self.store.enqueue_scheduled(job_id, tenant=tenant, now=now, sweep_at=sweep_at)
-        self._count(tenant, Usage(0, -1))
+        self._count(tenant, Usage(0, -1), job_id)
         return job
 
     def reset_for_redrive(self, job_id: str, *, tenant: str, now: datetime, sweep_at: datetime) -> Job:
         job = self.store.reset_for_redrive(job_id, tenant=tenant, now=now, sweep_at=sweep_at)
-        self._count(tenant, OPEN)
+        self._count(tenant, OPEN, job_id)
         return job
 
     def retry_by_hand(self, job_id: str, *, tenant: str, now: datetime, sweep_at: datetime) -> Job:
         job = self.store.retry_by_hand(job_id, tenant=tenant, now=now, sweep_at=sweep_at)
-        self._count(tenant, OPEN)
+        self._count(tenant, OPEN, job_id)
         return job
 
     def requeue_expired_lease(self, job: Job, *, now: datetime, sweep_at: datetime) -> Job:

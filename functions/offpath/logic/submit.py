@@ -29,7 +29,7 @@ from offpath.domain.errors import (
 )
 from offpath.domain.ids import new_job_id
 from offpath.domain.job import Job, JobStatus, payload_json
-from offpath.domain.ports import CreateOutcome, JobMessage, Ports
+from offpath.domain.ports import KEY_RECORD_MARGIN, CreateOutcome, JobMessage, Ports
 from offpath.domain.quotas import QuotaExceededError
 from offpath.domain.registry import NAME_PATTERN, Submitter
 from offpath.domain.tags import checked_tags
@@ -90,9 +90,8 @@ def payload_hash(job_type: str, payload: dict[str, Any]) -> str:
     return hashlib.sha256(f"{job_type}\n{canonical_json(payload)}".encode()).hexdigest()
 
 
-# An idempotency key's record outlives its job's due time by the retention and this much more: a job runs
-# within minutes of being due, and is kept for the retention after it finished.
-KEY_RECORD_MARGIN = timedelta(days=1)
+# KEY_RECORD_MARGIN (domain/ports.py): how much longer than the retention after its job is due a key's record
+# is kept; a job finishing later than that extends its key's record as it finishes (key_record_extension).
 
 
 # An idempotency key is printable ASCII without a space at either end: what an HTTP header carries unchanged.

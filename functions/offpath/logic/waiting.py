@@ -6,15 +6,29 @@ The wait reads the job again and again (consistent reads, as every read of a job
 a wait are known in advance (`pauses`): at most `max_reads(N)` reads, 24 for the longest wait (20 s), 14 for 10 s, whose
 read units `offpath cost` prices. The time waited is measured on a monotonic clock, so a slow read shortens
 the pauses after it instead of lengthening the wait.
+
+
+A wait holds an execution environment for its whole length, so waits are counted per tenant across every
+environment (`WaitSlots`, on AWS adapters/dynamodb_waits.py): past its cap (`waits_per_tenant`, 5 by default)
+a tenant's wait is refused 429 with `Retry-After`; a slot is leased for the wait plus `LEASE_MARGIN_S`, so a
+wait whose function died frees its slot when the lease ends. A job already final takes no slot.
 """
 
 from __future__ import annotations
 
+import logging
+import math
 import re
-from collections.abc import Callable
+import secrets
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Protocol
 
-from offpath.domain.errors import InvalidRequestError
+from offpath.domain.errors import InvalidRequestError, OffpathError
 from offpath.domain.job import Job
+from offpath.domain.quotas import QuotaExceededError
+
+logger = logging.getLogger(__name__)
 
 # API Gateway's HTTP API gives up on an integration after 30 s and the api function's timeout is 29 s: the
 # longest wait leaves 9 s for the reads' own time and the answer.
@@ -24,6 +38,11 @@ MAX_PAUSE_S = 1.0
 WAIT_FIELD = "wait"
 WAIT_MESSAGE = f"wait must be a number of seconds above 0 and at most {MAX_WAIT_S:g}"
 WAIT_NUMBER = re.compile(r"(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
+
+# A slot outlives its wait by this much: longer than the function can run past the wait (its timeout is 29 s,
+# the longest wait 20 s), so a live wait never loses its slot.
+LEASE_MARGIN_S = 10.0
+WAITS_PER_TENANT = 5
 
 Sleep = Callable[[float], None]
 Monotonic = Callable[[], float]
@@ -74,3 +93,36 @@ def wait_for_job(
         sleep(min(pause, left))
         job, reads = read(), reads + 1
     return job, reads
+
+
+class WaitSlots(Protocol):
+    """A tenant's open waits, counted across execution environments."""
+
+    def take(self, tenant: str, wait_id: str, *, cap: int, now_s: float, lease_s: float) -> float:
+        """Take a slot leased until `now_s + lease_s`: 0 when taken (fewer than `cap` held, counting no lease
+        that has ended), else the seconds until one may be free."""
+
+    def release(self, tenant: str, wait_id: str) -> None:
+        """Give the slot back."""
+
+
+@contextmanager
+def wait_slot(slots: WaitSlots, tenant: str, wait_s: float, *, cap: int, now_s: float) -> Iterator[None]:
+    """Hold one of the tenant's `cap` wait slots while the block runs; QuotaExceededError (field `wait`) when
+    all are held."""
+    wait_id = secrets.token_hex(8)
+    retry_after = slots.take(tenant, wait_id, cap=cap, now_s=now_s, lease_s=wait_s + LEASE_MARGIN_S)
+    if retry_after > 0:
+        raise QuotaExceededError(
+            WAIT_FIELD,
+            f"over the limit of {cap} waits at once per tenant; to follow many jobs use webhooks or the job "
+            "event stream",
+            math.ceil(retry_after),
+        )
+    try:
+        yield
+    finally:
+        try:
+            slots.release(tenant, wait_id)
+        except OffpathError:
+            logger.warning("a wait slot was not given back; its lease frees it")

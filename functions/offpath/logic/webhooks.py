@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 
 from offpath.domain.clock import Clock
 from offpath.domain.errors import InvalidRequestError, WebhookNotFoundError
+from offpath.domain.quotas import QuotaCounters, QuotaExceededError
 from offpath.domain.webhooks import (
     DELIVERY_TIMEOUT_S,
     GONE,
@@ -154,10 +155,39 @@ def delete_endpoint(tenant: str, name: str, store: WebhookStore) -> None:
         raise WebhookNotFoundError(name)
 
 
-def send_test(tenant: str, name: str, *, store: WebhookStore, queue: DeliveryQueue, clock: Clock) -> Delivery:
-    """A `webhook.test` event for this endpoint, whatever it subscribes to."""
+# A tenant's test deliveries (`POST /webhooks/{name}/test`, over all its endpoints): a token bucket of
+# TESTS_PER_MINUTE with a burst of TEST_BURST, so the route cannot be used to send a stream of requests to a URL.
+TESTS_PER_MINUTE = 6
+TEST_BURST = 3
+TEST_BUCKET = "#webhook-test"  # the bucket's name beside the tenant's submit bucket (no tenant id holds '#')
+
+
+def send_test(
+    tenant: str,
+    name: str,
+    *,
+    store: WebhookStore,
+    queue: DeliveryQueue,
+    clock: Clock,
+    rate: QuotaCounters | None = None,
+) -> Delivery:
+    """A `webhook.test` event for this endpoint, whatever it subscribes to. Past the tenant's rate of tests
+    (`rate`'s token bucket) QuotaExceededError (field `test`), and nothing is sent."""
     endpoint = get_endpoint(tenant, name, store)
     now = clock.now()
+    if rate is not None:
+        wait = rate.take(
+            tenant + TEST_BUCKET,
+            per_s=TESTS_PER_MINUTE / 60,
+            bucket=TEST_BURST,
+            now_us=int(now.timestamp() * 1_000_000),
+        )
+        if wait > 0:
+            raise QuotaExceededError(
+                "test",
+                f"over the limit of {TESTS_PER_MINUTE} test deliveries a minute (burst {TEST_BURST})",
+                math.ceil(wait),
+            )
     delivery = Delivery(
         tenant=tenant,
         endpoint=endpoint.name,
