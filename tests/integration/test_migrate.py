@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from offpath.adapters.item_formats import format_of
 from offpath.domain.job import JobStatus
 from offpath.domain.ports import JobMessage
 from offpath_local import cli
@@ -94,7 +95,9 @@ def test_the_migration_copies_every_item_upcast_and_leaves_the_old_table_as_it_w
         if "sweep_at" in found and "sweep_at" not in item:
             swept.add(item["sk"]["S"])
             del found["sweep_at"], found["sweep_pk"]
-        assert found == {**item, "v": {"N": "2"}}
+        kind = format_of(item["pk"]["S"])
+        assert kind is not None
+        assert found == {**item, "v": {"N": str(kind.version)}}
     assert swept == {IDS[label] for label in ("QUEUED", "KEYED", "RETRYING", "FIRED")}
     assert report["kinds"]["job"]["swept"] == 4
     assert all_items(timed, OLD_TABLE) == before
