@@ -100,6 +100,7 @@ _RESOURCE_SETTINGS = frozenset(
         "OFFPATH_DELIVERY_QUEUE_URL",
         "OFFPATH_DELIVERY_DLQ_URL",
         "OFFPATH_ALLOW_LOOPBACK_RECEIVERS",
+        "OFFPATH_LOOPBACK_RECEIVER_PORTS",
         "OFFPATH_EVENT_BUS_NAME",
     }
 )
@@ -128,6 +129,7 @@ class LocalConfig:
     stop_grace_s: float = 10.0  # how long batches in flight may take to finish when the runtime stops
     save_every_s: float = 5.0  # the snapshot is written this often while something changes
     quotas: str | None = None  # the tenants' quotas (offpath/domain/quotas.py's text); None: the environment's
+    webhook_ports: tuple[int, ...] = ()  # the 127.0.0.1 ports webhook receivers may use (never the runtime's own)
 
 
 class LocalRuntime:
@@ -201,6 +203,7 @@ class LocalRuntime:
         self._set_env({**resources.environment(), "OFFPATH_LOG_LEVEL": config.log_level, "OFFPATH_DEMO_JOBS": "1"})
         if config.quotas is not None:
             self._set_env({"OFFPATH_QUOTAS": config.quotas})
+        self._set_env({"OFFPATH_LOOPBACK_RECEIVER_PORTS": self._receiver_ports(config)})
         timing = TestTiming(config.timeout_scale, config.visibility_scale)
         timing.apply_visibility(clients["sqs"], registry, resources.queue_urls)
         if resources.delivery_queue_url and config.visibility_scale != 1:
@@ -359,8 +362,19 @@ class LocalRuntime:
         )
         self.gateway.start()
         self._parts.append(self.gateway)
+        if self.gateway.port in config.webhook_ports:  # `--port 0` took a port named for receivers
+            raise RuntimeError(f"--webhook-port {self.gateway.port} is the API's own port")
         if self.faults is not None:
             self.faults.arm()
+
+    def _receiver_ports(self, config: LocalConfig) -> str:
+        """The ports named for webhook receivers; the runtime's own (the emulator's, the API's and console's)
+        are refused here, so no tenant's webhook reaches them."""
+        own = {self.emulator.port, config.port}
+        taken = sorted(own & set(config.webhook_ports))
+        if taken:
+            raise RuntimeError(f"--webhook-port {taken[0]} is one of the runtime's own ports")
+        return ",".join(str(port) for port in sorted(set(config.webhook_ports)))
 
     def _start_notices(self, settings: Any, resources: Resources) -> None:
         if resources.stream_arn:

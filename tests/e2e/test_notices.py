@@ -10,13 +10,15 @@ seconds)."""
 from __future__ import annotations
 
 import json
+import re
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from offpath_tools.launcher import OffpathLocal
+from offpath_tools.launcher import OffpathLocal, free_loopback_port
 from offpath_tools.webhook_receiver import Receiver
 from tests.e2e.conftest import ROOT, Local, wait_for
 
@@ -27,8 +29,12 @@ def token(tenant: str) -> str:
     return f"e2e-token-{tenant}"
 
 
+# A port named for receivers where nothing listens (its deliveries fail to connect).
+CLOSED_PORT = free_loopback_port()
+
+
 @pytest.fixture(scope="module")
-def notices(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Local]:
+def notices(tmp_path_factory: pytest.TempPathFactory, receiver: Receiver) -> Iterator[Local]:
     runtime = OffpathLocal.start(
         tmp_path_factory.mktemp("offpath-notices"),
         tokens={tenant: token(tenant) for tenant in TENANTS},
@@ -36,6 +42,7 @@ def notices(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Local]:
         args=["--alarm-interval", "1"],
         env={"OFFPATH_WEBHOOK_RETRY_SCALE": "0.01"},
         cwd=ROOT,
+        webhook_ports=[receiver.port, CLOSED_PORT],
     )
     try:
         yield Local(url=runtime.url, data_dir=runtime.data_dir, log=runtime.console)
@@ -266,3 +273,70 @@ def test_a_refused_receiver_is_a_422_naming_the_url(notices: Local, url: str, re
 
     assert answer.status == 422
     assert answer.body["error"]["field"] == "url" and reason in answer.body["error"]["message"]
+
+
+def emulator_port(local: Local) -> int:
+    """The emulator's port, as the runtime printed it at start."""
+    match = re.search(r"emulator\s+http://127\.0\.0\.1:(\d+)", local.log.read_text())
+    assert match, local.log.read_text()[-2000:]
+    return int(match.group(1))
+
+
+def test_the_runtimes_own_ports_and_ports_not_named_are_never_a_receiver(notices: Local, receiver: Receiver) -> None:
+    gateway_port = urllib.parse.urlsplit(notices.url).port
+    own = [
+        f"http://127.0.0.1:{emulator_port(notices)}/moto-api/reset",  # the emulator
+        f"http://127.0.0.1:{gateway_port}/jobs",  # the API
+        f"http://127.0.0.1:{gateway_port}/console",  # the console
+        f"http://localhost:{gateway_port}/health",
+        f"http://127.0.0.1:{free_loopback_port()}/hook",  # a port the operator did not name
+    ]
+    answers = [
+        notices.call("PUT", "/webhooks/own", token=token(TENANTS[0]), body={"url": url, "events": ["job.succeeded"]})
+        for url in own
+    ]
+
+    assert [a.status for a in answers] == [422] * len(own)
+    assert all(a.body["error"]["field"] == "url" for a in answers)
+    assert len({a.body["error"]["message"].split("port ")[0] for a in answers}) == 1  # one answer for every port
+    assert all("not a receiver port" in a.body["error"]["message"] for a in answers)
+    assert notices.call("GET", "/webhooks/own", token=token(TENANTS[0])).status == 404
+
+
+def test_a_failed_connection_is_one_generic_error_in_the_deliveries_log(notices: Local) -> None:
+    tenant = TENANTS[0]
+    register(notices, tenant, "closed", f"http://127.0.0.1:{CLOSED_PORT}/hook", ["job.failed"])
+
+    sent = notices.call("POST", "/webhooks/closed/test", token=token(tenant))
+    assert sent.status == 202, sent.body
+
+    log = wait_for(
+        lambda: notices.call("GET", "/webhooks/closed/deliveries", token=token(tenant)).body["deliveries"] or None
+    )
+    assert log[0]["status_code"] is None and log[0]["error"] == "connection failed"
+
+
+def test_a_receiver_whose_port_is_no_longer_named_is_refused_at_delivery(tmp_path: Path, receiver: Receiver) -> None:
+    """An endpoint registered while its port was named, then the runtime restarted without it: the delivery is
+    refused before any connection (the receiver never hears of it)."""
+    tenant, data = TENANTS[0], tmp_path / "offpath"
+    options: dict[str, Any] = {"tokens": {tenant: token(tenant)}, "cwd": ROOT}
+    first = OffpathLocal.start(data, webhook_ports=[receiver.port], **options)
+    try:
+        local = Local(url=first.url, data_dir=first.data_dir, log=first.console)
+        register(local, tenant, "unnamed", receiver.url("/unnamed"), ["job.failed"])
+    finally:
+        first.stop()
+    second = OffpathLocal.start(data, **options)
+    try:
+        local = Local(url=second.url, data_dir=second.data_dir, log=second.console)
+        assert local.call("POST", "/webhooks/unnamed/test", token=token(tenant)).status == 202
+
+        log = wait_for(
+            lambda: local.call("GET", "/webhooks/unnamed/deliveries", token=token(tenant)).body["deliveries"] or None
+        )
+    finally:
+        second.stop()
+    assert log[0]["status_code"] is None
+    assert log[0]["error"].startswith("refused:") and f"port {receiver.port} is not a receiver port" in log[0]["error"]
+    assert receiver.at("/unnamed") == []

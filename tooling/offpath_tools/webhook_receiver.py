@@ -51,7 +51,7 @@ class Script:
 
 
 class Receiver:
-    def __init__(self, fail_every: int = 0) -> None:
+    def __init__(self, fail_every: int = 0, port: int = 0) -> None:
         self.fail_every = fail_every
         self.received: list[Received] = []
         self.scripts: dict[str, Script] = {}
@@ -74,7 +74,7 @@ class Receiver:
             def log_message(self, format: str, *args: Any) -> None:
                 return
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.port = self.server.server_address[1]
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self._thread.start()

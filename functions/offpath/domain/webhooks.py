@@ -15,6 +15,7 @@ import math
 import re
 import secrets
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -286,18 +287,19 @@ def default_port(parts: SplitResult) -> int:
 
 def refusal_of(address: str, *, allow_loopback: bool) -> str | None:
     """Why a delivery may not connect to this address (None: it may): private, loopback, link-local,
-    multicast, reserved, unspecified or otherwise not global, IPv4 and IPv6 alike; an IPv4-mapped IPv6
-    address is judged as the IPv4 address it maps. Where loopback receivers are allowed (the embedded
-    runtime), 127.0.0.1 and only it is accepted."""
+    multicast, reserved, unspecified or otherwise not global, IPv4 and IPv6 alike; an IPv6 address that carries
+    an IPv4 address (IPv4-mapped, 6to4, NAT64, Teredo) is judged as the IPv4 address it carries. Where loopback
+    receivers are allowed (the embedded runtime), 127.0.0.1 itself and only it is accepted: never an IPv6 form
+    of it (6to4 or NAT64 would send it elsewhere), and only on the ports the operator named (refusal_of_port)."""
     try:
         ip: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(address.split("%", 1)[0])
     except ValueError:
         return "not an IP address"
     if isinstance(ip, ipaddress.IPv6Address):
-        mapped = ip.ipv4_mapped or ip.sixtofour
-        if mapped is not None:
-            ip = mapped
-    if allow_loopback and ip == LOOPBACK_RECEIVER:
+        embedded = embedded_ipv4(ip)
+        if embedded is not None:
+            ip = embedded
+    elif allow_loopback and ip == LOOPBACK_RECEIVER:
         return None
     checks = (
         ("unspecified", ip.is_unspecified),
@@ -311,6 +313,36 @@ def refusal_of(address: str, *, allow_loopback: bool) -> str | None:
     for name, matched in checks:
         if matched:
             return f"{ip} is {name}"
+    return None
+
+
+# NAT64: the well-known prefix (RFC 6052) and the local-use one (RFC 8215); the IPv4 address is the last 32 bits.
+NAT64_PREFIXES = (ipaddress.IPv6Network("64:ff9b::/96"), ipaddress.IPv6Network("64:ff9b:1::/48"))
+
+
+def embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 address carries (IPv4-mapped, 6to4, NAT64, Teredo's client), else None."""
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    if any(ip in prefix for prefix in NAT64_PREFIXES):
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    if ip.teredo is not None:
+        return ip.teredo[1]
+    return None
+
+
+def refusal_of_port(address: str, port: int, loopback_ports: AbstractSet[int]) -> str | None:
+    """Where loopback receivers are allowed, one at 127.0.0.1 only on a port the operator named (`offpath local
+    --webhook-port`): never the runtime's own services (emulator, gateway, console), never a port scan. The
+    answer is the same for every port not named, whatever listens there."""
+    try:
+        loopback = ipaddress.ip_address(address) == LOOPBACK_RECEIVER
+    except ValueError:
+        loopback = False
+    if loopback and port not in loopback_ports:
+        return f"port {port} is not a receiver port of this runtime (offpath local --webhook-port)"
     return None
 
 

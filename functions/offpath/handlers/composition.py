@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, cast
 
 from offpath import snapstart
@@ -250,7 +250,14 @@ def render_job(job: Job, with_payload: bool) -> dict[str, Any]:
 def receiver_policy(settings: Settings) -> ReceiverPolicy:
     from offpath.logic.webhooks import ReceiverPolicy
 
-    return ReceiverPolicy(allow_loopback=settings.allow_loopback_receivers, retry_scale=settings.webhook_retry_scale)
+    policy = ReceiverPolicy(
+        allow_loopback=settings.allow_loopback_receivers,
+        retry_scale=settings.webhook_retry_scale,
+        loopback_ports=settings.loopback_receiver_ports,
+    )
+    if settings.webhook_deadline_s is not None:
+        policy = replace(policy, deadline_s=settings.webhook_deadline_s)
+    return policy
 
 
 def build_delivery_queue(settings: Settings, overrides: Overrides | None = None) -> SqsDeliveryQueue | None:
@@ -313,6 +320,7 @@ def build_delivery_ports(settings: Settings, overrides: Overrides | None = None)
         o.resolver or SystemResolver(),
         o.connector or SocketConnector(),
         allow_loopback=settings.allow_loopback_receivers,
+        loopback_ports=settings.loopback_receiver_ports,
     )
     return DeliveryPorts(
         store=DynamoDbWebhookStore(settings.table_name, client=o.dynamodb_client()),
