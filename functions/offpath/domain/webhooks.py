@@ -201,6 +201,42 @@ class DeliveryLog:
         return self.failing_since is not None and now - self.failing_since >= FAILING_DISABLES_AFTER
 
 
+# -- what a delivery carries, and its size on the queue -----------------------------------------
+
+# SQS: a message, and a SendMessageBatch (the sum of its bodies), at most 256 KiB each here. AWS raised both
+# limits to 1 MiB in 2025, but a queue's MaximumMessageSize is 256 KiB where it was never raised (docs and
+# tools still give it as the default): 256 KiB is what every queue takes. Sizes are UTF-8 bytes.
+SQS_MESSAGE_BYTES = 256 * 1024
+SQS_BATCH_BYTES = 256 * 1024
+# A delivery inlines the job view (with its payload when the endpoint asks, and its result) while that view
+# is at most this big as JSON; past it, `payload` and `result` are left out (null) and `omitted` names them:
+# the receiver reads them with GET /jobs/{job_id}. What is left (ids, states, times, a bounded error) is small.
+INLINE_LIMIT_BYTES = 192 * 1024
+OMITTABLE = ("payload", "result")
+# Characters SQS refuses in a message body (lone surrogates, U+FFFE, U+FFFF); json_text escapes them.
+_NOT_IN_SQS = re.compile("[\ud800-\udfff\ufffe\uffff]")
+
+
+def json_text(value: Any) -> str:
+    """Compact JSON without ASCII escapes (a 4-byte character stays 4 bytes, not a 12-byte surrogate pair),
+    except for the characters SQS refuses, which are escaped (still the same JSON value)."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return _NOT_IN_SQS.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
+
+
+def utf8_bytes(text: str) -> int:
+    return len(text.encode("utf-8", errors="surrogatepass"))
+
+
+def inlined(data: dict[str, Any], limit: int = INLINE_LIMIT_BYTES) -> dict[str, Any]:
+    """The job view as a delivery carries it: whole up to `limit` bytes of JSON, else without its payload and
+    result (`omitted` names what was left out)."""
+    if utf8_bytes(json_text(data)) <= limit:
+        return data
+    left_out = [key for key in OMITTABLE if data.get(key) is not None]
+    return {**data, **dict.fromkeys(left_out), "omitted": left_out}
+
+
 @dataclass(frozen=True)
 class Delivery:
     """One message on the delivery queue: an event for one endpoint. `attempt` is the attempt this message
@@ -216,7 +252,7 @@ class Delivery:
     not_before: datetime | None = None
 
     def to_json(self) -> str:
-        return json.dumps(
+        return json_text(
             {
                 "tenant": self.tenant,
                 "endpoint": self.endpoint,
@@ -226,8 +262,7 @@ class Delivery:
                 "data": self.data,
                 "attempt": self.attempt,
                 "not_before": iso_z(self.not_before) if self.not_before else None,
-            },
-            separators=(",", ":"),
+            }
         )
 
     @classmethod
