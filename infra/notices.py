@@ -29,6 +29,7 @@ from infra.queues import VISIBILITY_TO_TIMEOUT_RATIO, secure_queue
 from infra.table import JobTable
 from offpath.naming import (
     NOTICES_MEMORY_MB,
+    NOTIFIER_MAPPING,
     NOTIFIER_STREAM_FILTER,
     REALTIME_NAMESPACE,
     delivery_dlq_name,
@@ -41,7 +42,7 @@ from offpath.naming import (
 NOTIFIER_HANDLER = "offpath.handlers.notifier.handler"
 DELIVERY_HANDLER = "offpath.handlers.delivery.handler"
 NOTIFIER_TIMEOUT = cdk.Duration.seconds(60)
-NOTIFIER_BATCH_SIZE = 100
+NOTIFIER_BATCH_SIZE = NOTIFIER_MAPPING.batch_size
 # Fewer, fuller invocations: a batch gathers for this long (or until it holds NOTIFIER_BATCH_SIZE records), so
 # an event reaches its webhooks and bus at most this much later. At 1 million jobs a month (0.38 a second) a
 # 5-second window puts ~3 jobs' lives in one invocation instead of ~1.4 with 1 s: $0.22 less per million jobs
@@ -51,9 +52,10 @@ NOTIFIER_BATCHING_WINDOW = cdk.Duration.seconds(5)
 NOTIFIER_REALTIME_BATCHING_WINDOW = cdk.Duration.seconds(1)
 # A batch that keeps failing is split in two (bisection) and retried, at most this often, while its oldest
 # record is younger than the maximum age (the stream keeps records 24 hours); then its record goes to the
-# on-failure queue, which alarms.
-NOTIFIER_RETRY_ATTEMPTS = 10
-NOTIFIER_MAX_RECORD_AGE = cdk.Duration.hours(6)
+# on-failure queue, which alarms. Declared once (offpath.naming.NOTIFIER_MAPPING): the embedded runtime's
+# stream player plays the same numbers.
+NOTIFIER_RETRY_ATTEMPTS = NOTIFIER_MAPPING.retry_attempts
+NOTIFIER_MAX_RECORD_AGE = cdk.Duration.seconds(NOTIFIER_MAPPING.max_record_age_s)
 # A delivery waits at most 10 s for its receiver: a batch of 10 fits the timeout with room to spare.
 DELIVERY_BATCH_SIZE = 10
 # How many batches of deliveries run at once (SQS event sources take 2 to 1,000).
@@ -214,7 +216,7 @@ class Notices(Construct):
                 table.table,
                 starting_position=lambda_.StartingPosition.TRIM_HORIZON,
                 batch_size=NOTIFIER_BATCH_SIZE,
-                bisect_batch_on_error=True,
+                bisect_batch_on_error=NOTIFIER_MAPPING.bisect_on_error,
                 retry_attempts=NOTIFIER_RETRY_ATTEMPTS,
                 max_record_age=NOTIFIER_MAX_RECORD_AGE,
                 report_batch_item_failures=True,

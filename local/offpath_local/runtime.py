@@ -70,7 +70,7 @@ from offpath_local.resources import (
 )
 from offpath_local.scheduler_clock import SchedulerClock, VirtualTime
 from offpath_local.state import DataLock, Snapshot, StateSaver, StateSources, restore
-from offpath_local.streams import StreamPlayer
+from offpath_local.streams import StreamPlayer, failure_sender
 
 logger = logging.getLogger("offpath.local.runtime")
 
@@ -321,6 +321,7 @@ class LocalRuntime:
         # The alarm evaluator.
         queue_urls = [*resources.queue_urls.values(), *resources.dlq_urls.values()]
         queue_urls += [url for url in (resources.schedule_dlq_url, resources.async_failures_url) if url]
+        queue_urls += [resources.notifier_failures_url] if resources.notifier_failures_url else []
         alarms = AlarmEvaluator(
             cloudwatch=clients["cloudwatch"],
             peek=QueuePeek(clients["sqs"]),
@@ -383,6 +384,7 @@ class LocalRuntime:
                 resources.stream_arn,
                 NotifierFunction(settings, self.data_dir),
                 function_name=notifier_function_name(self.config.prefix),
+                on_failure=failure_sender(self.emulator.client("sqs"), resources.notifier_failures_url),
             )
             self.streams.subscribe(self.realtime.publish)
             self.streams.start()
@@ -616,6 +618,7 @@ class LocalRuntime:
 
         queue_urls = [*resources.queue_urls.values(), *resources.dlq_urls.values()]
         queue_urls += [url for url in (resources.schedule_dlq_url, resources.async_failures_url) if url]
+        queue_urls += [resources.notifier_failures_url] if resources.notifier_failures_url else []
         queue_urls += [url for url in (resources.delivery_queue_url, resources.delivery_dlq_url) if url]
         return StateSources(
             scheduler=clients["scheduler"],

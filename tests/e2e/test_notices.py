@@ -22,7 +22,7 @@ from offpath_tools.launcher import OffpathLocal, free_loopback_port
 from offpath_tools.webhook_receiver import Receiver
 from tests.e2e.conftest import ROOT, Local, wait_for
 
-TENANTS = [f"notice-{i}" for i in range(10)]
+TENANTS = [f"notice-{i}" for i in range(12)]
 
 
 def token(tenant: str) -> str:
@@ -340,3 +340,27 @@ def test_a_receiver_whose_port_is_no_longer_named_is_refused_at_delivery(tmp_pat
     assert log[0]["status_code"] is None
     assert log[0]["error"].startswith("refused:") and f"port {receiver.port} is not a receiver port" in log[0]["error"]
     assert receiver.at("/unnamed") == []
+
+
+def test_one_tenants_oversized_fan_out_holds_back_no_other_tenants_delivery(notices: Local, receiver: Receiver) -> None:
+    """Ten endpoints with the payload of a 64 KB payload of 4-byte characters (once a ~2 MB SendMessageBatch
+    SQS refused, holding the stream for ever), and another tenant's event right behind it."""
+    big, small = TENANTS[10], TENANTS[11]
+    for n in range(10):
+        register(notices, big, f"big{n}", receiver.url(f"/big{n}"), ["job.queued"], include_payload=True)
+    secret = register(notices, small, "small", receiver.url("/small"), ["job.queued"])["secret"]
+    payload = {"text": "\U0001f600" * 16_000}
+
+    big_job = notices.submit("demo.echo", payload, token=token(big))
+    small_job = notices.submit("demo.echo", {"n": 1}, token=token(small))
+    assert big_job.status == small_job.status == 202, (big_job.body, small_job.body)
+
+    delivered = wait_for(lambda: receiver.at("/small") or None, timeout_s=30)[0]
+    assert delivered.verified_by(secret) and delivered.event["data"]["job_id"] == small_job.body["job_id"]
+    bigs = wait_for(
+        lambda: (
+            [receiver.at(f"/big{n}") for n in range(10)] if all(receiver.at(f"/big{n}") for n in range(10)) else None
+        ),
+        timeout_s=30,
+    )
+    assert all(r[0].event["data"]["payload"] == payload for r in bigs)
