@@ -25,6 +25,7 @@
 | `OFFPATH_DELIVERY_DLQ_URL` | delivery | the delivery queue's DLQ (deliveries given up, with the reason) |
 | `OFFPATH_ALLOW_LOOPBACK_RECEIVERS` | api, delivery | `1`: http://127.0.0.1 receivers allowed (local only) |
 | `OFFPATH_LOOPBACK_RECEIVER_PORTS` | api, delivery | ports (comma-separated) of 127.0.0.1 receivers (local only) |
+| `OFFPATH_WEBHOOK_SECRETS_KEY` | api, delivery | the KMS key sealing webhook signing secrets (absent: kept as given) |
 | `OFFPATH_WEBHOOK_RETRY_SCALE` | delivery | retry schedule factor (default 1; shorter in tests) |
 | `OFFPATH_WEBHOOK_DEADLINE_S` | delivery | a delivery's whole time: connect, send, read (default 10) |
 | `OFFPATH_REALTIME_URL` | notifier | the AppSync Events API's HTTP endpoint events are published to (absent: none) |
@@ -88,6 +89,7 @@ class Settings(BaseModel):
     delivery_dlq_url: str | None = None
     allow_loopback_receivers: bool = False
     loopback_receiver_ports: frozenset[int] = frozenset()
+    webhook_secrets_key: str | None = None
     webhook_retry_scale: float = Field(default=1.0, gt=0, le=1)
     webhook_deadline_s: float | None = Field(default=None, gt=0, le=30)  # None: DELIVERY_TIMEOUT_S
     # Realtime: the AppSync Events API's HTTP publish endpoint (absent: none).

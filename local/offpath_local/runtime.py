@@ -159,6 +159,7 @@ class LocalRuntime:
         self._pollers: list[QueuePoller] = []
         self._saver: StateSaver | None = None
         self._alarms: AlarmEvaluator | None = None
+        self._secret_cipher: Any = None
         self._state_live = False  # the emulator holds the data directory's state: it is saved at stop
         self._wrote_server_file = False
         self._hurry = threading.Event()
@@ -235,6 +236,7 @@ class LocalRuntime:
             stats=LocalStats(self.metrics),
             alarms=LocalAlarms(CloudWatchAlarms(config.prefix, client=clients["cloudwatch"]), self.alarm_changes),
             resolver=LoopbackResolver(),
+            cipher=self._cipher(),
         )
         self._parts.append(api)
         send_failure = destination_sender(clients["sqs"], resources.async_failures_url or "")
@@ -368,6 +370,14 @@ class LocalRuntime:
         if self.faults is not None:
             self.faults.arm()
 
+    def _cipher(self) -> Any:
+        """The stand-in for the stack's KMS key: the webhook secrets' key, beside the data directory."""
+        from offpath_local.secret_key import LocalKeyCipher, key_path
+
+        if self._secret_cipher is None:
+            self._secret_cipher = LocalKeyCipher(key_path(self.data_dir))
+        return self._secret_cipher
+
     def _receiver_ports(self, config: LocalConfig) -> str:
         """The ports named for webhook receivers; the runtime's own (the emulator's, the API's and console's)
         are refused here, so no tenant's webhook reaches them."""
@@ -393,7 +403,7 @@ class LocalRuntime:
             source = SqsEventSource(
                 self.emulator.client("sqs"),
                 resources.delivery_queue_url,
-                DeliveryFunction(settings, DELIVERY_CONCURRENCY),
+                DeliveryFunction(settings, DELIVERY_CONCURRENCY, cipher=self._cipher()),
                 function_name=delivery_function_name(self.config.prefix),
                 batch_size=DELIVERY_BATCH_SIZE,
                 batching_window_s=0,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import stat
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
@@ -318,19 +319,25 @@ def test_a_failed_connection_is_one_generic_error_in_the_deliveries_log(notices:
 
 def test_a_receiver_whose_port_is_no_longer_named_is_refused_at_delivery(tmp_path: Path, receiver: Receiver) -> None:
     """An endpoint registered while its port was named, then the runtime restarted without it: the delivery is
-    refused before any connection (the receiver never hears of it)."""
+    refused before any connection (the receiver never hears of it). Its secret was saved sealed."""
     tenant, data = TENANTS[0], tmp_path / "offpath"
     options: dict[str, Any] = {"tokens": {tenant: token(tenant)}, "cwd": ROOT}
     first = OffpathLocal.start(data, webhook_ports=[receiver.port], **options)
     try:
         local = Local(url=first.url, data_dir=first.data_dir, log=first.console)
-        register(local, tenant, "unnamed", receiver.url("/unnamed"), ["job.failed"])
+        secret = register(local, tenant, "unnamed", receiver.url("/unnamed"), ["job.failed"])["secret"]
     finally:
         first.stop()
+    # The secret is kept sealed: not in the saved state; its key beside the data directory, the owner's only.
+    saved = (data / "state.json").read_text()
+    assert "unnamed" in saved and secret not in saved and secret.removeprefix("whsec_") not in saved
+    assert stat.S_IMODE((tmp_path / "offpath.key").stat().st_mode) == 0o600
     second = OffpathLocal.start(data, **options)
     try:
         local = Local(url=second.url, data_dir=second.data_dir, log=second.console)
         assert local.call("POST", "/webhooks/unnamed/test", token=token(tenant)).status == 202
+        rotated = local.call("POST", "/webhooks/unnamed/rotate-secret", token=token(tenant))
+        assert rotated.status == 200 and rotated.body["previous_secret_expires_at"]  # the old secret opened
 
         log = wait_for(
             lambda: local.call("GET", "/webhooks/unnamed/deliveries", token=token(tenant)).body["deliveries"] or None

@@ -434,6 +434,16 @@ class WebhookStore(Protocol):
         ...
 
 
+class SecretCipher(Protocol):
+    """Seals an endpoint's signing secret for storage and opens it again (KMS on AWS, a key file kept outside
+    the data locally): the table, its stream and its backups never hold a secret in clear. `context` (the
+    tenant and the endpoint) is bound to the sealed text: it opens only for the endpoint it was sealed for."""
+
+    def seal(self, secret: str, context: dict[str, str]) -> str: ...
+
+    def open(self, sealed: str, context: dict[str, str]) -> str: ...
+
+
 class DeliveryQueue(Protocol):
     def send(self, deliveries: Sequence[Delivery], delay_s: int = 0) -> None: ...
 

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from offpath.adapters.dynamodb_quotas import DynamoDbQuotaCounters
     from offpath.adapters.webhook_http import Connector
     from offpath.domain.events import EventSink
-    from offpath.domain.webhooks import DeliveryQueue, Resolver, WebhookStore
+    from offpath.domain.webhooks import DeliveryQueue, Resolver, SecretCipher, WebhookStore
     from offpath.logic.process import WorkerPolicy, WorkerPorts
     from offpath.logic.quotas import CachedQuotaGate
     from offpath.logic.submit import SubmitPolicy
@@ -79,6 +79,7 @@ class Overrides:
     resolver: Resolver | None = None
     connector: Connector | None = None
     event_bus: EventSink | None = None
+    cipher: SecretCipher | None = None  # seals the endpoints' signing secrets (None: KMS, with the stack's key)
 
     def store(self, settings: Settings) -> JobStore:
         store: JobStore = DynamoDbJobStore(settings.table_name, client=self.dynamodb_client())
@@ -269,13 +270,25 @@ def build_delivery_queue(settings: Settings, overrides: Overrides | None = None)
     return SqsDeliveryQueue(settings.delivery_queue_url, settings.delivery_dlq_url, client=client)
 
 
+def secret_cipher(settings: Settings, overrides: Overrides) -> SecretCipher | None:
+    """What seals the endpoints' signing secrets: the override (the embedded runtime's key file), else KMS with
+    the stack's key (OFFPATH_WEBHOOK_SECRETS_KEY); None: stored as they are (tests without either)."""
+    if overrides.cipher is not None:
+        return overrides.cipher
+    if not settings.webhook_secrets_key:
+        return None
+    from offpath.adapters.kms_secrets import KmsSecretCipher
+
+    return KmsSecretCipher(settings.webhook_secrets_key)
+
+
 def build_webhook_services(settings: Settings, overrides: Overrides | None = None) -> WebhookServices:
     from offpath.adapters.webhook_http import SystemResolver
     from offpath.adapters.webhook_store import DynamoDbWebhookStore
 
     o = overrides or Overrides()
     return WebhookServices(
-        store=DynamoDbWebhookStore(settings.table_name, client=o.dynamodb_client()),
+        store=DynamoDbWebhookStore(settings.table_name, client=o.dynamodb_client(), cipher=secret_cipher(settings, o)),
         resolver=o.resolver or SystemResolver(),
         policy=receiver_policy(settings),
         queue=build_delivery_queue(settings, o),
@@ -298,7 +311,8 @@ def build_notifier_services(settings: Settings, overrides: Overrides | None = No
         sinks.append(EventBridgeSink(settings.event_bus_name, render_job))
     queue = build_delivery_queue(settings, o)
     if queue is not None:
-        store = DynamoDbWebhookStore(settings.table_name, client=o.dynamodb_client())
+        # The notifier never signs: it reads the endpoints without their secrets (and needs no key).
+        store = DynamoDbWebhookStore(settings.table_name, client=o.dynamodb_client(), with_secrets=False)
         sinks.append(WebhookFanout(store, queue, o.clock or SystemClock(), render_job))
     if settings.realtime_url:
         # The stack's realtime API (AppSync Events): browsers subscribed to the jobs' channels.
@@ -323,7 +337,7 @@ def build_delivery_ports(settings: Settings, overrides: Overrides | None = None)
         loopback_ports=settings.loopback_receiver_ports,
     )
     return DeliveryPorts(
-        store=DynamoDbWebhookStore(settings.table_name, client=o.dynamodb_client()),
+        store=DynamoDbWebhookStore(settings.table_name, client=o.dynamodb_client(), cipher=secret_cipher(settings, o)),
         queue=queue,
         sender=sender,
         clock=o.clock or SystemClock(),
