@@ -8,6 +8,8 @@ the EventBridge bus and (with the `realtime` option) the AWS AppSync Events API 
   deliveries of the tenants' endpoints to the delivery queue and publishes to the realtime channels.
 - The delivery function reads the delivery queue (partial batch failures); it sends a delivery's retry back to
   the same queue with a delay; a message it keeps failing on goes to the queue's DLQ, which alarms.
+- The endpoints' signing secrets are stored sealed with a KMS key of the stack's own (rotated yearly): the api
+  seals (Encrypt) and reads (Decrypt) them, the delivery function only reads them, the notifier never does.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import json
 import aws_cdk as cdk
 from aws_cdk import aws_appsync as appsync
 from aws_cdk import aws_events as events
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_sqs as sqs
@@ -179,6 +182,16 @@ class Notices(Construct):
         if options.realtime:
             self._realtime(prefix, options.jwt_issuer or "", options.jwt_audience, options.tenant_claims)
 
+        # The endpoints' signing secrets, sealed (offpath.adapters.kms_secrets): a key of the stack's own.
+        self.secrets_key = kms.Key(
+            self,
+            "WebhookSecretsKey",
+            description="offpath: seals the webhook endpoints' signing secrets",
+            enable_key_rotation=True,
+            removal_policy=cdk.RemovalPolicy.RETAIN,
+        )
+        secrets_key = {"OFFPATH_WEBHOOK_SECRETS_KEY": self.secrets_key.key_arn}
+
         environment = {"OFFPATH_DELIVERY_QUEUE_URL": self.delivery_queue.queue_url}
         notifier_environment = dict(environment)
         if self.bus is not None:
@@ -237,11 +250,12 @@ class Notices(Construct):
             description="offpath: delivers signed webhooks to the tenants' endpoints, retrying with delays",
             timeout=DELIVERY_TIMEOUT,
             memory_mb=NOTICES_MEMORY_MB["delivery"],
-            environment={**environment, "OFFPATH_DELIVERY_DLQ_URL": self.delivery_dlq.queue_url},
+            environment={**environment, **secrets_key, "OFFPATH_DELIVERY_DLQ_URL": self.delivery_dlq.queue_url},
         )
         # Endpoints and the delivery log in the table; a retry is sent back to the queue with its delay, the
         # last failure (or a disabled endpoint's delivery) to the DLQ with its reason.
         table.grant(self.delivery, ["GetItem", "PutItem"])
+        self.delivery.grant(["kms:Decrypt"], [self.secrets_key.key_arn])
         self.delivery.grant(["sqs:SendMessage"], [self.delivery_queue.queue_arn, self.delivery_dlq.queue_arn])
         self.delivery.target.add_event_source(
             event_sources.SqsEventSource(
@@ -254,6 +268,8 @@ class Notices(Construct):
 
         # The api: a test delivery to the queue; an endpoint's delivery log deleted with it.
         api.function.add_environment("OFFPATH_DELIVERY_QUEUE_URL", self.delivery_queue.queue_url)
+        api.function.add_environment("OFFPATH_WEBHOOK_SECRETS_KEY", self.secrets_key.key_arn)
+        api.grant(["kms:Encrypt", "kms:Decrypt"], [self.secrets_key.key_arn])
         table.grant(api, ["DeleteItem"])
         api.grant(["sqs:SendMessage"], [self.delivery_queue.queue_arn])
         acknowledge(self.delivery, "Serverless-LambdaDLQ", SYNC_REASON)

@@ -48,6 +48,9 @@ EXPECTED_ACTIONS = {
         "iam:PassRole",
         # DELETE /webhooks/{name}: the endpoint's delivery log.
         "dynamodb:DeleteItem",
+        # The endpoints' signing secrets, sealed and read (the stack's webhook secrets key).
+        "kms:Encrypt",
+        "kms:Decrypt",
     },
     "worker": {
         "dynamodb:UpdateItem",
@@ -89,6 +92,7 @@ EXPECTED_ACTIONS = {
     "delivery": {
         "dynamodb:GetItem",
         "dynamodb:PutItem",
+        "kms:Decrypt",  # the endpoints' signing secrets, read only
         "sqs:SendMessage",
         "sqs:ReceiveMessage",
         "sqs:ChangeMessageVisibility",
