@@ -264,6 +264,9 @@ def test_another_tenants_endpoints_are_not_found(notices: Local, receiver: Recei
         ("http://169.254.169.254/latest/meta-data", "link-local"),
         ("http://[::1]:8080/hook", "loopback"),
         ("http://127.0.0.2/hook", "loopback"),
+        ("http://[2002:7f00:1::]/hook", "loopback"),  # 6to4 of 127.0.0.1
+        ("http://[::ffff:127.0.0.1]/hook", "loopback"),  # IPv4-mapped
+        ("http://[64:ff9b::7f00:1]/hook", "loopback"),  # NAT64
         ("ftp://127.0.0.1/hook", "http"),
     ],
 )
