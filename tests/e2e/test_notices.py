@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 
 from offpath_tools.launcher import OffpathLocal, free_loopback_port
-from offpath_tools.webhook_receiver import Receiver
+from offpath_tools.webhook_receiver import Receiver, listening, trickle
 from tests.e2e.conftest import ROOT, Local, wait_for
 
-TENANTS = [f"notice-{i}" for i in range(12)]
+TENANTS = [f"notice-{i}" for i in range(14)]
 
 
 def token(tenant: str) -> str:
@@ -34,16 +34,27 @@ def token(tenant: str) -> str:
 CLOSED_PORT = free_loopback_port()
 
 
+# A delivery's whole time here (OFFPATH_WEBHOOK_DEADLINE_S): a receiver trickling its answer is cut off at it.
+DEADLINE_S = 3
+
+
 @pytest.fixture(scope="module")
-def notices(tmp_path_factory: pytest.TempPathFactory, receiver: Receiver) -> Iterator[Local]:
+def trickler() -> Iterator[int]:
+    """A receiver on 127.0.0.1 that answers one byte every 0.2 s, for ever; yields its port."""
+    with listening(trickle) as port:
+        yield port
+
+
+@pytest.fixture(scope="module")
+def notices(tmp_path_factory: pytest.TempPathFactory, receiver: Receiver, trickler: int) -> Iterator[Local]:
     runtime = OffpathLocal.start(
         tmp_path_factory.mktemp("offpath-notices"),
         tokens={tenant: token(tenant) for tenant in TENANTS},
         admins=[TENANTS[0]],
         args=["--alarm-interval", "1"],
-        env={"OFFPATH_WEBHOOK_RETRY_SCALE": "0.01"},
+        env={"OFFPATH_WEBHOOK_RETRY_SCALE": "0.01", "OFFPATH_WEBHOOK_DEADLINE_S": str(DEADLINE_S)},
         cwd=ROOT,
-        webhook_ports=[receiver.port, CLOSED_PORT],
+        webhook_ports=[receiver.port, CLOSED_PORT, trickler],
     )
     try:
         yield Local(url=runtime.url, data_dir=runtime.data_dir, log=runtime.console)
@@ -374,3 +385,29 @@ def test_one_tenants_oversized_fan_out_holds_back_no_other_tenants_delivery(noti
         timeout_s=30,
     )
     assert all(r[0].event["data"]["payload"] == payload for r in bigs)
+
+
+def test_a_slow_receiver_holds_only_its_own_deliveries(notices: Local, receiver: Receiver, trickler: int) -> None:
+    """A receiver trickling its answer a byte at a time is cut off at the delivery's deadline (the timeout once
+    applied per read, so it held a delivery for minutes); another tenant's deliveries made meanwhile arrive."""
+    slow, quick = TENANTS[12], TENANTS[13]
+    register(notices, slow, "slow", f"http://127.0.0.1:{trickler}/hook", ["job.failed"])
+    register(notices, quick, "quick", receiver.url("/quick"), ["job.failed"])
+
+    for _ in range(3):
+        assert notices.call("POST", "/webhooks/slow/test", token=token(slow)).status == 202
+    sent = [notices.call("POST", "/webhooks/quick/test", token=token(quick)).body["event_id"] for _ in range(3)]
+
+    arrived = wait_for(lambda: receiver.at("/quick") if len(receiver.at("/quick")) >= 3 else None, timeout_s=60)
+    assert {r.webhook_id for r in arrived} == set(sent)
+    log = wait_for(
+        lambda: _if_three(notices.call("GET", "/webhooks/slow/deliveries", token=token(slow)).body["deliveries"]),
+        timeout_s=60,
+    )
+    assert {a["error"] for a in log} == {f"timed out after {DEADLINE_S} s"}
+    # Cut off at the deadline: the trickle's status line and headers take ~9 s, its body ~5.5 hours.
+    assert all(DEADLINE_S * 1000 <= a["latency_ms"] < DEADLINE_S * 1000 + 5000 for a in log)
+
+
+def _if_three(attempts: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    return attempts[:3] if len(attempts) >= 3 else None

@@ -5,13 +5,11 @@ that cuts off a receiver trickling its answer while the batch's other deliveries
 
 from __future__ import annotations
 
-import contextlib
 import json
 import random
 import socket
 import threading
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -26,6 +24,7 @@ from offpath.logic.webhooks import DeliveryPorts, EndpointRequest, ReceiverPolic
 from offpath_local.notices import LoopbackResolver
 from offpath_tools.clocks import ManualClock
 from offpath_tools.webhook_fakes import ConnectorThatMustNotBeCalled, InMemoryWebhookStore, RecordingDeliveryQueue
+from offpath_tools.webhook_receiver import listening, trickle
 
 # Every IPv6 form that carries 127.0.0.1: IPv4-mapped, 6to4, NAT64 (well-known and local-use), Teredo's client.
 IPV6_FORMS_OF_LOOPBACK = [
@@ -106,30 +105,6 @@ class RaisingConnector:
         raise self.error
 
 
-@contextlib.contextmanager
-def listening(serve: Any) -> Iterator[int]:
-    """A TCP server on 127.0.0.1 whose every connection is given to `serve(connection)`; yields its port."""
-    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    server.bind(("127.0.0.1", 0))
-    server.listen(8)
-    stop = threading.Event()
-
-    def accept() -> None:
-        while not stop.is_set():
-            try:
-                connection, _ = server.accept()
-            except OSError:
-                return
-            threading.Thread(target=serve, args=(connection,), daemon=True).start()
-
-    threading.Thread(target=accept, daemon=True).start()
-    try:
-        yield server.getsockname()[1]
-    finally:
-        stop.set()
-        server.close()
-
-
 def reset_at_once(connection: socket.socket) -> None:
     connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
     connection.close()
@@ -155,16 +130,6 @@ def test_every_failed_connection_is_one_generic_error() -> None:
         errors.append(sender.post(f"http://127.0.0.1:{port}/h", {}, b"{}", 10).error)
 
     assert errors == [CONNECTION_FAILED] * 5
-
-
-def trickle(connection: socket.socket) -> None:
-    """Reads the request, then answers one byte every 0.2 s, for ever (until the client goes)."""
-    with contextlib.suppress(OSError):
-        connection.recv(65536)
-        for byte in b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n" + b"x" * 100000:
-            connection.sendall(bytes([byte]))
-            time.sleep(0.2)
-    connection.close()
 
 
 def test_a_receiver_trickling_its_answer_is_cut_off_at_the_delivery_deadline() -> None:
