@@ -106,6 +106,10 @@ _RESOURCE_SETTINGS = frozenset(
 )
 
 
+class ReceiverPortTaken(OSError):
+    """A port named for webhook receivers is one of the runtime's own (`offpath local` refuses to start)."""
+
+
 @dataclass
 class LocalConfig:
     host: str = "127.0.0.1"
@@ -366,7 +370,7 @@ class LocalRuntime:
         self.gateway.start()
         self._parts.append(self.gateway)
         if self.gateway.port in config.webhook_ports:  # `--port 0` took a port named for receivers
-            raise RuntimeError(f"--webhook-port {self.gateway.port} is the API's own port")
+            raise ReceiverPortTaken(f"--webhook-port {self.gateway.port} is the API's own port")
         if self.faults is not None:
             self.faults.arm()
 
@@ -384,7 +388,7 @@ class LocalRuntime:
         own = {self.emulator.port, config.port}
         taken = sorted(own & set(config.webhook_ports))
         if taken:
-            raise RuntimeError(f"--webhook-port {taken[0]} is one of the runtime's own ports")
+            raise ReceiverPortTaken(f"--webhook-port {taken[0]} is one of the runtime's own ports")
         return ",".join(str(port) for port in sorted(set(config.webhook_ports)))
 
     def _start_notices(self, settings: Any, resources: Resources) -> None:

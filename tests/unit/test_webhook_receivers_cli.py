@@ -3,10 +3,13 @@ command line (the API's own port can never be one)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from offpath.settings import Settings
 from offpath_local.cli import USAGE, main
+from offpath_local.runtime import LocalConfig, LocalRuntime, ReceiverPortTaken
 
 
 @pytest.mark.parametrize(
@@ -28,3 +31,13 @@ def test_the_named_ports_reach_the_functions_settings() -> None:
 
     assert settings.loopback_receiver_ports == frozenset({9000, 9001})
     assert Settings.model_validate({"table_name": "t", "loopback_receiver_ports": ""}).loopback_receiver_ports == set()
+
+
+def test_the_emulators_port_can_never_be_named_for_receivers(tmp_path: Path) -> None:
+    runtime = LocalRuntime(LocalConfig(data_dir=tmp_path / "offpath", port=0, webhook_ports=(9000, 5555)))
+    runtime.emulator.port = 5555  # the port the emulator took
+
+    with pytest.raises(ReceiverPortTaken, match="--webhook-port 5555 is one of the runtime's own ports"):
+        runtime._receiver_ports(runtime.config)
+    runtime.emulator.port = 5556
+    assert runtime._receiver_ports(runtime.config) == "5555,9000"
