@@ -8,6 +8,8 @@ the EventBridge bus and (with the `realtime` option) the AWS AppSync Events API 
   deliveries of the tenants' endpoints to the delivery queue and publishes to the realtime channels.
 - The delivery function reads the delivery queue (partial batch failures); it sends a delivery's retry back to
   the same queue with a delay; a message it keeps failing on goes to the queue's DLQ, which alarms.
+- The endpoints' signing secrets are stored sealed with a KMS key of the stack's own (rotated yearly): the api
+  seals (Encrypt) and reads (Decrypt) them, the delivery function only reads them, the notifier never does.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import json
 import aws_cdk as cdk
 from aws_cdk import aws_appsync as appsync
 from aws_cdk import aws_events as events
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_sqs as sqs
@@ -29,6 +32,7 @@ from infra.queues import VISIBILITY_TO_TIMEOUT_RATIO, secure_queue
 from infra.table import JobTable
 from offpath.naming import (
     NOTICES_MEMORY_MB,
+    NOTIFIER_MAPPING,
     NOTIFIER_STREAM_FILTER,
     REALTIME_NAMESPACE,
     delivery_dlq_name,
@@ -41,7 +45,7 @@ from offpath.naming import (
 NOTIFIER_HANDLER = "offpath.handlers.notifier.handler"
 DELIVERY_HANDLER = "offpath.handlers.delivery.handler"
 NOTIFIER_TIMEOUT = cdk.Duration.seconds(60)
-NOTIFIER_BATCH_SIZE = 100
+NOTIFIER_BATCH_SIZE = NOTIFIER_MAPPING.batch_size
 # Fewer, fuller invocations: a batch gathers for this long (or until it holds NOTIFIER_BATCH_SIZE records), so
 # an event reaches its webhooks and bus at most this much later. At 1 million jobs a month (0.38 a second) a
 # 5-second window puts ~3 jobs' lives in one invocation instead of ~1.4 with 1 s: $0.22 less per million jobs
@@ -51,9 +55,10 @@ NOTIFIER_BATCHING_WINDOW = cdk.Duration.seconds(5)
 NOTIFIER_REALTIME_BATCHING_WINDOW = cdk.Duration.seconds(1)
 # A batch that keeps failing is split in two (bisection) and retried, at most this often, while its oldest
 # record is younger than the maximum age (the stream keeps records 24 hours); then its record goes to the
-# on-failure queue, which alarms.
-NOTIFIER_RETRY_ATTEMPTS = 10
-NOTIFIER_MAX_RECORD_AGE = cdk.Duration.hours(6)
+# on-failure queue, which alarms. Declared once (offpath.naming.NOTIFIER_MAPPING): the embedded runtime's
+# stream player plays the same numbers.
+NOTIFIER_RETRY_ATTEMPTS = NOTIFIER_MAPPING.retry_attempts
+NOTIFIER_MAX_RECORD_AGE = cdk.Duration.seconds(NOTIFIER_MAPPING.max_record_age_s)
 # A delivery waits at most 10 s for its receiver: a batch of 10 fits the timeout with room to spare.
 DELIVERY_BATCH_SIZE = 10
 # How many batches of deliveries run at once (SQS event sources take 2 to 1,000).
@@ -177,6 +182,16 @@ class Notices(Construct):
         if options.realtime:
             self._realtime(prefix, options.jwt_issuer or "", options.jwt_audience, options.tenant_claims)
 
+        # The endpoints' signing secrets, sealed (offpath.adapters.kms_secrets): a key of the stack's own.
+        self.secrets_key = kms.Key(
+            self,
+            "WebhookSecretsKey",
+            description="offpath: seals the webhook endpoints' signing secrets",
+            enable_key_rotation=True,
+            removal_policy=cdk.RemovalPolicy.RETAIN,
+        )
+        secrets_key = {"OFFPATH_WEBHOOK_SECRETS_KEY": self.secrets_key.key_arn}
+
         environment = {"OFFPATH_DELIVERY_QUEUE_URL": self.delivery_queue.queue_url}
         notifier_environment = dict(environment)
         if self.bus is not None:
@@ -214,7 +229,7 @@ class Notices(Construct):
                 table.table,
                 starting_position=lambda_.StartingPosition.TRIM_HORIZON,
                 batch_size=NOTIFIER_BATCH_SIZE,
-                bisect_batch_on_error=True,
+                bisect_batch_on_error=NOTIFIER_MAPPING.bisect_on_error,
                 retry_attempts=NOTIFIER_RETRY_ATTEMPTS,
                 max_record_age=NOTIFIER_MAX_RECORD_AGE,
                 report_batch_item_failures=True,
@@ -235,11 +250,12 @@ class Notices(Construct):
             description="offpath: delivers signed webhooks to the tenants' endpoints, retrying with delays",
             timeout=DELIVERY_TIMEOUT,
             memory_mb=NOTICES_MEMORY_MB["delivery"],
-            environment={**environment, "OFFPATH_DELIVERY_DLQ_URL": self.delivery_dlq.queue_url},
+            environment={**environment, **secrets_key, "OFFPATH_DELIVERY_DLQ_URL": self.delivery_dlq.queue_url},
         )
         # Endpoints and the delivery log in the table; a retry is sent back to the queue with its delay, the
         # last failure (or a disabled endpoint's delivery) to the DLQ with its reason.
         table.grant(self.delivery, ["GetItem", "PutItem"])
+        self.delivery.grant(["kms:Decrypt"], [self.secrets_key.key_arn])
         self.delivery.grant(["sqs:SendMessage"], [self.delivery_queue.queue_arn, self.delivery_dlq.queue_arn])
         self.delivery.target.add_event_source(
             event_sources.SqsEventSource(
@@ -252,6 +268,8 @@ class Notices(Construct):
 
         # The api: a test delivery to the queue; an endpoint's delivery log deleted with it.
         api.function.add_environment("OFFPATH_DELIVERY_QUEUE_URL", self.delivery_queue.queue_url)
+        api.function.add_environment("OFFPATH_WEBHOOK_SECRETS_KEY", self.secrets_key.key_arn)
+        api.grant(["kms:Encrypt", "kms:Decrypt"], [self.secrets_key.key_arn])
         table.grant(api, ["DeleteItem"])
         api.grant(["sqs:SendMessage"], [self.delivery_queue.queue_arn])
         acknowledge(self.delivery, "Serverless-LambdaDLQ", SYNC_REASON)

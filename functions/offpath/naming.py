@@ -104,6 +104,22 @@ NOTIFIER_STREAM_FILTER = {
     "eventName": ["INSERT", "MODIFY"],
     "dynamodb": {"NewImage": {TABLE_PARTITION_KEY: {"S": [{"prefix": JOB_ITEM_PREFIX}]}}},
 }
+
+
+@dataclass(frozen=True)
+class StreamMapping:
+    """The notifier's event source mapping on the table's stream, as the stack declares it and the embedded
+    runtime plays it: records per batch; a failing batch is split in two (bisection) and retried up to
+    `retry_attempts` times while its oldest record is younger than `max_record_age_s`; then a record of it goes
+    to the on-failure queue and the shard moves on."""
+
+    batch_size: int
+    retry_attempts: int
+    bisect_on_error: bool
+    max_record_age_s: int
+
+
+NOTIFIER_MAPPING = StreamMapping(batch_size=100, retry_attempts=10, bisect_on_error=True, max_record_age_s=6 * 3600)
 # On AWS each event also goes to an EventBridge bus (stack context `event_bus`: "default", a name, or "off").
 EVENT_SOURCE = "offpath"
 EVENT_DETAIL_TYPE = "Job State Change"

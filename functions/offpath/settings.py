@@ -25,7 +25,10 @@
 | `OFFPATH_DELIVERY_QUEUE_URL` | api, notifier, delivery | the webhook delivery queue |
 | `OFFPATH_DELIVERY_DLQ_URL` | delivery | the delivery queue's DLQ (deliveries given up, with the reason) |
 | `OFFPATH_ALLOW_LOOPBACK_RECEIVERS` | api, delivery | `1`: http://127.0.0.1 receivers allowed (local only) |
+| `OFFPATH_LOOPBACK_RECEIVER_PORTS` | api, delivery | ports (comma-separated) of 127.0.0.1 receivers (local only) |
+| `OFFPATH_WEBHOOK_SECRETS_KEY` | api, delivery | the KMS key sealing webhook signing secrets (absent: kept as given) |
 | `OFFPATH_WEBHOOK_RETRY_SCALE` | delivery | retry schedule factor (default 1; shorter in tests) |
+| `OFFPATH_WEBHOOK_DEADLINE_S` | delivery | a delivery's whole time: connect, send, read (default 10) |
 | `OFFPATH_REALTIME_URL` | notifier | the AppSync Events API's HTTP endpoint events are published to (absent: none) |
 | `OFFPATH_METRICS_BY_JOB_TYPE` | all | `1`: EMF metrics per (queue, job type) too (grows with job types; default off) |
 | `AWS_ENDPOINT_URL` | all | boto3's own: points every client at an emulator |
@@ -88,7 +91,10 @@ class Settings(BaseModel):
     delivery_queue_url: str | None = None
     delivery_dlq_url: str | None = None
     allow_loopback_receivers: bool = False
+    loopback_receiver_ports: frozenset[int] = frozenset()
+    webhook_secrets_key: str | None = None
     webhook_retry_scale: float = Field(default=1.0, gt=0, le=1)
+    webhook_deadline_s: float | None = Field(default=None, gt=0, le=30)  # None: DELIVERY_TIMEOUT_S
     # Realtime: the AppSync Events API's HTTP publish endpoint (absent: none).
     realtime_url: str | None = None
     metrics_by_job_type: bool = False
@@ -97,6 +103,13 @@ class Settings(BaseModel):
     @classmethod
     def _json_object(cls, value: object) -> object:
         return json.loads(value) if isinstance(value, str) else value
+
+    @field_validator("loopback_receiver_ports", mode="before")
+    @classmethod
+    def _ports(cls, value: object) -> object:
+        if isinstance(value, str):
+            return frozenset(int(part) for part in value.split(",") if part.strip())
+        return value
 
     @field_validator("tenant_claims", "admin_principals", mode="before")
     @classmethod

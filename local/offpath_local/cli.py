@@ -105,6 +105,14 @@ def _parser() -> argparse.ArgumentParser:
         default=[],
         help="a tenant's quotas (repeatable; * for every tenant without its own; also burst=B)",
     )
+    local.add_argument(
+        "--webhook-port",
+        metavar="N",
+        type=int,
+        action="append",
+        default=[],
+        help="a port of 127.0.0.1 where webhook receivers may listen (repeatable; default none)",
+    )
     tuning = local.add_argument_group("timing (tests and demos)")
     tuning.add_argument("--clock-speed", type=float, default=1.0, help="scheduler clock speed (60: a minute a second)")
     tuning.add_argument("--clock-tick", type=float, default=1.0, help="seconds between scheduler clock ticks")
@@ -285,6 +293,8 @@ def run_local(args: argparse.Namespace) -> int:
         raise UsageError("--clock-speed, --clock-tick and --alarm-interval must be positive")
     if args.stop_grace < 0:
         raise UsageError("--stop-grace must be 0 or more")
+    if any(not 0 < port < 65536 for port in args.webhook_port) or args.port in args.webhook_port:
+        raise UsageError("--webhook-port must be a port from 1 to 65535, other than the API's --port")
     config = LocalConfig(
         quotas=_quotas(args.quota),
         port=args.port,
@@ -303,6 +313,7 @@ def run_local(args: argparse.Namespace) -> int:
         visibility_scale=args.visibility_scale,
         fresh=args.fresh,
         stop_grace_s=args.stop_grace,
+        webhook_ports=tuple(args.webhook_port),
     )
     from offpath_local.state import DataDirectoryInUse
 

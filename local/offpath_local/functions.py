@@ -99,17 +99,20 @@ class ApiFunction:
         stats: Any = None,
         alarms: Any = None,
         resolver: Any = None,
+        cipher: Any = None,
     ) -> None:
         """`stats`, `alarms`: the runtime's stand-ins for what moto's CloudWatch cannot answer (operations.py);
-        `resolver`: the webhook routes' resolver (offpath_local.notices.LoopbackResolver, a stand-in for DNS)."""
+        `resolver`: the webhook routes' resolver (offpath_local.notices.LoopbackResolver, a stand-in for DNS);
+        `cipher`: what seals the endpoints' secrets (offpath_local.secret_key, the stand-in for KMS)."""
         self.name = name
         self._module = importlib.import_module(API_MODULE)
         base = self._module.default_services()
         overrides = {"stats": stats, "alarms": alarms}
         base = dataclasses.replace(base, **{k: v for k, v in overrides.items() if v is not None})
-        if resolver is not None:
+        if resolver is not None or cipher is not None:
             hooks = self._module.webhook_services(base)  # on Lambda built at the first webhook route's call
-            base = dataclasses.replace(base, webhooks=dataclasses.replace(hooks, resolver=resolver))
+            hooks.store.cipher = cipher or hooks.store.cipher
+            base = dataclasses.replace(base, webhooks=dataclasses.replace(hooks, resolver=resolver or hooks.resolver))
         # Clients that adapters create on first use are created now, on one thread.
         base.monitor.stats()
         self._services = dataclasses.replace(observed(base, events, "api", tap), sleep=self._pause)

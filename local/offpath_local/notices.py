@@ -86,7 +86,7 @@ class NotifierFunction:
 class DeliveryFunction:
     """The delivery function, with `concurrency` environments (each its own services)."""
 
-    def __init__(self, settings: Settings, concurrency: int = 2) -> None:
+    def __init__(self, settings: Settings, concurrency: int = 2, cipher: Any = None) -> None:
         import queue
 
         from offpath.handlers.composition import Overrides
@@ -94,7 +94,7 @@ class DeliveryFunction:
         self._module = importlib.import_module(DELIVERY_MODULE)
         self._pool: queue.Queue[Any] = queue.Queue()
         for _ in range(max(1, concurrency)):
-            overrides = Overrides(resolver=LoopbackResolver(), rng=random.Random)
+            overrides = Overrides(resolver=LoopbackResolver(), rng=random.Random, cipher=cipher)
             self._pool.put(self._module.build_services(settings, overrides))
 
     def __call__(self, event: dict[str, Any], context: Any) -> Any:

@@ -76,6 +76,7 @@ class Resources:
     delivery_queue_url: str | None = None
     delivery_dlq_url: str | None = None
     stream_arn: str | None = None
+    notifier_failures_url: str | None = None  # the stream mapping's on-failure destination
 
     def environment(self) -> dict[str, str]:
         """What the handlers read (offpath.settings)."""
@@ -403,6 +404,10 @@ def create_local_resources(clients: dict[str, Any], registry: Registry, prefix: 
     schedule_dlq, async_failures = create_scheduling_queues(clients["sqs"], prefix)
     group = create_schedules(clients["scheduler"], registry, prefix, schedule_dlq)
     delivery_queue, delivery_dlq = create_delivery_queues(clients["sqs"], prefix)
+    notifier_failures = clients["sqs"].create_queue(
+        QueueName=notifier_failures_queue_name(prefix),
+        Attributes={"MessageRetentionPeriod": str(DELIVERY_DLQ_RETENTION_DAYS * 86400)},
+    )["QueueUrl"]
     specs = alarm_specs(registry, prefix)
     create_alarms(clients["cloudwatch"], specs)
     stream_arn = clients["dynamodb"].describe_table(TableName=base.table_name)["Table"].get("LatestStreamArn")
@@ -418,4 +423,5 @@ def create_local_resources(clients: dict[str, Any], registry: Registry, prefix: 
         delivery_queue_url=delivery_queue,
         delivery_dlq_url=delivery_dlq,
         stream_arn=stream_arn,
+        notifier_failures_url=notifier_failures,
     )

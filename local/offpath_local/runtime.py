@@ -72,7 +72,7 @@ from offpath_local.resources import (
 )
 from offpath_local.scheduler_clock import SchedulerClock, VirtualTime
 from offpath_local.state import DataLock, Snapshot, StateSaver, StateSources, restore
-from offpath_local.streams import StreamPlayer
+from offpath_local.streams import StreamPlayer, failure_sender
 
 logger = logging.getLogger("offpath.local.runtime")
 
@@ -102,9 +102,14 @@ _RESOURCE_SETTINGS = frozenset(
         "OFFPATH_DELIVERY_QUEUE_URL",
         "OFFPATH_DELIVERY_DLQ_URL",
         "OFFPATH_ALLOW_LOOPBACK_RECEIVERS",
+        "OFFPATH_LOOPBACK_RECEIVER_PORTS",
         "OFFPATH_EVENT_BUS_NAME",
     }
 )
+
+
+class ReceiverPortTaken(OSError):
+    """A port named for webhook receivers is one of the runtime's own (`offpath local` refuses to start)."""
 
 
 @dataclass
@@ -133,6 +138,7 @@ class LocalConfig:
     stop_grace_s: float = 10.0  # how long batches in flight may take to finish when the runtime stops
     save_every_s: float = 5.0  # the snapshot is written this often while something changes
     quotas: str | None = None  # the tenants' quotas (offpath/domain/quotas.py's text); None: the environment's
+    webhook_ports: tuple[int, ...] = ()  # the 127.0.0.1 ports webhook receivers may use (never the runtime's own)
 
 
 class LocalRuntime:
@@ -162,6 +168,7 @@ class LocalRuntime:
         self._pollers: list[QueuePoller] = []
         self._saver: StateSaver | None = None
         self._alarms: AlarmEvaluator | None = None
+        self._secret_cipher: Any = None
         self._state_live = False  # the emulator holds the data directory's state: it is saved at stop
         self._wrote_server_file = False
         self._hurry = threading.Event()
@@ -206,6 +213,7 @@ class LocalRuntime:
         self._set_env({**resources.environment(), "OFFPATH_LOG_LEVEL": config.log_level, "OFFPATH_DEMO_JOBS": "1"})
         if config.quotas is not None:
             self._set_env({"OFFPATH_QUOTAS": config.quotas})
+        self._set_env({"OFFPATH_LOOPBACK_RECEIVER_PORTS": self._receiver_ports(config)})
         timing = TestTiming(config.timeout_scale, config.visibility_scale)
         timing.apply_visibility(clients["sqs"], registry, resources.queue_urls)
         if resources.delivery_queue_url and config.visibility_scale != 1:
@@ -237,6 +245,7 @@ class LocalRuntime:
             stats=LocalStats(self.metrics),
             alarms=LocalAlarms(CloudWatchAlarms(config.prefix, client=clients["cloudwatch"]), self.alarm_changes),
             resolver=LoopbackResolver(),
+            cipher=self._cipher(),
         )
         self._parts.append(api)
         read = ApiFunction(read_function_name(config.prefix), self.events, config.read_environments, self.counts.add)
@@ -325,6 +334,7 @@ class LocalRuntime:
         # The alarm evaluator.
         queue_urls = [*resources.queue_urls.values(), *resources.dlq_urls.values()]
         queue_urls += [url for url in (resources.schedule_dlq_url, resources.async_failures_url) if url]
+        queue_urls += [resources.notifier_failures_url] if resources.notifier_failures_url else []
         alarms = AlarmEvaluator(
             cloudwatch=clients["cloudwatch"],
             peek=QueuePeek(clients["sqs"]),
@@ -367,8 +377,27 @@ class LocalRuntime:
         )
         self.gateway.start()
         self._parts.append(self.gateway)
+        if self.gateway.port in config.webhook_ports:  # `--port 0` took a port named for receivers
+            raise ReceiverPortTaken(f"--webhook-port {self.gateway.port} is the API's own port")
         if self.faults is not None:
             self.faults.arm()
+
+    def _cipher(self) -> Any:
+        """The stand-in for the stack's KMS key: the webhook secrets' key, beside the data directory."""
+        from offpath_local.secret_key import LocalKeyCipher, key_path
+
+        if self._secret_cipher is None:
+            self._secret_cipher = LocalKeyCipher(key_path(self.data_dir))
+        return self._secret_cipher
+
+    def _receiver_ports(self, config: LocalConfig) -> str:
+        """The ports named for webhook receivers; the runtime's own (the emulator's, the API's and console's)
+        are refused here, so no tenant's webhook reaches them."""
+        own = {self.emulator.port, config.port}
+        taken = sorted(own & set(config.webhook_ports))
+        if taken:
+            raise ReceiverPortTaken(f"--webhook-port {taken[0]} is one of the runtime's own ports")
+        return ",".join(str(port) for port in sorted(set(config.webhook_ports)))
 
     def _start_notices(self, settings: Any, resources: Resources) -> None:
         if resources.stream_arn:
@@ -377,6 +406,7 @@ class LocalRuntime:
                 resources.stream_arn,
                 NotifierFunction(settings, self.data_dir),
                 function_name=notifier_function_name(self.config.prefix),
+                on_failure=failure_sender(self.emulator.client("sqs"), resources.notifier_failures_url),
             )
             self.streams.subscribe(self.realtime.publish)
             self.streams.start()
@@ -385,7 +415,7 @@ class LocalRuntime:
             source = SqsEventSource(
                 self.emulator.client("sqs"),
                 resources.delivery_queue_url,
-                DeliveryFunction(settings, DELIVERY_CONCURRENCY),
+                DeliveryFunction(settings, DELIVERY_CONCURRENCY, cipher=self._cipher()),
                 function_name=delivery_function_name(self.config.prefix),
                 batch_size=DELIVERY_BATCH_SIZE,
                 batching_window_s=0,
@@ -610,6 +640,7 @@ class LocalRuntime:
 
         queue_urls = [*resources.queue_urls.values(), *resources.dlq_urls.values()]
         queue_urls += [url for url in (resources.schedule_dlq_url, resources.async_failures_url) if url]
+        queue_urls += [resources.notifier_failures_url] if resources.notifier_failures_url else []
         queue_urls += [url for url in (resources.delivery_queue_url, resources.delivery_dlq_url) if url]
         return StateSources(
             scheduler=clients["scheduler"],

@@ -6,9 +6,11 @@ filter criteria (offpath.naming.NOTIFIER_STREAM_FILTER; the others are dropped, 
 invokes the notifier with the event Lambda sends (`{"Records": [...]}`, up to `batch_size` records, in
 order). With partial batch responses: the records before the first reported one are done; the batch is
 retried from the reported record (after a pause that doubles up to a few seconds); a notifier that raises
-has its whole batch retried the same way. Records are kept until they are done, as the mapping's iterator
-waits on its shard (AWS keeps stream records 24 h; with no maximum retry attempts, a failing record holds its
-shard until it succeeds).
+has its whole batch retried the same way. The mapping's settings are the stack's (offpath.naming's
+NOTIFIER_MAPPING): a failing batch is split in two (bisection) at each retry, and once its retries are spent
+(or its oldest record is older than the maximum record age) a record of it, as Lambda writes one
+(`DDBStreamBatchInfo`), goes to the on-failure queue, its records are dropped and the shard moves on: one
+record that keeps failing never holds every record behind it.
 
 Subscribers (`subscribe`) get each record's job events once, when the record is read (before the notifier is
 invoked): the realtime feeds of the embedded runtime take them from here.
@@ -16,21 +18,26 @@ invoked): the realtime feeds of the embedded runtime take them from here.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from offpath.adapters.dynamodb_store import from_item
 from offpath.domain.events import JobEvent
 from offpath.logic.notify import StreamRecord, events_of_record
-from offpath.naming import NOTIFIER_STREAM_FILTER
+from offpath.naming import NOTIFIER_MAPPING, NOTIFIER_STREAM_FILTER, StreamMapping
 from offpath_local.lambda_context import LocalLambdaContext
 
 logger = logging.getLogger("offpath.local.streams")
 
 Handler = Callable[[dict[str, Any], Any], Any]
 Subscriber = Callable[[Sequence[JobEvent]], None]
+# The on-failure destination: takes the record of a batch given up on (Lambda's JSON for a stream batch).
+OnFailure = Callable[[dict[str, Any]], None]
 # Lambda polls a DynamoDB stream's shards four times a second; so does the stand-in (each poll is a GetRecords
 # per shard on the emulator: an idle runtime spends most of its CPU on them).
 POLL_S = 0.25
@@ -72,16 +79,27 @@ class StreamPlayer:
         handler: Handler,
         *,
         function_name: str,
-        batch_size: int = 100,
+        batch_size: int = 0,
         function_timeout_s: float = 60.0,
         filter_pattern: Mapping[str, Any] = NOTIFIER_STREAM_FILTER,
         poll_s: float = POLL_S,
+        mapping: StreamMapping = NOTIFIER_MAPPING,
+        on_failure: OnFailure | None = None,
+        retry_pauses_s: Sequence[float] = RETRY_PAUSE_S,
     ) -> None:
+        """`batch_size` and the retries are the mapping's unless given; `on_failure`: where the record of a
+        batch given up on goes (None: it is logged)."""
         self.streams = streams
         self.stream_arn = stream_arn
         self.handler = handler
         self.function_name = function_name
-        self.batch_size = batch_size
+        self.batch_size = batch_size or mapping.batch_size
+        self.mapping = mapping
+        self.on_failure = on_failure
+        self.retry_pauses_s = tuple(retry_pauses_s) or (0.0,)
+        self._size = self.batch_size  # the next batch's size: halved by each failure (bisection)
+        self._failures = 0  # failed invocations of the batch at the head of the shard
+        self.given_up = 0
         self.function_timeout_s = function_timeout_s
         self.filter_pattern = filter_pattern
         self.poll_s = poll_s
@@ -149,7 +167,7 @@ class StreamPlayer:
                 failures = 0
                 continue
             self.retries += 1
-            self._stop.wait(RETRY_PAUSE_S[min(failures, len(RETRY_PAUSE_S) - 1)])
+            self._stop.wait(self.retry_pauses_s[min(failures, len(self.retry_pauses_s) - 1)])
             failures += 1
 
     def _read(self) -> None:
@@ -177,21 +195,82 @@ class StreamPlayer:
                 logger.exception("a stream subscriber failed; it keeps its subscription")
 
     def _invoke_once(self) -> bool:
-        """One invocation with the oldest pending records; True when every record of it is done."""
-        batch = self._pending[: self.batch_size]
+        """One invocation with the oldest pending records; True when every record of it is done (or, its
+        retries spent, given up on)."""
+        batch = self._pending[: self._size]
         context = LocalLambdaContext(self.function_name, self.function_timeout_s)
         self.invocations += 1
         try:
             response = self.handler({"Records": batch}, context)
+            failed = _first_failure(response, batch)
         except Exception:
             logger.exception("the notifier raised: its batch is retried")
-            return False
-        failed = _first_failure(response, batch)
+            failed = 0
         if failed is None:
             del self._pending[: len(batch)]
+            self._size, self._failures = self.batch_size, 0
             return True
         del self._pending[:failed]
+        failing = batch[failed:]
+        self._failures = 1 if failed else self._failures + 1
+        if self._failures > self.mapping.retry_attempts or self._too_old(failing[0]):
+            self._give_up(failing)
+            return True
+        if self.mapping.bisect_on_error and len(failing) > 1:
+            self._size = (len(failing) + 1) // 2
         return False
+
+    def _too_old(self, record: dict[str, Any]) -> bool:
+        created = (record.get("dynamodb") or {}).get("ApproximateCreationDateTime")
+        return isinstance(created, int | float) and time.time() - created > self.mapping.max_record_age_s
+
+    def _give_up(self, records: list[dict[str, Any]]) -> None:
+        """The batch's retries are spent: its record to the on-failure destination, its records dropped."""
+        del self._pending[: len(records)]
+        self._size, self._failures = self.batch_size, 0
+        self.given_up += len(records)
+        record = failure_record(records, self.stream_arn, self.function_name, self.mapping.retry_attempts + 1)
+        logger.error("the notifier's retries of a stream batch are spent: it goes to the on-failure queue")
+        if self.on_failure is not None:
+            try:
+                self.on_failure(record)
+            except Exception:
+                logger.exception("the on-failure destination refused the record of a batch given up on")
+
+
+def failure_sender(sqs: Any, queue_url: str | None) -> OnFailure | None:
+    """The on-failure destination: a message on the notifier's failures queue (which alarms)."""
+    if not queue_url:
+        return None
+
+    def send(record: dict[str, Any]) -> None:
+        sqs.send_message(QueueUrl=queue_url, MessageBody=json.dumps(record, separators=(",", ":")))
+
+    return send
+
+
+def failure_record(records: list[dict[str, Any]], stream_arn: str, function_name: str, invokes: int) -> dict[str, Any]:
+    """What Lambda sends an on-failure destination for a stream batch: where it is, not its records."""
+    changes = [r.get("dynamodb") or {} for r in records]
+    stamp = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+    return {
+        "requestContext": {
+            "functionArn": function_name,
+            "condition": "RetryAttemptsExhausted",
+            "approximateInvokeCount": invokes,
+        },
+        "responseContext": {"statusCode": 200, "executedVersion": "$LATEST", "functionError": "Unhandled"},
+        "version": "1.0",
+        "timestamp": stamp,
+        "DDBStreamBatchInfo": {
+            "startSequenceNumber": str(changes[0].get("SequenceNumber")),
+            "endSequenceNumber": str(changes[-1].get("SequenceNumber")),
+            "approximateArrivalOfFirstRecord": changes[0].get("ApproximateCreationDateTime"),
+            "approximateArrivalOfLastRecord": changes[-1].get("ApproximateCreationDateTime"),
+            "batchSize": len(records),
+            "streamArn": stream_arn,
+        },
+    }
 
 
 def _first_failure(response: Any, batch: list[dict[str, Any]]) -> int | None:

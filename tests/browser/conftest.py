@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-from offpath_tools.launcher import OffpathLocal
+from offpath_tools.launcher import OffpathLocal, free_loopback_port
 from tests.e2e.conftest import ROOT, TENANT_A, TENANT_B, TOKEN_A, TOKEN_B, Local, tests_importable
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -34,6 +34,8 @@ REFUSED_REQUEST = re.compile(r"^Failed to load resource: the server responded wi
 # A tenant of the webhooks page only: its endpoints are registered before its first job, so the notifier (which
 # keeps a tenant's endpoints for a few seconds) sees them for that job.
 TENANT_HOOKS, TOKEN_HOOKS = "tenant-hooks", "e2e-token-tenant-hooks"
+# Its receiver's port, named for receivers when the runtime starts (`--webhook-port`).
+HOOKS_PORT = free_loopback_port()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -53,6 +55,7 @@ def local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Local]:
         args=["--alarm-interval", "0.5"],
         env=tests_importable(),
         cwd=ROOT,
+        webhook_ports=[HOOKS_PORT],
     )
     try:
         yield Local(url=runtime.url, data_dir=runtime.data_dir, log=runtime.console)

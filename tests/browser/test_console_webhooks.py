@@ -11,7 +11,7 @@ import pytest
 from playwright.sync_api import expect
 
 from offpath_tools.webhook_receiver import Receiver
-from tests.browser.conftest import TOKEN_HOOKS, Console, OpenConsole
+from tests.browser.conftest import HOOKS_PORT, TOKEN_HOOKS, Console, OpenConsole
 from tests.e2e.conftest import TOKEN_B, Local, wait_for
 
 RUN_S = 30_000  # ms: how long a page may take to show a delivery
@@ -19,7 +19,7 @@ RUN_S = 30_000  # ms: how long a page may take to show a delivery
 
 @pytest.fixture(scope="module")
 def receiver() -> Iterator[Receiver]:
-    receiver = Receiver()
+    receiver = Receiver(port=HOOKS_PORT)
     try:
         yield receiver
     finally:

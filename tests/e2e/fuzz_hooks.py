@@ -15,10 +15,10 @@ tests/integration (test_scheduling.py, test_submit_api.py):
   lists another tenant's jobs (`tenant=system`, admins) is sent for its first page, without a cursor.
 
 - A webhook receiver's URL is refused unless its host resolves to allowed addresses (the embedded runtime
-  resolves no names and allows only 127.0.0.1), and a tenant has at most 10 endpoints: a `PUT
-  /webhooks/{name}` whose URL fits the document's pattern is given a loopback receiver's URL (a closed port:
-  its deliveries fail and are retried, on loopback only), and a name that fits is one of 8. The rules are
-  tested in tests/unit/test_webhooks.py and tests/e2e/test_notices.py.
+  resolves no names and allows only 127.0.0.1, on the ports its operator named), and a tenant has at most 10
+  endpoints: a `PUT /webhooks/{name}` whose URL fits the document's pattern is given a loopback receiver's URL
+  (a closed port: its deliveries fail and are retried, on loopback only), and a name that fits is one of 8. The rules
+  are tested in tests/unit/test_webhooks.py and tests/e2e/test_notices.py.
 
 A value that breaks the document's pattern is sent as generated: the refusals of those are what is checked.
 """
@@ -48,7 +48,8 @@ _KEY = re.compile(IDEMPOTENCY_KEY_PATTERN)
 _CURSOR = re.compile(CURSOR_PATTERN)
 _WEBHOOK_NAME = re.compile(WEBHOOK_NAME_PATTERN)
 _WEBHOOK_URL = re.compile(WEBHOOK_URL_PATTERN)
-LOOPBACK_RECEIVER = "http://127.0.0.1:9/fuzzed"
+LOOPBACK_RECEIVER_PORT = 9  # named for receivers (`--webhook-port`); nothing listens there
+LOOPBACK_RECEIVER = f"http://127.0.0.1:{LOOPBACK_RECEIVER_PORT}/fuzzed"
 WEBHOOK_NAMES = 8
 _sent = itertools.count(1)
 _cursors = itertools.cycle(json.loads(os.environ.get("FUZZ_CURSORS") or "[]") or [None])

@@ -48,7 +48,7 @@ from offpath.handlers.openapi import openapi_document
 from offpath.jobs import load_job_types
 from offpath_tools.launcher import OffpathLocal
 from tests.e2e.conftest import ROOT, wait_for
-from tests.e2e.fuzz_hooks import LOOPBACK_RECEIVER, WEBHOOK_NAMES
+from tests.e2e.fuzz_hooks import LOOPBACK_RECEIVER, LOOPBACK_RECEIVER_PORT, WEBHOOK_NAMES
 from tests.e2e.target import Target
 
 # Endpoints registered before the run, so the routes of one endpoint (test, deliveries, rotate-secret) are
@@ -140,7 +140,11 @@ def fuzz_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A runtime of its own: the fuzzer redrives queues and fires schedules as an admin and submits hundreds
     of jobs, none of which may disturb what the other end-to-end tests look at."""
     runtime = OffpathLocal.start(
-        tmp_path_factory.mktemp("offpath-fuzz"), tokens={TENANT: TOKEN}, admins=[TENANT], args=["--quiet"]
+        tmp_path_factory.mktemp("offpath-fuzz"),
+        tokens={TENANT: TOKEN},
+        admins=[TENANT],
+        args=["--quiet"],
+        webhook_ports=[LOOPBACK_RECEIVER_PORT],
     )
     try:
         _seed_jobs(runtime.url)

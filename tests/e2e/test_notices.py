@@ -10,6 +10,9 @@ seconds)."""
 from __future__ import annotations
 
 import json
+import re
+import stat
+import urllib.parse
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,27 +20,43 @@ from typing import Any
 
 import pytest
 
-from offpath_tools.launcher import OffpathLocal
-from offpath_tools.webhook_receiver import Receiver
+from offpath_tools.launcher import OffpathLocal, free_loopback_port
+from offpath_tools.webhook_receiver import Receiver, listening, trickle
 from tests.e2e.conftest import ROOT, Local, wait_for
 from tests.e2e.target import Target
 
-TENANTS = [f"notice-{i}" for i in range(10)]
+TENANTS = [f"notice-{i}" for i in range(14)]
 
 
 def token(tenant: str) -> str:
     return f"e2e-token-{tenant}"
 
 
+# A port named for receivers where nothing listens (its deliveries fail to connect).
+CLOSED_PORT = free_loopback_port()
+
+
+# A delivery's whole time here (OFFPATH_WEBHOOK_DEADLINE_S): a receiver trickling its answer is cut off at it.
+DEADLINE_S = 3
+
+
 @pytest.fixture(scope="module")
-def notices(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Local]:
+def trickler() -> Iterator[int]:
+    """A receiver on 127.0.0.1 that answers one byte every 0.2 s, for ever; yields its port."""
+    with listening(trickle) as port:
+        yield port
+
+
+@pytest.fixture(scope="module")
+def notices(tmp_path_factory: pytest.TempPathFactory, receiver: Receiver, trickler: int) -> Iterator[Local]:
     runtime = OffpathLocal.start(
         tmp_path_factory.mktemp("offpath-notices"),
         tokens={tenant: token(tenant) for tenant in TENANTS},
         admins=[TENANTS[0]],
         args=["--alarm-interval", "1"],
-        env={"OFFPATH_WEBHOOK_RETRY_SCALE": "0.01"},
+        env={"OFFPATH_WEBHOOK_RETRY_SCALE": "0.01", "OFFPATH_WEBHOOK_DEADLINE_S": str(DEADLINE_S)},
         cwd=ROOT,
+        webhook_ports=[receiver.port, CLOSED_PORT, trickler],
     )
     try:
         yield Local(url=runtime.url, data_dir=runtime.data_dir, log=runtime.console)
@@ -258,6 +277,9 @@ def test_another_tenants_endpoints_are_not_found(notices: Local, receiver: Recei
         ("http://169.254.169.254/latest/meta-data", "link-local"),
         ("http://[::1]:8080/hook", "loopback"),
         ("http://127.0.0.2/hook", "loopback"),
+        ("http://[2002:7f00:1::]/hook", "loopback"),  # 6to4 of 127.0.0.1
+        ("http://[::ffff:127.0.0.1]/hook", "loopback"),  # IPv4-mapped
+        ("http://[64:ff9b::7f00:1]/hook", "loopback"),  # NAT64
         ("ftp://127.0.0.1/hook", "http"),
     ],
 )
@@ -269,3 +291,126 @@ def test_a_refused_receiver_is_a_422_naming_the_url(target: Target, url: str, re
 
     assert answer.status == 422
     assert answer.body["error"]["field"] == "url" and reason in answer.body["error"]["message"]
+
+
+def emulator_port(local: Local) -> int:
+    """The emulator's port, as the runtime printed it at start."""
+    match = re.search(r"emulator\s+http://127\.0\.0\.1:(\d+)", local.log.read_text())
+    assert match, local.log.read_text()[-2000:]
+    return int(match.group(1))
+
+
+def test_the_runtimes_own_ports_and_ports_not_named_are_never_a_receiver(notices: Local, receiver: Receiver) -> None:
+    gateway_port = urllib.parse.urlsplit(notices.url).port
+    own = [
+        f"http://127.0.0.1:{emulator_port(notices)}/moto-api/reset",  # the emulator
+        f"http://127.0.0.1:{gateway_port}/jobs",  # the API
+        f"http://127.0.0.1:{gateway_port}/console",  # the console
+        f"http://localhost:{gateway_port}/health",
+        f"http://127.0.0.1:{free_loopback_port()}/hook",  # a port the operator did not name
+    ]
+    answers = [
+        notices.call("PUT", "/webhooks/own", token=token(TENANTS[0]), body={"url": url, "events": ["job.succeeded"]})
+        for url in own
+    ]
+
+    assert [a.status for a in answers] == [422] * len(own)
+    assert all(a.body["error"]["field"] == "url" for a in answers)
+    assert len({a.body["error"]["message"].split("port ")[0] for a in answers}) == 1  # one answer for every port
+    assert all("not a receiver port" in a.body["error"]["message"] for a in answers)
+    assert notices.call("GET", "/webhooks/own", token=token(TENANTS[0])).status == 404
+
+
+def test_a_failed_connection_is_one_generic_error_in_the_deliveries_log(notices: Local) -> None:
+    tenant = TENANTS[0]
+    register(notices, tenant, "closed", f"http://127.0.0.1:{CLOSED_PORT}/hook", ["job.failed"])
+
+    sent = notices.call("POST", "/webhooks/closed/test", token=token(tenant))
+    assert sent.status == 202, sent.body
+
+    log = wait_for(
+        lambda: notices.call("GET", "/webhooks/closed/deliveries", token=token(tenant)).body["deliveries"] or None
+    )
+    assert log[0]["status_code"] is None and log[0]["error"] == "connection failed"
+
+
+def test_a_receiver_whose_port_is_no_longer_named_is_refused_at_delivery(tmp_path: Path, receiver: Receiver) -> None:
+    """An endpoint registered while its port was named, then the runtime restarted without it: the delivery is
+    refused before any connection (the receiver never hears of it). Its secret was saved sealed."""
+    tenant, data = TENANTS[0], tmp_path / "offpath"
+    options: dict[str, Any] = {"tokens": {tenant: token(tenant)}, "cwd": ROOT}
+    first = OffpathLocal.start(data, webhook_ports=[receiver.port], **options)
+    try:
+        local = Local(url=first.url, data_dir=first.data_dir, log=first.console)
+        secret = register(local, tenant, "unnamed", receiver.url("/unnamed"), ["job.failed"])["secret"]
+    finally:
+        first.stop()
+    # The secret is kept sealed: not in the saved state; its key beside the data directory, the owner's only.
+    saved = (data / "state.json").read_text()
+    assert "unnamed" in saved and secret not in saved and secret.removeprefix("whsec_") not in saved
+    assert stat.S_IMODE((tmp_path / "offpath.key").stat().st_mode) == 0o600
+    second = OffpathLocal.start(data, **options)
+    try:
+        local = Local(url=second.url, data_dir=second.data_dir, log=second.console)
+        assert local.call("POST", "/webhooks/unnamed/test", token=token(tenant)).status == 202
+        rotated = local.call("POST", "/webhooks/unnamed/rotate-secret", token=token(tenant))
+        assert rotated.status == 200 and rotated.body["previous_secret_expires_at"]  # the old secret opened
+
+        log = wait_for(
+            lambda: local.call("GET", "/webhooks/unnamed/deliveries", token=token(tenant)).body["deliveries"] or None
+        )
+    finally:
+        second.stop()
+    assert log[0]["status_code"] is None
+    assert log[0]["error"].startswith("refused:") and f"port {receiver.port} is not a receiver port" in log[0]["error"]
+    assert receiver.at("/unnamed") == []
+
+
+def test_one_tenants_oversized_fan_out_holds_back_no_other_tenants_delivery(notices: Local, receiver: Receiver) -> None:
+    """Ten endpoints with the payload of a 64 KB payload of 4-byte characters (once a ~2 MB SendMessageBatch
+    SQS refused, holding the stream for ever), and another tenant's event right behind it."""
+    big, small = TENANTS[10], TENANTS[11]
+    for n in range(10):
+        register(notices, big, f"big{n}", receiver.url(f"/big{n}"), ["job.queued"], include_payload=True)
+    secret = register(notices, small, "small", receiver.url("/small"), ["job.queued"])["secret"]
+    payload = {"text": "\U0001f600" * 16_000}
+
+    big_job = notices.submit("demo.echo", payload, token=token(big))
+    small_job = notices.submit("demo.echo", {"n": 1}, token=token(small))
+    assert big_job.status == small_job.status == 202, (big_job.body, small_job.body)
+
+    delivered = wait_for(lambda: receiver.at("/small") or None, timeout_s=30)[0]
+    assert delivered.verified_by(secret) and delivered.event["data"]["job_id"] == small_job.body["job_id"]
+    bigs = wait_for(
+        lambda: (
+            [receiver.at(f"/big{n}") for n in range(10)] if all(receiver.at(f"/big{n}") for n in range(10)) else None
+        ),
+        timeout_s=30,
+    )
+    assert all(r[0].event["data"]["payload"] == payload for r in bigs)
+
+
+def test_a_slow_receiver_holds_only_its_own_deliveries(notices: Local, receiver: Receiver, trickler: int) -> None:
+    """A receiver trickling its answer a byte at a time is cut off at the delivery's deadline (the timeout once
+    applied per read, so it held a delivery for minutes); another tenant's deliveries made meanwhile arrive."""
+    slow, quick = TENANTS[12], TENANTS[13]
+    register(notices, slow, "slow", f"http://127.0.0.1:{trickler}/hook", ["job.failed"])
+    register(notices, quick, "quick", receiver.url("/quick"), ["job.failed"])
+
+    for _ in range(3):
+        assert notices.call("POST", "/webhooks/slow/test", token=token(slow)).status == 202
+    sent = [notices.call("POST", "/webhooks/quick/test", token=token(quick)).body["event_id"] for _ in range(3)]
+
+    arrived = wait_for(lambda: receiver.at("/quick") if len(receiver.at("/quick")) >= 3 else None, timeout_s=60)
+    assert {r.webhook_id for r in arrived} == set(sent)
+    log = wait_for(
+        lambda: _if_three(notices.call("GET", "/webhooks/slow/deliveries", token=token(slow)).body["deliveries"]),
+        timeout_s=60,
+    )
+    assert {a["error"] for a in log} == {f"timed out after {DEADLINE_S} s"}
+    # Cut off at the deadline: the trickle's status line and headers take ~9 s, its body ~5.5 hours.
+    assert all(DEADLINE_S * 1000 <= a["latency_ms"] < DEADLINE_S * 1000 + 5000 for a in log)
+
+
+def _if_three(attempts: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    return attempts[:3] if len(attempts) >= 3 else None

@@ -48,6 +48,9 @@ EXPECTED_ACTIONS = {
         "iam:PassRole",
         # DELETE /webhooks/{name}: the endpoint's delivery log.
         "dynamodb:DeleteItem",
+        # The endpoints' signing secrets, sealed and read (the stack's webhook secrets key).
+        "kms:Encrypt",
+        "kms:Decrypt",
     },
     # GET /jobs/{id}: the job, and the tenant's wait slots (adapters/dynamodb_waits.py).
     "read": {
@@ -94,6 +97,7 @@ EXPECTED_ACTIONS = {
     "delivery": {
         "dynamodb:GetItem",
         "dynamodb:PutItem",
+        "kms:Decrypt",  # the endpoints' signing secrets, read only
         "sqs:SendMessage",
         "sqs:ReceiveMessage",
         "sqs:ChangeMessageVisibility",

@@ -133,6 +133,31 @@ def test_notices_grants_stay_on_their_resources(any_stack: Synthesized) -> None:
     assert render(delivery_variables["OFFPATH_DELIVERY_DLQ_URL"]) == f"<{queues[f'{prefix}-webhooks-dlq'][0]}>"
 
 
+def test_webhook_secrets_are_sealed_with_a_key_only_the_api_and_the_delivery_function_use(
+    any_stack: Synthesized,
+) -> None:
+    template = any_stack.json
+    prefix = any_stack.stack.options.prefix
+    functions = functions_by_name(template)
+    keys = of_type(template, "AWS::KMS::Key").items()
+    ((key_id, key),) = [(i, k) for i, k in keys if "signing secrets" in k["Properties"].get("Description", "")]
+    key_arn = f"<{key_id}.Arn>"
+
+    assert key["Properties"]["EnableKeyRotation"] is True
+    assert key["DeletionPolicy"] == "Retain"  # deleting the stack keeps the key: a restored table's secrets open
+    grants = {
+        kind: grants_of_role(template, role_of(functions[f"{prefix}-{kind}"][1]))
+        for kind in ("api", "delivery", "notifier")
+    }
+    assert (grants["api"]["kms:Encrypt"], grants["api"]["kms:Decrypt"]) == ({key_arn}, {key_arn})
+    assert grants["delivery"]["kms:Decrypt"] == {key_arn} and "kms:Encrypt" not in grants["delivery"]
+    assert not any(action.startswith("kms:") for action in grants["notifier"])
+    for kind in ("api", "delivery"):
+        variables = functions[f"{prefix}-{kind}"][1]["Environment"]["Variables"]
+        assert render(variables["OFFPATH_WEBHOOK_SECRETS_KEY"]) == key_arn, kind
+    assert "OFFPATH_WEBHOOK_SECRETS_KEY" not in functions[f"{prefix}-notifier"][1]["Environment"]["Variables"]
+
+
 def test_no_bus_by_default(default_stack: Synthesized) -> None:
     """Events go on a bus only when asked: three events a job are $3.00 a million jobs (docs/decisions.md)."""
     template = default_stack.json

@@ -52,7 +52,7 @@ def test_the_item_kinds_and_their_current_versions() -> None:
         "once mark": ("ONCE#", 2),
         "quota rate bucket": ("QUOTA#RATE#", 2),
         "quota usage counter": ("QUOTA#USE#", 2),
-        "webhook endpoints": ("WEBHOOKS#", 2),
+        "webhook endpoints": ("WEBHOOKS#", 3),
         "webhook delivery log": ("WEBHOOKLOG#", 2),
     }
 

@@ -7,6 +7,7 @@ import http.client
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -37,9 +38,11 @@ class OffpathLocal:
         args: Sequence[str] = (),
         env: Mapping[str, str] | None = None,
         cwd: Path | None = None,
+        webhook_ports: Sequence[int] = (),
     ) -> OffpathLocal:
         """`tokens`: tenant -> bearer token; `load`: modules imported for their job types and schedules;
-        `args`: any other options of `offpath local`; `env`: added to this process's environment."""
+        `args`: any other options of `offpath local`; `env`: added to this process's environment;
+        `webhook_ports`: the 127.0.0.1 ports where its webhook receivers may listen (`--webhook-port`)."""
         data_dir.mkdir(parents=True, exist_ok=True)
         console = data_dir / "console.txt"
         command = [sys.executable, "-m", "offpath_local", "local", "--port", "0", "--data", str(data_dir)]
@@ -49,6 +52,8 @@ class OffpathLocal:
             command += ["--admin", tenant]
         for module in load:
             command += ["--load", module]
+        for port in webhook_ports:
+            command += ["--webhook-port", str(port)]
         command += list(args)
         with console.open("w") as out:
             process = subprocess.Popen(
@@ -76,6 +81,13 @@ class OffpathLocal:
 
     def tail(self, chars: int = 4000) -> str:
         return self.console.read_text(errors="replace")[-chars:] if self.console.exists() else ""
+
+
+def free_loopback_port() -> int:
+    """A port of 127.0.0.1 free now (for a receiver started after the runtime that must name it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def wait_until_serving(process: subprocess.Popen[bytes], data_dir: Path, console: Path) -> str:

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from offpath_tools.launcher import OffpathLocal
+from offpath_tools.launcher import OffpathLocal, free_loopback_port
 from offpath_tools.webhook_receiver import Receiver
 
 TENANT, TOKEN = "ledger", "ledger-token-0123456789"
@@ -77,7 +77,10 @@ FINAL_EVENTS = {"SUCCEEDED": "job.succeeded", "FAILED": "job.failed", "CANCELLED
 
 
 class LedgerRuntime(OffpathLocal):
-    """`offpath local` in a child process on free ports, with the ledger's tenant and job types."""
+    """`offpath local` in a child process on free ports, with the ledger's tenant and job types; its webhook
+    receiver listens on `webhook_port`, the port named for receivers (`--webhook-port`)."""
+
+    webhook_port: int = 0
 
     @classmethod
     def launch(
@@ -118,8 +121,13 @@ class LedgerRuntime(OffpathLocal):
             "OFFPATH_SWEEP_GRACE_S": str(sweep_grace_s),
             "OFFPATH_WEBHOOK_RETRY_SCALE": str(WEBHOOK_RETRY_SCALE),
         }
-        started = OffpathLocal.start(data_dir, tokens={TENANT: TOKEN}, load=[LEDGER_JOBS], args=args, env=env)
-        return cls(started.process, started.url, started.data_dir, started.console)
+        port = free_loopback_port()
+        started = OffpathLocal.start(
+            data_dir, tokens={TENANT: TOKEN}, load=[LEDGER_JOBS], args=args, env=env, webhook_ports=[port]
+        )
+        runtime = cls(started.process, started.url, started.data_dir, started.console)
+        runtime.webhook_port = port
+        return runtime
 
     def api(self) -> Api:
         return Api(self.url, TOKEN)
@@ -477,7 +485,7 @@ def run_ledger(
     ledger = Ledger(jobs=jobs, seed=seed, fault_rate=fault_rate, submitted=len(planned))
     answers: dict[str, Answer] = {}
     lock = threading.Lock()
-    receiver = Receiver(fail_every=RECEIVER_FAILS_EVERY) if webhooks else None
+    receiver = Receiver(fail_every=RECEIVER_FAILS_EVERY, port=local.webhook_port) if webhooks else None
     secret = _register_endpoint(local, receiver) if receiver is not None else None
 
     def submit(api: Api, job: Planned) -> None:

@@ -1,15 +1,17 @@
 """A webhook receiver on 127.0.0.1 for the end-to-end tests and the fault ledger: it records every request it
 gets and answers what the caller scripts for its path (200 by default; `fail_every`: every n-th request on a
 path answered 503). Signatures are verified with `standardwebhooks`, as a receiver would, by whoever knows the
-endpoint's secrets."""
+endpoint's secrets. `listening(trickle)`: a receiver that answers one byte every 0.2 s (a slow receiver)."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -51,7 +53,7 @@ class Script:
 
 
 class Receiver:
-    def __init__(self, fail_every: int = 0) -> None:
+    def __init__(self, fail_every: int = 0, port: int = 0) -> None:
         self.fail_every = fail_every
         self.received: list[Received] = []
         self.scripts: dict[str, Script] = {}
@@ -74,7 +76,7 @@ class Receiver:
             def log_message(self, format: str, *args: Any) -> None:
                 return
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.port = self.server.server_address[1]
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self._thread.start()
@@ -113,3 +115,37 @@ class Receiver:
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+@contextlib.contextmanager
+def listening(serve: Callable[[socket.socket], None]) -> Iterator[int]:
+    """A TCP server on 127.0.0.1 whose every connection is given to `serve(connection)`; yields its port."""
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                connection, _ = server.accept()
+            except OSError:
+                return
+            threading.Thread(target=serve, args=(connection,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield server.getsockname()[1]
+    finally:
+        stop.set()
+        server.close()
+
+
+def trickle(connection: socket.socket) -> None:
+    """Reads the request, then answers one byte every 0.2 s, for ever (until the client goes)."""
+    with contextlib.suppress(OSError):
+        connection.recv(65536)
+        for byte in b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n" + b"x" * 100000:
+            connection.sendall(bytes([byte]))
+            time.sleep(0.2)
+    connection.close()

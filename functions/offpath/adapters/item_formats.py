@@ -86,7 +86,17 @@ SCHEDULE_STATE = ItemFormat("schedule state", "SCHEDULE#", version=2, upcasters=
 ONCE_MARK = ItemFormat("once mark", "ONCE#", version=2, upcasters=(v2_adds_the_version,))
 QUOTA_RATE = ItemFormat("quota rate bucket", "QUOTA#RATE#", version=2, upcasters=(v2_adds_the_version,))
 QUOTA_USAGE = ItemFormat("quota usage counter", "QUOTA#USE#", version=2, upcasters=(v2_adds_the_version,))
-WEBHOOK_ENDPOINTS = ItemFormat("webhook endpoints", "WEBHOOKS#", version=2, upcasters=(v2_adds_the_version,))
+
+
+def v3_seals_the_secrets(plain: Plain) -> Plain:
+    """2 -> 3: an endpoint's signing secrets are sealed (KMS on AWS, the local key file) instead of kept in clear;
+    a clear secret of an older item is read as it is and sealed at the item's next write."""
+    return plain
+
+
+WEBHOOK_ENDPOINTS = ItemFormat(
+    "webhook endpoints", "WEBHOOKS#", version=3, upcasters=(v2_adds_the_version, v3_seals_the_secrets)
+)
 WEBHOOK_LOG = ItemFormat("webhook delivery log", "WEBHOOKLOG#", version=2, upcasters=(v2_adds_the_version,))
 
 FORMATS = (JOB, KEY_RECORD, SCHEDULE_STATE, ONCE_MARK, QUOTA_RATE, QUOTA_USAGE, WEBHOOK_ENDPOINTS, WEBHOOK_LOG)

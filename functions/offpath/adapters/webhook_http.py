@@ -8,10 +8,13 @@ The resolver and the connector are ports, so a test proves a refused address is 
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import socket
 import ssl
+import threading
 import time
+from collections.abc import Set as AbstractSet
 from typing import Protocol
 
 from offpath.domain.webhooks import (
@@ -21,10 +24,13 @@ from offpath.domain.webhooks import (
     checked_url,
     default_port,
     refusal_of_all,
+    refusal_of_port,
 )
 
 ANSWER_READ_LIMIT = 64 * 1024
 USER_AGENT = "offpath-webhooks/1"
+# Every failure to get an answer, whatever its cause (refused, reset, unreachable, a connect timing out).
+CONNECTION_FAILED = "connection failed"
 
 
 class Connector(Protocol):
@@ -48,13 +54,27 @@ class SocketConnector:
 
 
 class PinnedSender:
-    def __init__(self, resolver: Resolver, connector: Connector, *, allow_loopback: bool = False) -> None:
+    """`timeout_s` of `post` is the delivery's whole time: connecting, sending and reading the answer end by
+    then (a receiver trickling its answer a byte at a time is cut off at it), so one slow receiver never holds
+    the other deliveries of its batch. Whatever keeps a connection from answering (refused, reset, unreachable,
+    a connect that times out) is one error, CONNECTION_FAILED: the log says nothing of what listens where."""
+
+    def __init__(
+        self,
+        resolver: Resolver,
+        connector: Connector,
+        *,
+        allow_loopback: bool = False,
+        loopback_ports: AbstractSet[int] = frozenset(),
+    ) -> None:
         self.resolver = resolver
         self.connector = connector
         self.allow_loopback = allow_loopback
+        self.loopback_ports = loopback_ports
 
     def post(self, url: str, headers: dict[str, str], body: bytes, timeout_s: float) -> HttpResult:
         started = time.perf_counter()
+        deadline = started + timeout_s
 
         def elapsed() -> int:
             return int((time.perf_counter() - started) * 1000)
@@ -67,25 +87,47 @@ class PinnedSender:
         port = default_port(parts)
         addresses = self.resolver.resolve(host, port)
         reason = refusal_of_all(addresses, allow_loopback=self.allow_loopback)
+        if reason is None and self.allow_loopback:
+            reason = refusal_of_port(addresses[0], port, self.loopback_ports)
         if reason is not None:
             return HttpResult(None, elapsed(), error=f"refused: {reason}")
+        try:
+            sock = self.connector.connect(addresses[0], port, max(0.001, deadline - time.perf_counter()))
+        except OSError:
+            return HttpResult(None, elapsed(), error=CONNECTION_FAILED)
+        held = [sock]
+        expired = threading.Event()
+
+        def cut() -> None:  # the deadline: the connection is shut, whatever call waits on it returns
+            expired.set()
+            with contextlib.suppress(OSError):
+                socket.socket.shutdown(held[-1], socket.SHUT_RDWR)
+
+        watchdog = threading.Timer(max(0.0, deadline - time.perf_counter()), cut)
+        watchdog.daemon = True
+        watchdog.start()
         connection: http.client.HTTPConnection | None = None
         try:
-            sock = self.connector.connect(addresses[0], port, timeout_s)
-            sock.settimeout(timeout_s)
+            sock.settimeout(max(0.001, deadline - time.perf_counter()))
             if parts.scheme == "https":
                 sock = ssl.create_default_context().wrap_socket(sock, server_hostname=host)
+                held.append(sock)
             connection = http.client.HTTPConnection(host, port, timeout=timeout_s)
             connection.sock = sock  # pinned: http.client connects only when it has no socket
             target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
             connection.request("POST", target, body=body, headers={**headers, "user-agent": USER_AGENT})
             answer = connection.getresponse()
             answer.read(ANSWER_READ_LIMIT)
+            if expired.is_set():
+                raise TimeoutError
             return HttpResult(answer.status, elapsed(), retry_after=answer.getheader("retry-after"))
-        except TimeoutError:
-            return HttpResult(None, elapsed(), error=f"timed out after {timeout_s:g} s")
-        except (OSError, http.client.HTTPException) as error:
-            return HttpResult(None, elapsed(), error=f"connection error: {type(error).__name__}")
+        except (OSError, http.client.HTTPException, ValueError):
+            if expired.is_set() or time.perf_counter() >= deadline:
+                return HttpResult(None, elapsed(), error=f"timed out after {timeout_s:g} s")
+            return HttpResult(None, elapsed(), error=CONNECTION_FAILED)
         finally:
+            watchdog.cancel()
             if connection is not None:
                 connection.close()
+            with contextlib.suppress(OSError):
+                held[-1].close()

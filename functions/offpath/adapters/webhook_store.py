@@ -5,6 +5,13 @@ table's stream filter leaves them out):
 - `WEBHOOKLOG#<tenant>#<name>`: the endpoint's latest delivery attempts and since when they keep failing.
 
 Both are written whole, under a version condition (read, change, write; tried again on a conflict).
+
+An endpoint's signing secrets are stored sealed by the store's cipher (KMS on AWS, a local key file in the
+embedded runtime), bound to their tenant and endpoint: the item, the stream and any backup hold no secret in
+clear. A secret read is opened once and its sealed text kept, so writing the endpoint again (disabled by a
+delivery, another endpoint added) seals nothing new. A store made `with_secrets=False` (the notifier, which
+never signs) reads endpoints without their secrets and never writes. Without a cipher (tests), secrets are
+stored as they are; an item written so is read by a store with a cipher and sealed at its next write.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ from offpath.adapters.dynamodb_store import (
 )
 from offpath.adapters.item_formats import WEBHOOK_ENDPOINTS, WEBHOOK_LOG
 from offpath.domain.errors import StoreUnavailableError
-from offpath.domain.webhooks import Attempt, DeliveryLog, Endpoint, EndpointLimitError, Secret
+from offpath.domain.webhooks import Attempt, DeliveryLog, Endpoint, EndpointLimitError, Secret, SecretCipher
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
@@ -46,9 +53,19 @@ def log_key(tenant: str, name: str) -> str:
 
 
 class DynamoDbWebhookStore:
-    def __init__(self, table_name: str, client: DynamoDBClient | None = None) -> None:
+    def __init__(
+        self,
+        table_name: str,
+        client: DynamoDBClient | None = None,
+        *,
+        cipher: SecretCipher | None = None,
+        with_secrets: bool = True,
+    ) -> None:
         self.table_name = table_name
         self.client = client or default_client()
+        self.cipher = cipher
+        self.with_secrets = with_secrets
+        self._sealed: dict[tuple[str, str, str], str] = {}  # (tenant, endpoint, secret) -> its sealed text
 
     # -- endpoints --------------------------------------------------------------------------
 
@@ -89,13 +106,46 @@ class DynamoDbWebhookStore:
             return {}, 0
         item = WEBHOOK_ENDPOINTS.read(item)
         raw = json.loads(item["endpoints_json"])
-        return {name: endpoint_from_json(name, data) for name, data in raw.items()}, int(item["version"])
+        endpoints = {name: endpoint_from_json(name, data, self._opener(tenant, name)) for name, data in raw.items()}
+        return endpoints, int(item["version"])
 
     def _write_endpoints(self, tenant: str, endpoints: dict[str, Endpoint], version: int) -> None:
-        text = json.dumps({name: endpoint_to_json(e) for name, e in sorted(endpoints.items())}, separators=(",", ":"))
+        if not self.with_secrets:
+            raise RuntimeError("a webhook store without the endpoints' secrets cannot write them")
+        plain = {name: endpoint_to_json(e, self._sealer(tenant, name)) for name, e in sorted(endpoints.items())}
+        text = json.dumps(plain, separators=(",", ":"))
         self._put_versioned(
             {**item_key(endpoints_key(tenant)), **WEBHOOK_ENDPOINTS.stamp, "endpoints_json": text}, version
         )
+
+    # -- secrets ----------------------------------------------------------------------------
+
+    def _opener(self, tenant: str, name: str) -> Callable[[dict[str, Any]], str | None]:
+        return lambda stored: self._open(tenant, name, stored)
+
+    def _sealer(self, tenant: str, name: str) -> Callable[[str], dict[str, str]]:
+        return lambda value: self._seal(tenant, name, value)
+
+    def _open(self, tenant: str, name: str, stored: dict[str, Any]) -> str | None:
+        """A stored secret in clear; None when this store does not read secrets."""
+        if not self.with_secrets:
+            return None
+        if "sealed" not in stored:
+            return str(stored["value"])  # written without a cipher
+        if self.cipher is None:
+            raise StoreUnavailableError("a webhook secret is sealed and this store has no cipher")
+        value = self.cipher.open(str(stored["sealed"]), secret_context(tenant, name))
+        self._sealed[(tenant, name, value)] = str(stored["sealed"])
+        return value
+
+    def _seal(self, tenant: str, name: str, value: str) -> dict[str, str]:
+        if self.cipher is None:
+            return {"value": value}
+        sealed = self._sealed.get((tenant, name, value))
+        if sealed is None:
+            sealed = self.cipher.seal(value, secret_context(tenant, name))
+            self._sealed[(tenant, name, value)] = sealed
+        return {"sealed": sealed}
 
     # -- delivery logs ----------------------------------------------------------------------
 
@@ -158,13 +208,20 @@ def _parsed(value: str | None) -> datetime | None:
     return parse_iso(value) if value else None
 
 
-def endpoint_to_json(endpoint: Endpoint) -> dict[str, Any]:
+def secret_context(tenant: str, name: str) -> dict[str, str]:
+    """What a sealed secret is bound to (KMS encryption context; associated data locally)."""
+    return {"offpath:tenant": tenant, "offpath:endpoint": name}
+
+
+def endpoint_to_json(
+    endpoint: Endpoint, seal: Callable[[str], dict[str, str]] = lambda value: {"value": value}
+) -> dict[str, Any]:
     return {
         "url": endpoint.url,
         "events": list(endpoint.events),
         "job_types": list(endpoint.job_types),
         "include_payload": endpoint.include_payload,
-        "secrets": [{"value": s.value, "expires_at": _when(s.expires_at)} for s in endpoint.secrets],
+        "secrets": [{**seal(s.value), "expires_at": _when(s.expires_at)} for s in endpoint.secrets],
         "enabled": endpoint.enabled,
         "disabled_reason": endpoint.disabled_reason,
         "disabled_at": _when(endpoint.disabled_at),
@@ -173,14 +230,18 @@ def endpoint_to_json(endpoint: Endpoint) -> dict[str, Any]:
     }
 
 
-def endpoint_from_json(name: str, data: dict[str, Any]) -> Endpoint:
+def endpoint_from_json(
+    name: str, data: dict[str, Any], open_: Callable[[dict[str, Any]], str | None] = lambda s: str(s["value"])
+) -> Endpoint:
+    """`open_` gives a stored secret in clear, or None: the endpoint is read without its secrets."""
+    opened = [(open_(s), _parsed(s.get("expires_at"))) for s in data["secrets"]]
     return Endpoint(
         name=name,
         url=data["url"],
         events=tuple(data["events"]),
         job_types=tuple(data.get("job_types") or ()),
         include_payload=bool(data.get("include_payload")),
-        secrets=tuple(Secret(s["value"], _parsed(s.get("expires_at"))) for s in data["secrets"]),
+        secrets=tuple(Secret(value, expires_at) for value, expires_at in opened if value is not None),
         enabled=bool(data.get("enabled", True)),
         disabled_reason=data.get("disabled_reason"),
         disabled_at=_parsed(data.get("disabled_at")),

@@ -15,6 +15,7 @@ import math
 import re
 import secrets
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -200,6 +201,42 @@ class DeliveryLog:
         return self.failing_since is not None and now - self.failing_since >= FAILING_DISABLES_AFTER
 
 
+# -- what a delivery carries, and its size on the queue -----------------------------------------
+
+# SQS: a message, and a SendMessageBatch (the sum of its bodies), at most 256 KiB each here. AWS raised both
+# limits to 1 MiB in 2025, but a queue's MaximumMessageSize is 256 KiB where it was never raised (docs and
+# tools still give it as the default): 256 KiB is what every queue takes. Sizes are UTF-8 bytes.
+SQS_MESSAGE_BYTES = 256 * 1024
+SQS_BATCH_BYTES = 256 * 1024
+# A delivery inlines the job view (with its payload when the endpoint asks, and its result) while that view
+# is at most this big as JSON; past it, `payload` and `result` are left out (null) and `omitted` names them:
+# the receiver reads them with GET /jobs/{job_id}. What is left (ids, states, times, a bounded error) is small.
+INLINE_LIMIT_BYTES = 192 * 1024
+OMITTABLE = ("payload", "result")
+# Characters SQS refuses in a message body (lone surrogates, U+FFFE, U+FFFF); json_text escapes them.
+_NOT_IN_SQS = re.compile("[\ud800-\udfff\ufffe\uffff]")
+
+
+def json_text(value: Any) -> str:
+    """Compact JSON without ASCII escapes (a 4-byte character stays 4 bytes, not a 12-byte surrogate pair),
+    except for the characters SQS refuses, which are escaped (still the same JSON value)."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return _NOT_IN_SQS.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
+
+
+def utf8_bytes(text: str) -> int:
+    return len(text.encode("utf-8", errors="surrogatepass"))
+
+
+def inlined(data: dict[str, Any], limit: int = INLINE_LIMIT_BYTES) -> dict[str, Any]:
+    """The job view as a delivery carries it: whole up to `limit` bytes of JSON, else without its payload and
+    result (`omitted` names what was left out)."""
+    if utf8_bytes(json_text(data)) <= limit:
+        return data
+    left_out = [key for key in OMITTABLE if data.get(key) is not None]
+    return {**data, **dict.fromkeys(left_out), "omitted": left_out}
+
+
 @dataclass(frozen=True)
 class Delivery:
     """One message on the delivery queue: an event for one endpoint. `attempt` is the attempt this message
@@ -215,7 +252,7 @@ class Delivery:
     not_before: datetime | None = None
 
     def to_json(self) -> str:
-        return json.dumps(
+        return json_text(
             {
                 "tenant": self.tenant,
                 "endpoint": self.endpoint,
@@ -225,8 +262,7 @@ class Delivery:
                 "data": self.data,
                 "attempt": self.attempt,
                 "not_before": iso_z(self.not_before) if self.not_before else None,
-            },
-            separators=(",", ":"),
+            }
         )
 
     @classmethod
@@ -286,18 +322,19 @@ def default_port(parts: SplitResult) -> int:
 
 def refusal_of(address: str, *, allow_loopback: bool) -> str | None:
     """Why a delivery may not connect to this address (None: it may): private, loopback, link-local,
-    multicast, reserved, unspecified or otherwise not global, IPv4 and IPv6 alike; an IPv4-mapped IPv6
-    address is judged as the IPv4 address it maps. Where loopback receivers are allowed (the embedded
-    runtime), 127.0.0.1 and only it is accepted."""
+    multicast, reserved, unspecified or otherwise not global, IPv4 and IPv6 alike; an IPv6 address that carries
+    an IPv4 address (IPv4-mapped, 6to4, NAT64, Teredo) is judged as the IPv4 address it carries. Where loopback
+    receivers are allowed (the embedded runtime), 127.0.0.1 itself and only it is accepted: never an IPv6 form
+    of it (6to4 or NAT64 would send it elsewhere), and only on the ports the operator named (refusal_of_port)."""
     try:
         ip: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(address.split("%", 1)[0])
     except ValueError:
         return "not an IP address"
     if isinstance(ip, ipaddress.IPv6Address):
-        mapped = ip.ipv4_mapped or ip.sixtofour
-        if mapped is not None:
-            ip = mapped
-    if allow_loopback and ip == LOOPBACK_RECEIVER:
+        embedded = embedded_ipv4(ip)
+        if embedded is not None:
+            ip = embedded
+    elif allow_loopback and ip == LOOPBACK_RECEIVER:
         return None
     checks = (
         ("unspecified", ip.is_unspecified),
@@ -311,6 +348,36 @@ def refusal_of(address: str, *, allow_loopback: bool) -> str | None:
     for name, matched in checks:
         if matched:
             return f"{ip} is {name}"
+    return None
+
+
+# NAT64: the well-known prefix (RFC 6052) and the local-use one (RFC 8215); the IPv4 address is the last 32 bits.
+NAT64_PREFIXES = (ipaddress.IPv6Network("64:ff9b::/96"), ipaddress.IPv6Network("64:ff9b:1::/48"))
+
+
+def embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 address carries (IPv4-mapped, 6to4, NAT64, Teredo's client), else None."""
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    if any(ip in prefix for prefix in NAT64_PREFIXES):
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    if ip.teredo is not None:
+        return ip.teredo[1]
+    return None
+
+
+def refusal_of_port(address: str, port: int, loopback_ports: AbstractSet[int]) -> str | None:
+    """Where loopback receivers are allowed, one at 127.0.0.1 only on a port the operator named (`offpath local
+    --webhook-port`): never the runtime's own services (emulator, gateway, console), never a port scan. The
+    answer is the same for every port not named, whatever listens there."""
+    try:
+        loopback = ipaddress.ip_address(address) == LOOPBACK_RECEIVER
+    except ValueError:
+        loopback = False
+    if loopback and port not in loopback_ports:
+        return f"port {port} is not a receiver port of this runtime (offpath local --webhook-port)"
     return None
 
 
@@ -365,6 +432,16 @@ class WebhookStore(Protocol):
     def record_attempt(self, tenant: str, name: str, attempt: Attempt, *, succeeded: bool) -> DeliveryLog:
         """Adds the attempt to the endpoint's log; returns the log as written."""
         ...
+
+
+class SecretCipher(Protocol):
+    """Seals an endpoint's signing secret for storage and opens it again (KMS on AWS, a key file kept outside
+    the data locally): the table, its stream and its backups never hold a secret in clear. `context` (the
+    tenant and the endpoint) is bound to the sealed text: it opens only for the endpoint it was sealed for."""
+
+    def seal(self, secret: str, context: dict[str, str]) -> str: ...
+
+    def open(self, sealed: str, context: dict[str, str]) -> str: ...
 
 
 class DeliveryQueue(Protocol):

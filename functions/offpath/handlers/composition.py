@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, cast
 
 from offpath import snapstart
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from offpath.adapters.webhook_http import Connector
     from offpath.domain.events import EventSink
     from offpath.domain.quotas import QuotaCounters
-    from offpath.domain.webhooks import DeliveryQueue, Resolver, WebhookStore
+    from offpath.domain.webhooks import DeliveryQueue, Resolver, SecretCipher, WebhookStore
     from offpath.logic.process import WorkerPolicy, WorkerPorts
     from offpath.logic.quotas import CachedQuotaGate
     from offpath.logic.submit import SubmitPolicy
@@ -81,6 +81,7 @@ class Overrides:
     resolver: Resolver | None = None
     connector: Connector | None = None
     event_bus: EventSink | None = None
+    cipher: SecretCipher | None = None  # seals the endpoints' signing secrets (None: KMS, with the stack's key)
 
     def store(self, settings: Settings) -> JobStore:
         store: JobStore = DynamoDbJobStore(settings.table_name, client=self.dynamodb_client())
@@ -262,7 +263,14 @@ def render_job(job: Job, with_payload: bool) -> dict[str, Any]:
 def receiver_policy(settings: Settings) -> ReceiverPolicy:
     from offpath.logic.webhooks import ReceiverPolicy
 
-    return ReceiverPolicy(allow_loopback=settings.allow_loopback_receivers, retry_scale=settings.webhook_retry_scale)
+    policy = ReceiverPolicy(
+        allow_loopback=settings.allow_loopback_receivers,
+        retry_scale=settings.webhook_retry_scale,
+        loopback_ports=settings.loopback_receiver_ports,
+    )
+    if settings.webhook_deadline_s is not None:
+        policy = replace(policy, deadline_s=settings.webhook_deadline_s)
+    return policy
 
 
 def build_delivery_queue(settings: Settings, overrides: Overrides | None = None) -> SqsDeliveryQueue | None:
@@ -274,13 +282,25 @@ def build_delivery_queue(settings: Settings, overrides: Overrides | None = None)
     return SqsDeliveryQueue(settings.delivery_queue_url, settings.delivery_dlq_url, client=client)
 
 
+def secret_cipher(settings: Settings, overrides: Overrides) -> SecretCipher | None:
+    """What seals the endpoints' signing secrets: the override (the embedded runtime's key file), else KMS with
+    the stack's key (OFFPATH_WEBHOOK_SECRETS_KEY); None: stored as they are (tests without either)."""
+    if overrides.cipher is not None:
+        return overrides.cipher
+    if not settings.webhook_secrets_key:
+        return None
+    from offpath.adapters.kms_secrets import KmsSecretCipher
+
+    return KmsSecretCipher(settings.webhook_secrets_key)
+
+
 def build_webhook_services(settings: Settings, overrides: Overrides | None = None) -> WebhookServices:
     from offpath.adapters.webhook_http import SystemResolver
     from offpath.adapters.webhook_store import DynamoDbWebhookStore
 
     o = overrides or Overrides()
     return WebhookServices(
-        store=DynamoDbWebhookStore(settings.table_name, client=o.dynamodb_client()),
+        store=DynamoDbWebhookStore(settings.table_name, client=o.dynamodb_client(), cipher=secret_cipher(settings, o)),
         resolver=o.resolver or SystemResolver(),
         policy=receiver_policy(settings),
         queue=build_delivery_queue(settings, o),
@@ -304,7 +324,8 @@ def build_notifier_services(settings: Settings, overrides: Overrides | None = No
         sinks.append(EventBridgeSink(settings.event_bus_name, render_job))
     queue = build_delivery_queue(settings, o)
     if queue is not None:
-        store = DynamoDbWebhookStore(settings.table_name, client=o.dynamodb_client())
+        # The notifier never signs: it reads the endpoints without their secrets (and needs no key).
+        store = DynamoDbWebhookStore(settings.table_name, client=o.dynamodb_client(), with_secrets=False)
         sinks.append(WebhookFanout(store, queue, o.clock or SystemClock(), render_job))
     if settings.realtime_url:
         # The stack's realtime API (AppSync Events): browsers subscribed to the jobs' channels.
@@ -326,9 +347,10 @@ def build_delivery_ports(settings: Settings, overrides: Overrides | None = None)
         o.resolver or SystemResolver(),
         o.connector or SocketConnector(),
         allow_loopback=settings.allow_loopback_receivers,
+        loopback_ports=settings.loopback_receiver_ports,
     )
     return DeliveryPorts(
-        store=DynamoDbWebhookStore(settings.table_name, client=o.dynamodb_client()),
+        store=DynamoDbWebhookStore(settings.table_name, client=o.dynamodb_client(), cipher=secret_cipher(settings, o)),
         queue=queue,
         sender=sender,
         clock=o.clock or SystemClock(),

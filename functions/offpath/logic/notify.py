@@ -17,7 +17,7 @@ from offpath.domain.clock import Clock
 from offpath.domain.events import EventSink, EventType, JobEvent, events_of_change
 from offpath.domain.job import Job, JobStatus
 from offpath.domain.ports import Metrics
-from offpath.domain.webhooks import Delivery, DeliveryQueue, EndpointCache, WebhookStore
+from offpath.domain.webhooks import Delivery, DeliveryQueue, EndpointCache, WebhookStore, inlined
 
 logger = logging.getLogger("offpath.notifier")
 
@@ -148,7 +148,8 @@ def publish_metrics(changes: Sequence[Change], metrics: Metrics, failed: str | N
 
 class WebhookFanout:
     """An event sink: one delivery per event and per endpoint of its tenant that wants it, on the delivery
-    queue. A tenant's endpoints are read once per tenant and kept briefly (EndpointCache)."""
+    queue. A tenant's endpoints are read once per tenant and kept briefly (EndpointCache). A delivery carries
+    the job view whole up to INLINE_LIMIT_BYTES (domain/webhooks.py), else without its payload and result."""
 
     def __init__(
         self,
@@ -182,7 +183,7 @@ class WebhookFanout:
                             event_id=event.id,
                             type=event.type.value,
                             timestamp=event.time,
-                            data=self.render(event.job, endpoint.include_payload),
+                            data=inlined(self.render(event.job, endpoint.include_payload)),
                         )
                     )
         return out

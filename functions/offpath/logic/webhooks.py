@@ -46,6 +46,7 @@ from offpath.domain.webhooks import (
     new_secret,
     parse_retry_after,
     refusal_of_all,
+    refusal_of_port,
     retry_delay_s,
     rotated,
     signed_headers,
@@ -59,10 +60,14 @@ MAX_MESSAGE_DELAY_S = 900
 
 @dataclass(frozen=True)
 class ReceiverPolicy:
-    """Where deliveries may go: `allow_loopback` only in the embedded runtime (http://127.0.0.1 receivers)."""
+    """Where deliveries may go: `allow_loopback` only in the embedded runtime (http://127.0.0.1 receivers, on
+    `loopback_ports` only: the ports the operator named). `deadline_s`: a delivery's whole time (connect, send,
+    read)."""
 
     allow_loopback: bool = False
     retry_scale: float = 1.0
+    loopback_ports: frozenset[int] = frozenset()
+    deadline_s: float = DELIVERY_TIMEOUT_S
 
 
 @dataclass(frozen=True)
@@ -90,7 +95,11 @@ def check_receiver(url: str, resolver: Resolver, policy: ReceiverPolicy) -> None
     """Raises RefusedUrlError when the URL's form or any address its host resolves to is refused."""
     parts = checked_url(url, allow_loopback=policy.allow_loopback)
     host = parts.hostname or ""
-    reason = refusal_of_all(resolver.resolve(host, default_port(parts)), allow_loopback=policy.allow_loopback)
+    port = default_port(parts)
+    addresses = resolver.resolve(host, port)
+    reason = refusal_of_all(addresses, allow_loopback=policy.allow_loopback)
+    if reason is None and policy.allow_loopback:
+        reason = next((r for a in addresses if (r := refusal_of_port(a, port, policy.loopback_ports))), None)
     if reason is not None:
         raise RefusedUrlError(f"url is refused: {reason}")
 
@@ -242,7 +251,7 @@ def deliver(delivery: Delivery, ports: DeliveryPorts, policy: ReceiverPolicy) ->
         return DeliveryOutcome("dead_lettered")
     body = body_of(delivery.type, delivery.timestamp, delivery.data)
     headers = signed_headers(endpoint.signing_secrets(now), delivery.event_id, now, body)
-    result = ports.sender.post(endpoint.url, headers, body.encode(), DELIVERY_TIMEOUT_S)
+    result = ports.sender.post(endpoint.url, headers, body.encode(), policy.deadline_s)
     after = ports.clock.now()
     succeeded = is_success(result.status)
     delay = None
