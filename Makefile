@@ -74,6 +74,7 @@ $(LAMBDA_WHEELS_STAMP): $(STAMP) infra/lambda-requirements.txt
 lambda-wheels: $(LAMBDA_WHEELS_STAMP)
 
 test: lambda-wheels test-lambda-python
+checkov synth: $(LAMBDA_WHEELS_STAMP)
 
 # checkov over the synthesized template (infra/checkov.py lists each skipped check with its reason). It has a
 # virtual environment of its own inside the venv: its pins (boto3, packaging) are older than the project's.

@@ -249,12 +249,15 @@ def _inputs_digest(source: Path, target: Platform) -> str:
 
 def bundle(source: Path, target: Platform, out: Path) -> None:
     """The asset's contents in `out` (the cold-start benchmark builds one for this machine with it too). The
-    last asset made for each platform is kept in build/lambda-asset: a synth of the same inputs (the tests make
-    several) copies it instead of compiling it again."""
+    last assets made for each platform are kept in build/lambda-asset: a synth of the same inputs (the tests make
+    several) copies one instead of compiling it again."""
     cached = ASSET_CACHE / f"{target.machine}-{_inputs_digest(source, target)}"
     if cached.is_dir():
-        shutil.copytree(cached, out, dirs_exist_ok=True)
-        return
+        try:
+            shutil.copytree(cached, out, dirs_exist_ok=True)
+            return
+        except OSError:  # removed meanwhile by a synth of other inputs: made again below
+            pass
     wheels = pinned_wheels(target)
     for entry in sorted(source.iterdir()):
         if entry.is_dir() and entry.name not in {"__pycache__", ".mypy_cache", ".pytest_cache"}:
@@ -268,17 +271,25 @@ def bundle(source: Path, target: Platform, out: Path) -> None:
 
 
 def _keep(out: Path, cached: Path) -> None:
-    """A copy of `out` as `cached`, moved into place whole (a parallel synth sees all of it or none); earlier
-    assets of the same platform are removed."""
+    """A copy of `out` as `cached`, moved into place whole (a parallel synth sees all of it or none); of the
+    earlier assets of the same platform, the two newest are kept."""
     ASSET_CACHE.mkdir(parents=True, exist_ok=True)
-    for earlier in ASSET_CACHE.glob(f"{cached.name.split('-')[0]}-*"):
-        shutil.rmtree(earlier, ignore_errors=True)
+    earlier = sorted(ASSET_CACHE.glob(f"{cached.name.split('-')[0]}-*"), key=_modified)
+    for old in earlier[:-2]:
+        shutil.rmtree(old, ignore_errors=True)
     staging = ASSET_CACHE / f".{cached.name}.{os.getpid()}"
     shutil.copytree(out, staging)
     try:
         staging.rename(cached)
     except OSError:  # another synth kept the same asset first
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _modified(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 def function_code(target: Platform = AWS_PLATFORM, source: Path = FUNCTIONS_DIR) -> lambda_.Code:

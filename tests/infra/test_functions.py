@@ -4,9 +4,18 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 from infra import lambda_function
-from infra.lambda_function import AWS_PLATFORM, lambda_python, pinned_requirements, pinned_wheels, wheel_name
+from infra.lambda_function import (
+    AWS_PLATFORM,
+    FUNCTIONS_DIR,
+    bundle,
+    lambda_python,
+    pinned_requirements,
+    pinned_wheels,
+    wheel_name,
+)
 from infra.nag import RESOURCELESS_ACTIONS
 from infra.options import StackOptions
 from offpath.domain.registry import MAX_WORKER_TIMEOUT_S, SUBMITTER_TIMEOUT_S, WORKER_TIMEOUT_MARGIN_S
@@ -358,6 +367,21 @@ def test_every_module_in_the_asset_has_unchecked_hash_bytecode_of_python313(defa
     assert missing == []
     assert wrong == []
     assert [str(p) for p in root.rglob("*.pyc") if not p.name.endswith(".cpython-313.pyc")] == []
+
+
+def test_a_synth_of_the_same_inputs_copies_the_kept_asset_instead_of_compiling_it(
+    default_stack: Synthesized, tmp_path: Path, monkeypatch
+) -> None:
+    def no_compile(*args: object) -> None:
+        raise AssertionError("compiled again")
+
+    monkeypatch.setattr(lambda_function, "compile_bytecode", no_compile)
+    bundle(FUNCTIONS_DIR, AWS_PLATFORM, tmp_path)
+
+    def tree(root: Path) -> dict[str, bytes]:
+        return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+    assert tree(tmp_path) == tree(default_stack.asset)
 
 
 def test_a_synth_with_the_wheels_cached_fetches_nothing(default_stack: Synthesized, monkeypatch) -> None:
