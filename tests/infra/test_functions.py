@@ -6,6 +6,8 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from infra import lambda_function
 from infra.lambda_function import (
     AWS_PLATFORM,
@@ -409,3 +411,16 @@ def test_functions_log_json_without_platform_lines_at_the_warning_level(default_
         variables = function["Environment"]["Variables"]
         assert variables["OFFPATH_LOG_LEVEL"] == "WARNING", name
         assert variables["PYDANTIC_DISABLE_PLUGINS"] == "__all__", name
+
+
+def test_without_a_python313_the_synth_stops_saying_how_to_install_one(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("OFFPATH_LAMBDA_PYTHON", str(tmp_path / "nothing"))
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(lambda_function, "TEST_VENV_PYTHON", tmp_path / "no-venv" / "python")
+    lambda_function.lambda_python.cache_clear()
+    try:
+        with pytest.raises(lambda_function.BundlingError, match=r"no Python 3\.13 .*pyenv install 3\.13"):
+            lambda_python()
+    finally:
+        lambda_function.lambda_python.cache_clear()
