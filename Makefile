@@ -41,6 +41,41 @@ imports: $(STAMP)
 test: lint typecheck imports checkov browser-deps compose-deps
 	$(BIN)/python -m pytest -n auto --dist loadgroup --durations=15
 
+# The functions' Python (docs/decisions.md): Lambda runs them on 3.13, and make test runs their unit and integration
+# tests on 3.13 too, in a small environment inside the venv holding what the asset bundles (the pinned
+# infra/lambda-requirements.txt), boto3 and the test tools (tests/lambda-python.txt). Left out there, by name:
+# the tests of code that never runs in Lambda (the local runtime's console, data directory, fault injector,
+# fair-queue stand-in, Prometheus endpoint and clock; the cost model and its CLI), and tests/infra, tests/e2e,
+# tests/browser (the CDK, the local runtime and Chromium: the synth's and the runtime's Python, 3.11+).
+LAMBDA_PY := $(VENV)/lambda-python
+LAMBDA_PY_STAMP := $(LAMBDA_PY)/.installed
+PYTHON313 ?= $(firstword $(wildcard $(shell pyenv root 2>/dev/null)/versions/3.13*/bin/python3.13 \
+	$(HOME)/.pyenv/versions/3.13*/bin/python3.13 /root/.pyenv/versions/3.13*/bin/python3.13) $(shell command -v python3.13))
+$(LAMBDA_PY_STAMP): infra/lambda-requirements.txt tests/lambda-python.txt
+	@test -n '$(PYTHON313)' || { echo "Python 3.13 (the functions' runtime) not found: install it (pyenv install 3.13," \
+		"or your system's python3.13 package) or name it: make PYTHON313=/path/to/python3.13"; exit 2; }
+	test -x $(LAMBDA_PY)/bin/python || $(PYTHON313) -m venv $(LAMBDA_PY)
+	$(LAMBDA_PY)/bin/python -m pip install --quiet -r tests/lambda-python.txt
+	touch $(LAMBDA_PY_STAMP)
+
+.PHONY: test-lambda-python lambda-wheels
+LAMBDA_PY_LEFT_OUT := console_site cost cost_cli cost_quotas cost_waiting notices_cost fair_queues local_state \
+	prometheus faults deployed_clock
+test-lambda-python: $(LAMBDA_PY_STAMP)
+	$(LAMBDA_PY)/bin/python -m pytest -n auto --dist loadgroup tests/unit tests/integration \
+		$(foreach name,$(LAMBDA_PY_LEFT_OUT),--ignore=tests/unit/test_$(name).py)
+
+# The asset's pinned wheels (cp313 arm64, and this machine's for target localstack and the cold-start benchmark),
+# fetched once into build/lambda-wheels: every synth after that, the tests' too, installs them offline.
+LAMBDA_WHEELS_STAMP := build/lambda-wheels/.fetched
+$(LAMBDA_WHEELS_STAMP): $(STAMP) infra/lambda-requirements.txt
+	$(BIN)/python -m infra.lambda_asset
+	touch $(LAMBDA_WHEELS_STAMP)
+lambda-wheels: $(LAMBDA_WHEELS_STAMP)
+
+test: lambda-wheels test-lambda-python
+checkov synth: $(LAMBDA_WHEELS_STAMP)
+
 # checkov over the synthesized template (infra/checkov.py lists each skipped check with its reason). It has a
 # virtual environment of its own inside the venv: its pins (boto3, packaging) are older than the project's.
 CHECKOV_VERSION := 3.3.30

@@ -1,26 +1,30 @@
-"""What every offpath function shares: one code asset, the Powertools layer, and a function construct with
-its own role and log group.
+"""What every offpath function shares: one code asset, its runtime, and a function construct with its own
+role and log group.
 
-The asset is `functions/` (the `offpath` package) plus the pure-Python `tzdata` package and the distributions
-of `ASSET_DISTRIBUTIONS` (standardwebhooks), copied from the environment that runs the synth. Bundling is local
-and copies files in Python: no Docker, no network.
+The asset is `functions/` (the `offpath` package) plus the distributions pinned in
+infra/lambda-requirements.txt (pydantic and its dependencies, standardwebhooks, tzdata), installed from their
+wheels for the functions' Python and architecture: on AWS Python 3.13 on arm64 (cp313, manylinux2014
+aarch64), for target `localstack` Python 3.13 on this machine's architecture. The Lambda runtime brings boto3;
+there is no layer. Every module is compiled to bytecode by a Python 3.13 interpreter, as unchecked-hash `.pyc`
+files in the asset's `__pycache__` directories: /var/task is read-only, so without them every cold start would
+compile the asset again.
 
-For target `localstack` the asset also carries what the layer brings on AWS (`LAYER_DISTRIBUTIONS`: pydantic
-and, from its metadata, its dependencies), copied from the synth's environment, and the functions run on
-that environment's Python and this machine's architecture, so its compiled packages (pydantic_core) load.
-Where the synth runs on something other than glibc Linux (macOS), the compiled distributions are fetched
-instead with pip, as manylinux wheels of the same versions for that Python and architecture.
+Bundling is local Python code: no Docker. The wheels are fetched with pip once into build/lambda-wheels/ (one
+directory per platform, `make lambda-wheels`), and every later synth installs them from there, offline.
 """
 
 from __future__ import annotations
 
-import importlib.metadata
-import importlib.util
+import functools
+import glob
+import hashlib
+import os
 import platform
 import re
 import shutil
 import subprocess
 import sys
+import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,24 +35,26 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
-from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
-from infra.options import POWERTOOLS_LAYER_PARAMETER, StackOptions
+from infra.options import StackOptions
 from offpath.naming import FUNCTION_ENVIRONMENT
 
 # The alias every trigger invokes when the stack runs with SnapStart (`-c snapstart=true`).
 LIVE_ALIAS = "live"
-FUNCTIONS_DIR = Path(__file__).resolve().parent.parent / "functions"
-RUNTIME = lambda_.Runtime.PYTHON_3_14
+ROOT = Path(__file__).resolve().parent.parent
+FUNCTIONS_DIR = ROOT / "functions"
+# The functions' Python: the one `make test` also runs the functions' tests on (docs/decisions.md).
+PYTHON = "3.13"
+RUNTIME = lambda_.Runtime.PYTHON_3_13
 ARCHITECTURE = lambda_.Architecture.ARM_64
-# What the functions import that the Lambda runtime lacks (it has boto3) and the Powertools layer provides.
-# Nothing in functions/ imports aws_lambda_powertools itself, so the layer is there for pydantic alone.
-LAYER_DISTRIBUTIONS = ("pydantic",)
-# What the functions import that neither the runtime nor the layer has: the notifier and the delivery
-# function sign webhooks with standardwebhooks (pure Python, no dependencies), carried in the asset itself.
-ASSET_DISTRIBUTIONS = ("standardwebhooks",)
-COMPILED_SUFFIXES = (".so", ".pyd", ".dylib")
+REQUIREMENTS = Path(__file__).resolve().parent / "lambda-requirements.txt"
+WHEEL_CACHE = ROOT / "build" / "lambda-wheels"
+ASSET_CACHE = ROOT / "build" / "lambda-asset"
+# Where the asset lives in Lambda: the compiled modules name their source files there (tracebacks).
+TASK_ROOT = "/var/task"
+# The tests' Python 3.13 environment (make test-lambda-python); OFFPATH_LAMBDA_PYTHON names another interpreter.
+TEST_VENV_PYTHON = ROOT / ".venv" / "lambda-python" / "bin" / "python"
 MACHINE_ARCHITECTURES = {
     "x86_64": ("x86_64", lambda_.Architecture.X86_64),
     "amd64": ("x86_64", lambda_.Architecture.X86_64),
@@ -62,92 +68,57 @@ class BundlingError(RuntimeError):
     pass
 
 
-def package_dir(name: str) -> Path:
-    """Where an installed pure-Python package lives, or a clear error if it is not installed."""
-    spec = importlib.util.find_spec(name)
-    if spec is None or not spec.submodule_search_locations:
-        raise BundlingError(f"package {name!r} is not installed in the environment running the synth (make venv)")
-    return Path(next(iter(spec.submodule_search_locations)))
-
-
-def with_dependencies(names: Sequence[str]) -> list[importlib.metadata.Distribution]:
-    """The installed distributions named and every one they require (extras left out), each once."""
-    found: dict[str, importlib.metadata.Distribution] = {}
-    pending = list(names)
-    while pending:
-        name = _normalized(pending.pop())
-        if name in found:
-            continue
-        try:
-            found[name] = importlib.metadata.distribution(name)
-        except importlib.metadata.PackageNotFoundError:
-            raise BundlingError(
-                f"distribution {name!r} is not installed in the environment running the synth"
-            ) from None
-        for requirement in found[name].requires or []:
-            if "extra" not in requirement.partition(";")[2]:  # an optional extra's requirement is left out
-                pending.append(re.split(r"[\s;<>=!~\[(]", requirement.strip(), maxsplit=1)[0])
-    return [found[name] for name in sorted(found)]
-
-
-def _normalized(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def _files(distribution: importlib.metadata.Distribution) -> list[Path]:
-    """A distribution's installed files under its site-packages (scripts and bytecode left out)."""
-    return [
-        Path(str(file))
-        for file in distribution.files or []
-        if not str(file).startswith("..") and "__pycache__" not in file.parts and file.suffix not in {".pyc", ".pyo"}
-    ]
-
-
-def is_compiled(distribution: importlib.metadata.Distribution) -> bool:
-    return any(file.suffix in COMPILED_SUFFIXES for file in _files(distribution))
-
-
 @dataclass(frozen=True)
 class Platform:
-    """The Python and architecture the functions run on, which compiled packages must be built for."""
+    """The Python and architecture the functions run on, which the wheels and the bytecode are made for."""
 
-    python: str  # "3.11"
+    python: str  # "3.13"
     machine: str  # "x86_64" or "aarch64": manylinux wheel platform names
     runtime: lambda_.Runtime
     architecture: lambda_.Architecture
 
     @property
-    def matches_synth(self) -> bool:
-        """Whether the synth's own compiled packages load there: glibc Linux, same Python and machine."""
-        return (
-            sys.platform == "linux"
-            and platform.libc_ver()[0] == "glibc"
-            and self.python == f"{sys.version_info.major}.{sys.version_info.minor}"
-            and MACHINE_ARCHITECTURES.get(platform.machine().lower(), ("",))[0] == self.machine
-        )
+    def wheel_dir(self) -> Path:
+        return WHEEL_CACHE / f"cp{self.python.replace('.', '')}-manylinux2014_{self.machine}"
 
 
-def synth_platform() -> Platform:
-    """This interpreter's Python and this machine's architecture, as a Lambda runtime and architecture."""
-    python = f"{sys.version_info.major}.{sys.version_info.minor}"
-    runtime = getattr(lambda_.Runtime, f"PYTHON_{sys.version_info.major}_{sys.version_info.minor}", None)
+AWS_PLATFORM = Platform(PYTHON, "aarch64", RUNTIME, ARCHITECTURE)
+
+
+def host_platform() -> Platform:
+    """The functions' Python on this machine's architecture: target localstack and the cold-start benchmark."""
     machine = MACHINE_ARCHITECTURES.get(platform.machine().lower())
-    if runtime is None or machine is None:
-        raise BundlingError(
-            f"target localstack runs the functions on the synth's Python and architecture; Lambda has no "
-            f"runtime for Python {python} on {platform.machine()}"
-        )
-    return Platform(python, machine[0], runtime, machine[1])
+    if machine is None:
+        raise BundlingError(f"Lambda has no architecture for this machine ({platform.machine()})")
+    return Platform(PYTHON, machine[0], RUNTIME, machine[1])
 
 
-def wheel_install_command(distribution: importlib.metadata.Distribution, target: Platform, out: Path) -> list[str]:
-    """pip installing the same version of a compiled distribution as a manylinux wheel for the functions'
-    Python and architecture (no dependencies: each is installed on its own)."""
+def pinned_requirements() -> list[tuple[str, str]]:
+    """infra/lambda-requirements.txt as (name, version) pairs; every line must pin one exact version."""
+    pins = []
+    for line in REQUIREMENTS.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        match = re.fullmatch(r"([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9.+!-]+)", line)
+        if match is None:
+            raise BundlingError(f"{REQUIREMENTS.name}: {line!r} does not pin one version (name==version)")
+        pins.append((match[1], match[2]))
+    return pins
+
+
+def wheel_name(name: str) -> str:
+    """A distribution's name as wheel file names spell it (PEP 427 escaping)."""
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+def wheel_download_command(target: Platform) -> list[str]:
+    """pip fetching the pinned wheels (no dependencies: the file pins them all) for `target`, into its cache."""
     return [
         sys.executable,
         "-m",
         "pip",
-        "install",
+        "download",
         "--quiet",
         "--no-deps",
         "--only-binary=:all:",
@@ -157,67 +128,183 @@ def wheel_install_command(distribution: importlib.metadata.Distribution, target:
         "cp",
         "--python-version",
         target.python,
-        "--target",
-        str(out),
-        f"{distribution.metadata['Name']}=={distribution.version}",
+        "--dest",
+        str(target.wheel_dir),
+        "--requirement",
+        str(REQUIREMENTS),
     ]
+
+
+def _cached_wheels(target: Platform) -> tuple[list[Path], list[str]]:
+    found, missing = [], []
+    for name, version in pinned_requirements():
+        matches = sorted(target.wheel_dir.glob(f"{wheel_name(name)}-{version}-*.whl"))
+        if matches:
+            found.append(matches[0])
+        else:
+            missing.append(f"{name}=={version}")
+    return found, missing
+
+
+def pinned_wheels(target: Platform) -> list[Path]:
+    """The pinned wheels for `target`, from the cache; what is missing there is fetched once with pip."""
+    found, missing = _cached_wheels(target)
+    if missing:
+        target.wheel_dir.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run(wheel_download_command(target), check=False, capture_output=True, text=True)
+        found, missing = _cached_wheels(target)
+        if done.returncode != 0 or missing:
+            raise BundlingError(
+                f"the wheels of {', '.join(missing) or 'the pinned distributions'} for Python {target.python} on "
+                f"{target.machine} are not in {target.wheel_dir} and pip could not fetch them (make lambda-wheels):"
+                f"\n{done.stderr[-2000:]}"
+            )
+    return found
+
+
+def install_wheel(wheel: Path, out: Path) -> None:
+    """Unpack a wheel into the asset's root, as `pip install --target` lays it out (its .dist-info included,
+    its scripts and data files left out)."""
+    data = re.compile(r"^[^/]+\.data/(purelib|platlib)/")
+    with zipfile.ZipFile(wheel) as archive:
+        for member in archive.infolist():
+            name = member.filename
+            if data.match(name):
+                name = data.sub("", name)
+            elif re.match(r"^[^/]+\.data/", name):
+                continue
+            if member.is_dir() or not name:
+                continue
+            path = out / name
+            if out.resolve() not in path.resolve().parents:
+                raise BundlingError(f"{wheel.name}: {member.filename!r} lies outside the asset")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with archive.open(member) as source, path.open("wb") as sink:
+                shutil.copyfileobj(source, sink)
+
+
+def _python_version(executable: str) -> str | None:
+    try:
+        done = subprocess.run(
+            [executable, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    except OSError:
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+@functools.cache
+def lambda_python() -> str:
+    """A Python 3.13 interpreter, the functions' Python, which compiles the asset's bytecode: OFFPATH_LAMBDA_PYTHON,
+    else the tests' environment (.venv/lambda-python), else pyenv's 3.13, else `python3.13` on the PATH."""
+    candidates = [os.environ.get("OFFPATH_LAMBDA_PYTHON", ""), str(TEST_VENV_PYTHON)]
+    pyenv_root = os.environ.get("PYENV_ROOT", str(Path.home() / ".pyenv"))
+    candidates += sorted(glob.glob(f"{pyenv_root}/versions/{PYTHON}*/bin/python{PYTHON}"), reverse=True)
+    candidates.append(shutil.which(f"python{PYTHON}") or "")
+    for candidate in candidates:
+        if candidate and Path(candidate).is_file() and _python_version(candidate) == PYTHON:
+            return candidate
+    raise BundlingError(
+        f"no Python {PYTHON} interpreter found (the functions run on it and their bytecode is compiled by it): "
+        f"install it (`pyenv install {PYTHON}`, or your system's python{PYTHON} package) or name one in "
+        "OFFPATH_LAMBDA_PYTHON"
+    )
+
+
+def compile_bytecode(out: Path, python: str) -> None:
+    """Every module of the asset as an unchecked-hash .pyc for `python` (never checked against its source:
+    the asset's files do not change), naming its source under /var/task."""
+    options = ["-q", "-j", "0", "--invalidation-mode", "unchecked-hash", "-s", str(out), "-p", TASK_ROOT]
+    subprocess.run([python, "-m", "compileall", *options, str(out)], check=True)
 
 
 @jsii.implements(cdk.ILocalBundling)
 class CopyIntoAsset:
-    """Local bundling: copy the source folder's contents, each extra package and each distribution (its
-    installed files, metadata included) into the asset. A compiled distribution that would not load on
-    `target` is installed from its wheel instead."""
+    """Local bundling: the source folder's contents and the pinned wheels for `target`, then bytecode."""
 
-    def __init__(
-        self,
-        source: Path,
-        packages: Sequence[str],
-        distributions: Sequence[importlib.metadata.Distribution] = (),
-        target: Platform | None = None,
-    ) -> None:
+    def __init__(self, source: Path, target: Platform) -> None:
         self.source = source
-        self.packages = tuple(packages)
-        self.distributions = tuple(distributions)
         self.target = target
 
     def try_bundle(self, output_dir: str, *, image: cdk.DockerImage, **_options: object) -> bool:
-        out = Path(output_dir)
-        for entry in sorted(self.source.iterdir()):
-            if entry.is_dir() and entry.name not in {"__pycache__", ".mypy_cache", ".pytest_cache"}:
-                shutil.copytree(entry, out / entry.name, ignore=IGNORED, dirs_exist_ok=True)
-            elif entry.is_file() and entry.suffix not in {".pyc", ".pyo"}:
-                shutil.copy2(entry, out / entry.name)
-        for name in self.packages:
-            shutil.copytree(package_dir(name), out / name, ignore=IGNORED, dirs_exist_ok=True)
-        for distribution in self.distributions:
-            if self.target is not None and is_compiled(distribution) and not self.target.matches_synth:
-                subprocess.run(wheel_install_command(distribution, self.target, out), check=True)
-                continue
-            root = Path(str(distribution.locate_file("")))
-            for file in _files(distribution):
-                (out / file).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(root / file, out / file)
+        bundle(self.source, self.target, Path(output_dir))
         return True
 
 
-def function_code(
-    source: Path = FUNCTIONS_DIR,
-    packages: Sequence[str] = ("tzdata",),
-    distributions: Sequence[str] = (),
-    target: Platform | None = None,
-) -> lambda_.Code:
-    # Checked now, so a missing package fails the synth before any asset is staged.
-    for name in packages:
-        package_dir(name)
-    found = with_dependencies(distributions) if distributions else []
+def _inputs_digest(source: Path, target: Platform) -> str:
+    """What goes into an asset: the functions' files, the pins, the platform and the compiling interpreter."""
+    digest = hashlib.sha256(f"{target.python} {target.machine} {lambda_python()}\n".encode())
+    digest.update(REQUIREMENTS.read_bytes())
+    for path in sorted(source.rglob("*")):
+        skipped = {"__pycache__", ".mypy_cache", ".pytest_cache"} & set(path.parts) or path.suffix in {".pyc", ".pyo"}
+        if path.is_file() and not skipped:
+            digest.update(f"\0{path.relative_to(source).as_posix()}\0".encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:20]
+
+
+def bundle(source: Path, target: Platform, out: Path) -> None:
+    """The asset's contents in `out` (the cold-start benchmark builds one for this machine with it too). The
+    last assets made for each platform are kept in build/lambda-asset: a synth of the same inputs (the tests make
+    several) copies one instead of compiling it again."""
+    cached = ASSET_CACHE / f"{target.machine}-{_inputs_digest(source, target)}"
+    if cached.is_dir():
+        try:
+            shutil.copytree(cached, out, dirs_exist_ok=True)
+            return
+        except OSError:  # removed meanwhile by a synth of other inputs: made again below
+            pass
+    wheels = pinned_wheels(target)
+    for entry in sorted(source.iterdir()):
+        if entry.is_dir() and entry.name not in {"__pycache__", ".mypy_cache", ".pytest_cache"}:
+            shutil.copytree(entry, out / entry.name, ignore=IGNORED, dirs_exist_ok=True)
+        elif entry.is_file() and entry.suffix not in {".pyc", ".pyo"}:
+            shutil.copy2(entry, out / entry.name)
+    for wheel in wheels:
+        install_wheel(wheel, out)
+    compile_bytecode(out, lambda_python())
+    _keep(out, cached)
+
+
+def _keep(out: Path, cached: Path) -> None:
+    """A copy of `out` as `cached`, moved into place whole (a parallel synth sees all of it or none); of the
+    earlier assets of the same platform, the two newest are kept."""
+    ASSET_CACHE.mkdir(parents=True, exist_ok=True)
+    earlier = sorted(ASSET_CACHE.glob(f"{cached.name.split('-')[0]}-*"), key=_modified)
+    for old in earlier[:-2]:
+        shutil.rmtree(old, ignore_errors=True)
+    staging = ASSET_CACHE / f".{cached.name}.{os.getpid()}"
+    shutil.copytree(out, staging)
+    try:
+        staging.rename(cached)
+    except OSError:  # another synth kept the same asset first
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _modified(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def function_code(target: Platform = AWS_PLATFORM, source: Path = FUNCTIONS_DIR) -> lambda_.Code:
+    # Checked now, so a missing wheel or interpreter fails the synth before any asset is staged.
+    pinned_wheels(target)
+    lambda_python()
     return lambda_.Code.from_asset(
         str(source),
         exclude=["**/__pycache__", "**/*.pyc"],
+        # The asset is named by what it holds: the pinned wheels change it as the source does.
+        asset_hash_type=cdk.AssetHashType.OUTPUT,
         bundling=cdk.BundlingOptions(
             # Required by the API, never used: local bundling always succeeds or raises.
-            image=(target.runtime if target else RUNTIME).bundling_image,
-            local=CopyIntoAsset(source, packages, found, target),
+            image=target.runtime.bundling_image,
+            local=CopyIntoAsset(source, target),
         ),
     )
 
@@ -239,44 +326,25 @@ class QueueDestination:
 
 @dataclass(frozen=True)
 class FunctionKit:
-    """Everything the constructs need to make a function: shared code, layer, options and environment."""
+    """Everything the constructs need to make a function: shared code, options and environment."""
 
     code: lambda_.Code
-    layers: tuple[lambda_.ILayerVersion, ...]
     options: StackOptions
     environment: Mapping[str, str]
     runtime: lambda_.Runtime = RUNTIME
     architecture: lambda_.Architecture = ARCHITECTURE
 
 
-def function_kit(scope: Construct, options: StackOptions, environment: Mapping[str, str]) -> FunctionKit:
-    """AWS: the asset and the Powertools layer, Python 3.14 on arm64. LocalStack: the asset carries the
-    layer's distributions itself and runs on the synth's Python and architecture; no layer, no SSM."""
-    if options.localstack:
-        target = synth_platform()
-        return FunctionKit(
-            code=function_code(distributions=LAYER_DISTRIBUTIONS + ASSET_DISTRIBUTIONS, target=target),
-            layers=(),
-            options=options,
-            environment=environment,
-            runtime=target.runtime,
-            architecture=target.architecture,
-        )
+def function_kit(options: StackOptions, environment: Mapping[str, str]) -> FunctionKit:
+    """AWS: Python 3.13 on arm64. LocalStack: Python 3.13 on this machine's architecture. No layer either way."""
+    target = host_platform() if options.localstack else AWS_PLATFORM
     return FunctionKit(
-        code=function_code(distributions=ASSET_DISTRIBUTIONS),
-        layers=(powertools_layer(scope, options),),
+        code=function_code(target),
         options=options,
         environment=environment,
+        runtime=target.runtime,
+        architecture=target.architecture,
     )
-
-
-def powertools_layer(scope: Construct, options: StackOptions) -> lambda_.ILayerVersion:
-    """The public Powertools layer: pinned by context, else the latest for this runtime and architecture,
-    read from AWS's public SSM parameter when CloudFormation deploys (not at synth)."""
-    arn = options.powertools_layer_arn or ssm.StringParameter.value_for_string_parameter(
-        scope, POWERTOOLS_LAYER_PARAMETER
-    )
-    return lambda_.LayerVersion.from_layer_version_arn(scope, "PowertoolsLayer", arn)
 
 
 class ServiceFunction(Construct):
@@ -324,7 +392,6 @@ class ServiceFunction(Construct):
             handler=handler,
             runtime=kit.runtime,
             architecture=kit.architecture,
-            layers=list(kit.layers),
             memory_size=memory_mb,
             timeout=timeout,
             role=self.role,

@@ -1,13 +1,10 @@
 """The deployment's options, read once from CDK context (`cdk.json`, or `-c key=value` on the command line).
 
-- `target` (default `aws`): where the stack is deployed. `localstack` (localstack/README.md): the function asset
-  carries pydantic itself instead of the Powertools layer (LocalStack's free plan applies no layers), the
-  functions run on the synth interpreter's Python and this machine's architecture (the asset's compiled
-  packages are that interpreter's), and nothing is read from an SSM parameter.
+- `target` (default `aws`): where the stack is deployed. `localstack` (localstack/README.md): the functions run
+  on Python 3.13 on this machine's architecture (the asset's compiled packages, pydantic_core, are that
+  architecture's wheels of the same pinned versions), not on arm64.
 - `prefix` (default `offpath`): the stack name and the prefix of every named resource, at most 20 characters.
   Two deployments in one account and region need two prefixes.
-- `powertools_layer_arn` (default: AWS's public SSM parameter, resolved at deploy time): pin the Powertools
-  layer to one layer version ARN.
 - `jwt_issuer` and `jwt_audience` (comma-separated): both given, a JWT authorizer replaces IAM authorisation.
 - `alarm_email`: an e-mail address subscribed to the alarm topic.
 - `deletion_protection` (default `true`): the jobs table's deletion protection; `false` also lets
@@ -74,7 +71,10 @@ from offpath.tenancy import CLAIM_NAME_PATTERN, DEFAULT_TENANT_CLAIMS, IAM_PRINC
 TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 FALSE_WORDS = frozenset({"0", "false", "no", "off"})
 TARGETS = ("aws", "localstack")
-POWERTOOLS_LAYER_PARAMETER = "/aws/service/powertools/python/arm64/python3.14/latest"
+# Options there were once and are no more: given, the synth stops and says why instead of ignoring them.
+REMOVED = {
+    "powertools_layer_arn": "the functions use no layer: the asset bundles pydantic, pinned (docs/decisions.md)",
+}
 # Room for the longest derived name: a worker function, "<prefix>-worker-<queue class>", has at most 64 characters.
 # An EventBridge bus name; `default` and `off` are read as the default bus and no bus.
 EVENT_BUS_PATTERN = re.compile(r"[A-Za-z0-9._/-]{1,256}")
@@ -103,7 +103,6 @@ class OptionsError(ValueError):
 class StackOptions:
     target: str = "aws"
     prefix: str = "offpath"
-    powertools_layer_arn: str | None = None
     jwt_issuer: str | None = None
     jwt_audience: tuple[str, ...] = ()
     alarm_email: str | None = None
@@ -138,8 +137,6 @@ class StackOptions:
         self._check_guards()
         if self.target not in TARGETS:
             raise OptionsError(f"target must be one of {', '.join(TARGETS)}, not {self.target!r}")
-        if self.localstack and self.powertools_layer_arn:
-            raise OptionsError("powertools_layer_arn does not apply to target localstack: it uses no layer")
         if self.localstack and self.snapstart:
             raise OptionsError("snapstart does not apply to target localstack")
         if not PREFIX_PATTERN.match(self.prefix):
@@ -219,6 +216,9 @@ class StackOptions:
     @classmethod
     def from_context(cls, get: Callable[[str], Any]) -> StackOptions:
         """`get` is `node.try_get_context`; values from the command line arrive as text."""
+        for key, why in REMOVED.items():
+            if get(key) not in (None, ""):
+                raise OptionsError(f"context {key} is no longer an option: {why}")
         values: dict[str, Any] = {}
         for item in fields(cls):
             raw = get(item.name)

@@ -10,7 +10,7 @@ from constructs import Construct
 
 from infra.api import JobApi
 from infra.guards import Guards
-from infra.lambda_function import RUNTIME, ServiceFunction, function_kit
+from infra.lambda_function import ServiceFunction, function_kit
 from infra.monitoring import Monitoring
 from infra.nag import NO_TRACING_REASON, XRAY_REASON, acknowledge, add_checks, wildcard_resource
 from infra.notices import Notices
@@ -25,9 +25,9 @@ SYNC_DLQ_REASON = (
     "Invoked synchronously (by API Gateway or an SQS event source); a function DLQ applies only to asynchronous "
     "invocations."
 )
-SYNTH_RUNTIME_REASON = (
-    "Target localstack runs the functions on the synth interpreter's Python, so the compiled packages the asset "
-    "carries (pydantic_core) load; the aws target runs the latest runtime, Python 3.14."
+RUNTIME_REASON = (
+    "Python 3.13, not the latest runtime: the interpreter make test runs the functions' tests on and compiles the "
+    "asset's bytecode with (docs/decisions.md)."
 )
 ASYNC_DLQ_REASON = (
     "Invoked asynchronously by EventBridge Scheduler; failures go to the on-failure destination (an SQS queue "
@@ -63,7 +63,6 @@ class OffpathStack(cdk.Stack):
         self.table = JobTable(self, "JobTable", options=options)
         self.queues = JobQueues(self, "JobQueues", registry=registry, prefix=options.prefix)
         kit = function_kit(
-            self,
             options,
             environment={
                 "OFFPATH_TABLE_NAME": self.table.table_name,
@@ -128,9 +127,8 @@ class OffpathStack(cdk.Stack):
             f"{self.options.prefix}-..., and the grant covers those names only."
         )
         for function in self.functions:
-            if function.function.runtime.name != RUNTIME.name:
-                acknowledge(function, "AwsSolutions-L1", SYNTH_RUNTIME_REASON)
-                acknowledge(function, "Serverless-LambdaLatestVersion", SYNTH_RUNTIME_REASON)
+            acknowledge(function, "AwsSolutions-L1", RUNTIME_REASON)
+            acknowledge(function, "Serverless-LambdaLatestVersion", RUNTIME_REASON)
             if self.options.tracing and function is not self.api.handler:
                 acknowledge(function.role, wildcard_resource("*"), XRAY_REASON)
             if not self.options.tracing:

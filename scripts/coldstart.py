@@ -18,23 +18,28 @@ import + `default_services()`; for the floor: import boto3 + the clients); those
 printed beside the first-request ones, and the enqueue and sweeper handlers are measured that way only
 (against `import boto3` and the clients their init creates on AWS).
 
+What is measured is the function asset as the stack bundles it (infra/lambda_function.py): offpath and the
+pinned distributions with their unchecked-hash Python 3.13 bytecode, on the functions' Python, 3.13 (the tests'
+environment, .venv/lambda-python: `make test-lambda-python`, which also brings the floor's boto3). The stack's
+asset for AWS carries arm64 wheels (pydantic_core), which this machine cannot load unless it is arm64: the asset
+measured is bundled the same way for this machine's architecture, from the same pinned versions (the asset
+`-c target=localstack` deploys; `--asset DIR` measures a synthesized one, e.g. from cdk.out). The measured
+processes write no bytecode (PYTHONDONTWRITEBYTECODE=1, as /var/task is read-only): the asset's own .pyc files
+are all they have, as in Lambda. `--source-only` strips them, to measure an asset without bytecode.
+
 Runs are interleaved (floor, handler, floor, ...) after one warm-up pair so drift on a noisy machine hits both;
 the medians, their ratio and the machine's load (os.getloadavg) are printed. Times exclude the interpreter's
 own start, which both sides pay alike. `--json` prints the numbers as JSON (read by write_benchmarks.py).
 
-    .venv/bin/python scripts/coldstart.py [--runs 9] [--json] [--functions DIR]
+    .venv/bin/python scripts/coldstart.py [--runs 9] [--json] [--asset DIR | --functions DIR] [--source-only]
 
-The asset's modules are compiled to bytecode first, as boto3's are in the Lambda runtime; `--source-only`
-measures them as the stack's asset deploys them today, without bytecode (Lambda's /var/task is read-only, so
-every cold start compiles them again). `--functions DIR` measures another copy of the Lambda asset's
-source (for a before/after: `git archive main functions | tar -x -C /tmp/before`, then
-`--functions /tmp/before/functions`).
+`--functions DIR` bundles another copy of the functions' source (for a before/after:
+`git archive main functions | tar -x -C /tmp/before`, then `--functions /tmp/before/functions`).
 """
 
 from __future__ import annotations
 
 import argparse
-import compileall
 import json
 import os
 import shutil
@@ -53,6 +58,9 @@ from offpath_local.resources import Resources, create_resources
 from offpath_tools.http_events import http_event
 
 ROOT = Path(__file__).resolve().parent.parent
+FUNCTIONS_DIR = ROOT / "functions"
+# The tests' Python 3.13 environment (infra/lambda_function.py TEST_VENV_PYTHON).
+LAMBDA_PYTHON = ROOT / ".venv" / "lambda-python" / "bin" / "python"
 TARGET = 1.30
 PAYLOAD = {"data": "x" * (128 - len('{"data":""}'))}
 CREDENTIALS = {
@@ -192,8 +200,9 @@ def _medians(runs: list[list[float]]) -> list[float]:
 
 
 class Bench:
-    def __init__(self, emulator: Emulator, resources: Resources, functions: Path = ROOT / "functions") -> None:
+    def __init__(self, emulator: Emulator, resources: Resources, asset: Path, python: Path) -> None:
         self.emulator = emulator
+        self.python = python
         self.resources = resources
         self.env = {
             **{k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "OFFPATH_"))},
@@ -203,14 +212,14 @@ class Bench:
             **LAMBDA_ENVIRONMENT,
             "OFFPATH_QUEUE_CLASS": "default",
             "AWS_ENDPOINT_URL": emulator.endpoint,
-            "PYTHONPATH": str(functions),
+            "PYTHONPATH": str(asset),
             "PYTHONDONTWRITEBYTECODE": "1",
         }
         self.sqs = emulator.client("sqs")
 
     def run(self, program: str, stdin: str = "") -> list[float]:
         out = subprocess.run(
-            [sys.executable, "-c", program], env=self.env, input=stdin, capture_output=True, text=True, check=False
+            [str(self.python), "-c", program], env=self.env, input=stdin, capture_output=True, text=True, check=False
         )
         if out.returncode != 0:
             raise RuntimeError(f"a measured process failed:\n{out.stderr[-3000:]}")
@@ -302,44 +311,79 @@ print("[0]")
 """
 
 
+def lambda_python() -> Path:
+    """The functions' Python with boto3 beside it: the tests' Python 3.13 environment."""
+    if not LAMBDA_PYTHON.is_file():
+        raise SystemExit(f"{LAMBDA_PYTHON} is missing: make test-lambda-python creates it")
+    return LAMBDA_PYTHON
+
+
 def profile(name: str, sort: str, limit: int) -> str:
     """One handler process's init + first request under cProfile (its report, sorted by `sort`)."""
-    emulator = Emulator()
-    emulator.start()
-    try:
-        registry = load_job_types(demo=True)
-        resources = create_resources(emulator.client("dynamodb"), emulator.client("sqs"), registry)
-        bench = Bench(emulator, resources)
-        program, event = (API_PROGRAM, bench.api_event) if name == "api" else (WORKER_PROGRAM, bench.worker_event)
-        stdin = event()
-        wrapped = PROFILE_WRAPPER.format(program=program, sort=sort, limit=limit)
-        out = subprocess.run(
-            [sys.executable, "-c", wrapped], env=bench.env, input=stdin, capture_output=True, text=True, check=True
-        )
-        return out.stderr
-    finally:
-        emulator.stop()
-
-
-def measure(runs: int, functions: Path = ROOT / "functions", source_only: bool = False) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as scratch:
-        if source_only:
-            copy = Path(scratch) / "functions"
-            shutil.copytree(functions, copy, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-            functions = copy
-        else:
-            compileall.compile_dir(functions, quiet=1)
-        result = _measure(runs, functions)
-    return {**result, "bytecode": not source_only}
+        asset = prepared_asset(Path(scratch), None, FUNCTIONS_DIR, source_only=False)
+        emulator = Emulator()
+        emulator.start()
+        try:
+            registry = load_job_types(demo=True)
+            resources = create_resources(emulator.client("dynamodb"), emulator.client("sqs"), registry)
+            bench = Bench(emulator, resources, asset, lambda_python())
+            program, event = (API_PROGRAM, bench.api_event) if name == "api" else (WORKER_PROGRAM, bench.worker_event)
+            stdin = event()
+            wrapped = PROFILE_WRAPPER.format(program=program, sort=sort, limit=limit)
+            out = subprocess.run(
+                [str(bench.python), "-c", wrapped],
+                env=bench.env,
+                input=stdin,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            return out.stderr
+        finally:
+            emulator.stop()
 
 
-def _measure(runs: int, functions: Path) -> dict[str, Any]:
+def prepared_asset(scratch: Path, asset: Path | None, functions: Path, source_only: bool) -> Path:
+    """The asset to measure: a synthesized one, else `functions` bundled for this machine as the stack bundles
+    it; without its bytecode with `source_only`."""
+    if asset is None:
+        asset = scratch / "asset"
+        asset.mkdir()
+        command = [sys.executable, "-m", "infra.lambda_asset", "--bundle", str(asset), "--source", str(functions)]
+        subprocess.run(command, cwd=ROOT, check=True, stdout=sys.stderr)
+    if not (asset / "offpath" / "handlers" / "api.py").is_file():
+        raise SystemExit(f"{asset} is not the functions' asset (no offpath/handlers/api.py)")
+    if source_only:
+        copy = scratch / "source-only"
+        shutil.copytree(asset, copy, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        asset = copy
+    return asset
+
+
+def measure(
+    runs: int, functions: Path = FUNCTIONS_DIR, source_only: bool = False, asset: Path | None = None
+) -> dict[str, Any]:
+    python = lambda_python()
+    with tempfile.TemporaryDirectory() as scratch:
+        measured = prepared_asset(Path(scratch), asset, functions, source_only)
+        result = _measure(runs, measured, python)
+    version = subprocess.run(
+        [str(python), "-c", "import platform; print(platform.python_version())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    return {**result, "python": version, "bytecode": not source_only, "asset": str(asset) if asset else "bundled"}
+
+
+def _measure(runs: int, asset: Path, python: Path) -> dict[str, Any]:
     emulator = Emulator()
     emulator.start()
     try:
         registry = load_job_types(demo=True)
         resources = create_resources(emulator.client("dynamodb"), emulator.client("sqs"), registry)
-        bench = Bench(emulator, resources, functions)
+        bench = Bench(emulator, resources, asset, python)
         load_before = os.getloadavg()
         rows = [bench.pair("api", runs), bench.pair("worker", runs)]
         rows += [bench.import_only(name, clients, runs) for name, clients in IMPORT_ONLY.items()]
@@ -347,7 +391,6 @@ def _measure(runs: int, functions: Path) -> dict[str, Any]:
     finally:
         emulator.stop()
     return {
-        "python": sys.version.split()[0],
         "runs": runs,
         "cpus": os.cpu_count(),
         "load_average_1m": [round(load_before[0], 2), round(load_after[0], 2)],
@@ -361,7 +404,7 @@ def report(result: dict[str, Any]) -> str:
     lines = [
         f"python {result['python']}, {result['runs']} runs each, interleaved, after one warm-up pair; "
         f"1-minute load average {before:.2f} before, {after:.2f} after, on {result['cpus']} CPUs; "
-        f"offpath's modules {'with' if result['bytecode'] else 'without'} bytecode",
+        f"the asset ({result['asset']}) {'with' if result['bytecode'] else 'without'} its bytecode",
         "medians, ms: floor / handler = ratio (wall clock; CPU time of the process beside it)",
         f"{'handler':<9}{'init + first request':>28}{'(CPU)':>24}{'import only':>26}{'(CPU)':>24}",
     ]
@@ -388,8 +431,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=9)
     parser.add_argument("--json", action="store_true", help="print the numbers as JSON")
-    parser.add_argument("--functions", type=Path, default=ROOT / "functions", help="the asset source to measure")
-    parser.add_argument("--source-only", action="store_true", help="the asset's modules without bytecode")
+    parser.add_argument("--functions", type=Path, default=FUNCTIONS_DIR, help="the functions' source to bundle")
+    parser.add_argument("--asset", type=Path, help="a synthesized asset directory to measure instead")
+    parser.add_argument("--source-only", action="store_true", help="the asset without its bytecode")
     parser.add_argument("--profile", choices=["api", "worker"], help="profile one handler's cold start instead")
     parser.add_argument("--sort", default="cumulative", help="with --profile: the pstats sort key")
     parser.add_argument("--limit", type=int, default=60, help="with --profile: how many rows")
@@ -397,7 +441,7 @@ def main() -> int:
     if args.profile:
         print(profile(args.profile, args.sort, args.limit))
         return 0
-    result = measure(args.runs, args.functions, args.source_only)
+    result = measure(args.runs, args.functions, args.source_only, args.asset)
     print(json.dumps(result, indent=2) if args.json else report(result))
     return 0
 

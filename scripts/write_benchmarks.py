@@ -13,7 +13,7 @@ Only these sections are replaced; every other part of the file (the `calls` and 
 their own scripts) is kept byte for byte. A missing section of ours is inserted before `<!-- calls:begin -->`
 (after the machine section), or at the end. Without the file, it is created with all five marker pairs.
 
-    .venv/bin/python scripts/write_benchmarks.py [--only coldstart,throughput,overhead] [--quick]
+    .venv/bin/python scripts/write_benchmarks.py [--only coldstart,throughput,overhead] [--quick] [--coldstart-runs N]
     make bench
 """
 
@@ -126,7 +126,12 @@ def coldstart_section(result: dict[str, Any], arguments: list[str], when: dateti
         "",
         f"Measured {when:%Y-%m-%d} by {command_line(arguments)}, Python {result['python']}, {result['runs']} runs "
         f"each, interleaved, medians; 1-minute load average {before:.2f} before and {after:.2f} after on "
-        f"{result['cpus']} CPUs. A fresh process imports the handler and serves one request against a moto server "
+        f"{result['cpus']} CPUs. What runs is the function asset as the stack bundles it (offpath and the pinned "
+        "infra/lambda-requirements.txt, with the unchecked-hash bytecode Python 3.13 compiled for them), bundled "
+        "for this machine's architecture from the same pinned versions (the AWS asset's pydantic_core is an arm64 "
+        "build), on the functions' Python, 3.13, writing no bytecode (PYTHONDONTWRITEBYTECODE=1: /var/task is "
+        f"read-only){'' if result.get('bytecode', True) else ', its bytecode stripped'}. "
+        "A fresh process imports the handler and serves one request against a moto server "
         "on 127.0.0.1 holding the stack's table and queues (api: `POST /jobs` answered 202; worker: one SQS record "
         "of that job, no batch item failure); the floor is a fresh process doing `import boto3`, creating the "
         "clients its calls need and making the same calls (api: PutItem + SendMessage; worker: two UpdateItem, "
@@ -269,6 +274,7 @@ def main() -> int:
     parser.add_argument("--only", default=",".join(OURS), help=f"sections to run, of {', '.join(OURS)}")
     parser.add_argument("--quick", action="store_true", help="fewer runs and jobs (a smoke run; noisier numbers)")
     parser.add_argument("--file", type=Path, default=BENCHMARKS_MD, help="the document to write")
+    parser.add_argument("--coldstart-runs", type=int, help="the cold start's rounds (fewer on a busy machine)")
     args = parser.parse_args()
     chosen = [name.strip() for name in args.only.split(",") if name.strip()]
     unknown = set(chosen) - set(OURS)
@@ -283,6 +289,8 @@ def main() -> int:
         if name not in chosen:
             continue
         arguments = COMMANDS[name][1 if args.quick else 0]
+        if name == "coldstart" and args.coldstart_runs:
+            arguments = [*arguments[:2], str(args.coldstart_runs), *arguments[3:]]
         when = datetime.now(UTC)
         if name == "coldstart":
             sections[name] = coldstart_section(coldstart(arguments), arguments, when)

@@ -2,7 +2,7 @@
 
 - the default: the stack `app.py` deploys (the project's registry, cdk.json's context);
 - the extended: a test-local registry (the demo job types included) with one more queue class, job type and
-  schedules, built with the other context options (JWT, alarm e-mail, a pinned layer, no deletion protection,
+  schedules, built with the other context options (JWT, alarm e-mail, no deletion protection,
   another prefix, the demo job types, tenant claims, admin principals, an event bus of its own, realtime).
 """
 
@@ -27,14 +27,12 @@ from offpath.jobs import load_job_types
 ROOT = Path(__file__).resolve().parents[2]
 NEW_QUEUE = "reports"
 NEW_JOB_TYPE = "reports.build"
-PINNED_LAYER = "arn:aws:lambda:eu-west-1:017000801446:layer:AWSLambdaPowertoolsPythonV3-python314-arm64:7"
 EXTENDED_CONTEXT = {
     "prefix": "offpath-alt",
     "jwt_issuer": "https://issuer.example.com/",
     "jwt_audience": "offpath-api,offpath-admin",
     "alarm_email": "ops@example.com",
     "deletion_protection": "false",
-    "powertools_layer_arn": PINNED_LAYER,
     "tracing": "true",
     "demo_jobs": "true",
     "tenant_claims": "tenant,custom:tenant",
@@ -66,6 +64,13 @@ class Synthesized:
     @property
     def json(self) -> dict[str, Any]:
         return self.template.to_json()  # type: ignore[no-any-return]
+
+    @property
+    def asset(self) -> Path:
+        """The staged directory of the functions' code asset (the one zip asset)."""
+        manifest = json.loads((self.outdir / f"{self.stack.artifact_id}.assets.json").read_text())
+        (asset,) = [f for f in manifest["files"].values() if f["source"].get("packaging") == "zip"]
+        return self.outdir / asset["source"]["path"]
 
     def resources(self, resource_type: str) -> dict[str, dict[str, Any]]:
         return self.template.find_resources(resource_type)  # type: ignore[no-any-return]

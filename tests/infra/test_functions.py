@@ -1,16 +1,29 @@
-"""The functions: one worker per queue class, runtime and layer, environment, code asset, least privilege."""
+"""The functions: one worker per queue class, runtime, environment, code asset and its bytecode, least privilege."""
 
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
+import pytest
+
+from infra import lambda_function
+from infra.lambda_function import (
+    AWS_PLATFORM,
+    FUNCTIONS_DIR,
+    bundle,
+    lambda_python,
+    pinned_requirements,
+    pinned_wheels,
+    wheel_name,
+)
 from infra.nag import RESOURCELESS_ACTIONS
-from infra.options import POWERTOOLS_LAYER_PARAMETER, StackOptions
+from infra.options import StackOptions
 from offpath.domain.registry import MAX_WORKER_TIMEOUT_S, SUBMITTER_TIMEOUT_S, WORKER_TIMEOUT_MARGIN_S
 from offpath.naming import FUNCTION_ENVIRONMENT, TABLE_INDEXES
 from offpath.settings import Settings
-from tests.infra.stacks import PINNED_LAYER, Synthesized
+from tests.infra.stacks import Synthesized
 from tests.infra.template_view import (
     alarms_by_name,
     as_list,
@@ -173,29 +186,24 @@ def test_the_functions_that_submit_end_within_the_time_the_worker_waits_for_a_jo
         assert functions[f"offpath-{kind}"][1]["Timeout"] <= SUBMITTER_TIMEOUT_S, kind
 
 
-def test_every_function_is_arm64_python314_with_the_powertools_layer_from_ssm(default_stack: Synthesized) -> None:
+def test_every_function_is_arm64_python313_without_a_layer_or_a_parameter(default_stack: Synthesized) -> None:
+    """The runtime is the Python the functions' tests also run on (make test-lambda-python); nothing is resolved
+    at deploy time: no layer, no SSM parameter."""
     template = default_stack.json
-    (parameter_id,) = [
-        name for name, p in template["Parameters"].items() if p.get("Default") == POWERTOOLS_LAYER_PARAMETER
-    ]
-    assert template["Parameters"][parameter_id]["Type"] == "AWS::SSM::Parameter::Value<String>"
+    assert set(template["Parameters"]) == {"BootstrapVersion"}  # the CDK's own, read from SSM at deploy
+    assert "/aws/service/" not in json.dumps(template)
     functions = functions_by_name(template)
     assert {kind_of(name, "offpath") for name in functions} == set(EXPECTED_ACTIONS)
     for _, function in functions.values():
-        assert function["Runtime"] == "python3.14"
+        assert function["Runtime"] == "python3.13"
         assert function["Architectures"] == ["arm64"]
-        assert function["Layers"] == [{"Ref": parameter_id}]
+        assert "Layers" not in function
         assert "TracingConfig" not in function  # off by default: see the `tracing` option
 
 
 def test_tracing_can_be_turned_on_by_context(extended_stack: Synthesized) -> None:
     for _, function in functions_by_name(extended_stack.json).values():
         assert function["TracingConfig"] == {"Mode": "Active"}
-
-
-def test_the_powertools_layer_can_be_pinned_by_context(extended_stack: Synthesized) -> None:
-    for _, function in functions_by_name(extended_stack.json).values():
-        assert function["Layers"] == [PINNED_LAYER]
 
 
 def test_handlers_are_referenced_by_name(default_stack: Synthesized) -> None:
@@ -326,16 +334,80 @@ def test_wildcard_resources_only_for_actions_that_take_no_resource(default_stack
                 assert actions <= RESOURCELESS_ACTIONS
 
 
-def test_the_code_asset_holds_offpath_and_tzdata_without_bytecode(default_stack: Synthesized) -> None:
-    manifest = json.loads((default_stack.outdir / "Offpath.assets.json").read_text())
-    (asset,) = [f for f in manifest["files"].values() if f["source"].get("packaging") == "zip"]
-    root = default_stack.outdir / asset["source"]["path"]
+def test_the_code_asset_holds_offpath_and_the_pinned_distributions_for_cp313_arm64(default_stack: Synthesized) -> None:
+    root = default_stack.asset
     assert (root / "offpath" / "handlers" / "api.py").is_file()
     assert (root / "offpath" / "jobs" / "__init__.py").is_file()
     assert (root / "tzdata" / "zoneinfo" / "Europe" / "Prague").is_file()
-    assert not [p for p in Path(root).rglob("*") if p.name == "__pycache__" or p.suffix == ".pyc"]
+    for name, version in pinned_requirements():
+        assert (root / f"{wheel_name(name)}-{version}.dist-info" / "METADATA").is_file(), name
+    assert [p.name for p in (root / "pydantic_core").glob("*.so")] == [
+        f"_pydantic_core.cpython-313-{AWS_PLATFORM.machine}-linux-gnu.so"
+    ]
+    assert not list(root.glob("aws_lambda_powertools*")) and not list(root.glob("boto*"))
     code = {f["Code"]["S3Key"] for _, f in functions_by_name(default_stack.json).values()}
-    assert code == {f"{asset['source']['path'].removeprefix('asset.')}.zip"}
+    assert code == {f"{root.name.removeprefix('asset.')}.zip"}
+
+
+PYC_PROBE = """
+import importlib.util, marshal, sys
+data = open(sys.argv[1], "rb").read()
+print(importlib.util.MAGIC_NUMBER.hex(), marshal.loads(data[16:]).co_filename)
+"""
+
+
+def test_every_module_in_the_asset_has_unchecked_hash_bytecode_of_python313(default_stack: Synthesized) -> None:
+    """Lambda's /var/task is read-only: a module without a valid .pyc there is compiled at every cold start. An
+    unchecked-hash .pyc (PEP 552: flags 0b01) is loaded without reading its source's time or hash."""
+    root = default_stack.asset
+    sources = sorted(root.rglob("*.py"))
+    assert len(sources) > 150  # offpath, pydantic, tzdata, standardwebhooks...
+    api_pyc = root / "offpath" / "handlers" / "__pycache__" / "api.cpython-313.pyc"
+    probe = subprocess.run([lambda_python(), "-c", PYC_PROBE, str(api_pyc)], capture_output=True, text=True, check=True)
+    magic, filename = probe.stdout.split()
+    assert filename == "/var/task/offpath/handlers/api.py"  # tracebacks name the file where Lambda has it
+
+    missing, wrong = [], []
+    for source in sources:
+        pyc = source.parent / "__pycache__" / f"{source.stem}.cpython-313.pyc"
+        if not pyc.is_file():
+            missing.append(str(source.relative_to(root)))
+            continue
+        header = pyc.read_bytes()[:16]
+        if header[:4].hex() != magic or int.from_bytes(header[4:8], "little") != 0b01:
+            wrong.append(str(pyc.relative_to(root)))
+    assert missing == []
+    assert wrong == []
+    assert [str(p) for p in root.rglob("*.pyc") if not p.name.endswith(".cpython-313.pyc")] == []
+
+
+def test_a_synth_of_the_same_inputs_copies_the_kept_asset_instead_of_compiling_it(
+    default_stack: Synthesized, tmp_path: Path, monkeypatch
+) -> None:
+    def no_compile(*args: object) -> None:
+        raise AssertionError("compiled again")
+
+    monkeypatch.setattr(lambda_function, "compile_bytecode", no_compile)
+    bundle(FUNCTIONS_DIR, AWS_PLATFORM, tmp_path)
+
+    def tree(root: Path) -> dict[str, bytes]:
+        return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+    assert tree(tmp_path) == tree(default_stack.asset)
+
+
+def test_a_synth_with_the_wheels_cached_fetches_nothing(default_stack: Synthesized, monkeypatch) -> None:
+    """The first synth fetches the pinned wheels into build/lambda-wheels (make lambda-wheels); later ones,
+    every test's included, install from there without the network."""
+
+    def no_fetch(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"fetched: {args}")
+
+    monkeypatch.setattr(lambda_function.subprocess, "run", no_fetch)
+    wheels = pinned_wheels(AWS_PLATFORM)
+
+    assert sorted(w.name.split("-")[0] for w in wheels) == sorted(wheel_name(n) for n, _ in pinned_requirements())
+    assert all(w.parent == AWS_PLATFORM.wheel_dir for w in wheels)
 
 
 def test_functions_log_json_without_platform_lines_at_the_warning_level(default_stack: Synthesized) -> None:
@@ -349,3 +421,16 @@ def test_functions_log_json_without_platform_lines_at_the_warning_level(default_
         variables = function["Environment"]["Variables"]
         assert variables["OFFPATH_LOG_LEVEL"] == "WARNING", name
         assert variables["PYDANTIC_DISABLE_PLUGINS"] == "__all__", name
+
+
+def test_without_a_python313_the_synth_stops_saying_how_to_install_one(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("OFFPATH_LAMBDA_PYTHON", str(tmp_path / "nothing"))
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(lambda_function, "TEST_VENV_PYTHON", tmp_path / "no-venv" / "python")
+    lambda_function.lambda_python.cache_clear()
+    try:
+        with pytest.raises(lambda_function.BundlingError, match=r"no Python 3\.13 .*pyenv install 3\.13"):
+            lambda_python()
+    finally:
+        lambda_function.lambda_python.cache_clear()

@@ -1,4 +1,5 @@
-"""`-c target=localstack`: no layer, pydantic in the asset, no SSM parameter, the synth's Python and machine."""
+"""`-c target=localstack`: no layer, no SSM parameter, Python 3.13 on this machine's architecture, the same
+pinned distributions as on AWS (this machine's wheels of them)."""
 
 from __future__ import annotations
 
@@ -6,19 +7,21 @@ import ast
 import importlib.metadata
 import json
 import os
-import platform
+import re
 import shutil
 import subprocess
-import sys
+from email.parser import Parser
 from pathlib import Path
 
 from infra.lambda_function import (
+    AWS_PLATFORM,
     FUNCTIONS_DIR,
-    LAYER_DISTRIBUTIONS,
-    Platform,
-    synth_platform,
-    wheel_install_command,
-    with_dependencies,
+    REQUIREMENTS,
+    host_platform,
+    lambda_python,
+    pinned_requirements,
+    wheel_download_command,
+    wheel_name,
 )
 from tests.infra.stacks import Synthesized
 from tests.infra.template_view import functions_by_name
@@ -33,16 +36,22 @@ HANDLER_MODULES = sorted(
 )
 
 
-def asset_root(stack: Synthesized) -> Path:
-    manifest = json.loads((stack.outdir / "Offpath.assets.json").read_text())
-    (asset,) = [f for f in manifest["files"].values() if f["source"].get("packaging") == "zip"]
-    return stack.outdir / asset["source"]["path"]
+def with_dependencies(names: list[str]) -> list[importlib.metadata.Distribution]:
+    """The installed distributions named and every one they require (extras left out), each once."""
+    found: dict[str, importlib.metadata.Distribution] = {}
+    pending = list(names)
+    while pending:
+        name = wheel_name(re.split(r"[\s;<>=!~\[(]", pending.pop().strip(), maxsplit=1)[0])
+        if name not in found:
+            found[name] = importlib.metadata.distribution(name)
+            pending += [r for r in found[name].requires or [] if "extra" not in r.partition(";")[2]]
+    return list(found.values())
 
 
-def test_no_function_has_a_layer_and_each_runs_on_the_synths_python_and_machine(
+def test_no_function_has_a_layer_and_each_runs_on_python313_on_this_machine(
     localstack_stack: Synthesized,
 ) -> None:
-    target = synth_platform()
+    target = host_platform()
     functions = functions_by_name(localstack_stack.json)
     # api, read, enqueue, sweeper, a worker per queue class, the notifier and the delivery function
     assert len(functions) == 4 + len(localstack_stack.registry.queues) + 2
@@ -62,25 +71,40 @@ def test_the_template_reads_no_ssm_parameter(localstack_stack: Synthesized) -> N
     assert "CheckBootstrapVersion" not in template.get("Rules", {})
 
 
-def test_the_aws_target_keeps_the_layer_and_the_bootstrap_check(default_stack: Synthesized) -> None:
-    template = default_stack.json
-    assert "CheckBootstrapVersion" in template["Rules"]
-    assert all(f["Layers"] for _, f in functions_by_name(template).values())
+def test_the_aws_target_keeps_the_bootstrap_check(default_stack: Synthesized) -> None:
+    assert "CheckBootstrapVersion" in default_stack.json["Rules"]
 
 
-def test_the_asset_carries_pydantic_and_its_dependencies_but_not_powertools(localstack_stack: Synthesized) -> None:
-    root = asset_root(localstack_stack)
+def test_the_asset_carries_pydantic_and_its_dependencies_for_this_machine_but_not_powertools(
+    localstack_stack: Synthesized,
+) -> None:
+    root = localstack_stack.asset
     names = {entry.name for entry in root.iterdir()}
 
     assert {"offpath", "tzdata", "pydantic", "pydantic_core", "annotated_types", "typing_inspection"} <= names
     assert "typing_extensions.py" in names
     assert any(name.startswith("pydantic-") and name.endswith(".dist-info") for name in names)
     assert "aws_lambda_powertools" not in names
-    assert not [p for p in root.rglob("*") if p.name == "__pycache__" or p.suffix == ".pyc"]
+    assert [p.name for p in (root / "pydantic_core").glob("*.so")] == [
+        f"_pydantic_core.cpython-313-{host_platform().machine}-linux-gnu.so"
+    ]
+    assert (root / "offpath" / "handlers" / "__pycache__" / "api.cpython-313.pyc").is_file()
+
+
+def test_the_pins_cover_what_every_bundled_distribution_requires(localstack_stack: Synthesized) -> None:
+    """Each wheel is installed without its dependencies: the requirements file must name them all."""
+    pinned = {wheel_name(name) for name, _ in pinned_requirements()}
+    required = set()
+    for metadata in localstack_stack.asset.glob("*.dist-info/METADATA"):
+        for requirement in Parser().parsestr(metadata.read_text()).get_all("Requires-Dist") or []:
+            if "extra" not in requirement.partition(";")[2]:
+                required.add(wheel_name(re.split(r"[\s;<>=!~\[(]", requirement.strip(), maxsplit=1)[0]))
+    assert {"pydantic_core", "typing_extensions"} <= required
+    assert required <= pinned
 
 
 def test_nothing_in_functions_imports_powertools() -> None:
-    """Why the LocalStack asset carries pydantic alone: the functions do not import Powertools."""
+    """Why there is no Powertools layer: the functions do not import Powertools."""
     importers = []
     for path in FUNCTIONS_DIR.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
@@ -102,8 +126,8 @@ def test_every_handler_imports_from_the_asset_in_a_clean_interpreter(
     """Nothing on the path but the asset and what the Lambda runtime itself provides (boto3 and what it needs)."""
     runtime_dir = tmp_path / "lambda-runtime"
     provided = with_dependencies(["boto3"])
-    layer = {d.metadata["Name"].lower() for d in with_dependencies(LAYER_DISTRIBUTIONS)}
-    assert not {d.metadata["Name"].lower() for d in provided} & layer
+    pinned = {wheel_name(name) for name, _ in pinned_requirements()}
+    assert not {wheel_name(d.metadata["Name"]) for d in provided} & pinned
     for distribution in provided:
         root = Path(str(distribution.locate_file("")))
         for file in distribution.files or []:
@@ -112,7 +136,7 @@ def test_every_handler_imports_from_the_asset_in_a_clean_interpreter(
                 shutil.copy2(root / file, runtime_dir / file)
     script = (
         "import sys\n"
-        f"sys.path[:] = [{str(asset_root(localstack_stack))!r}, {str(runtime_dir)!r}] + "
+        f"sys.path[:] = [{str(localstack_stack.asset)!r}, {str(runtime_dir)!r}] + "
         "[p for p in sys.path if 'site-packages' not in p and p]\n"
         f"for name in {HANDLER_MODULES!r}:\n"
         "    module = __import__(name, fromlist=['handler'])\n"
@@ -125,38 +149,20 @@ def test_every_handler_imports_from_the_asset_in_a_clean_interpreter(
     env = {"PATH": os.environ.get("PATH", ""), "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1"}
 
     done = subprocess.run(
-        [sys.executable, "-I", "-S", "-c", script], env=env, capture_output=True, text=True, timeout=120
+        [lambda_python(), "-I", "-S", "-c", script], env=env, capture_output=True, text=True, timeout=120
     )
 
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"imported {len(HANDLER_MODULES)}"
 
 
-def test_dependencies_come_from_the_metadata_without_optional_extras() -> None:
-    names = {d.metadata["Name"].lower().replace("_", "-") for d in with_dependencies(["pydantic"])}
+def test_the_wheels_are_fetched_once_pinned_for_the_functions_python_and_machine() -> None:
+    command = wheel_download_command(AWS_PLATFORM)
 
-    assert {"pydantic", "pydantic-core", "typing-extensions", "annotated-types", "typing-inspection"} <= names
-    assert "email-validator" not in names  # pydantic[email] is an extra
-
-
-def test_a_synth_elsewhere_fetches_compiled_packages_as_wheels_for_the_functions_platform(tmp_path: Path) -> None:
-    """On macOS (or another Python) the synth's pydantic_core would not load in Lambda: pip installs the same
-    version as a manylinux wheel for the functions' Python and machine."""
-    core = importlib.metadata.distribution("pydantic-core")
-    other = Platform("3.13", "aarch64", synth_platform().runtime, synth_platform().architecture)
-
-    command = wheel_install_command(core, other, tmp_path)
-
-    assert other.matches_synth is (sys.version_info[:2] == (3, 13) and synth_platform().machine == "aarch64")
-    assert command[1:4] == ["-m", "pip", "install"]
+    assert command[1:4] == ["-m", "pip", "download"]
     assert command[command.index("--platform") + 1] == "manylinux2014_aarch64"
     assert command[command.index("--python-version") + 1] == "3.13"
-    assert command[command.index("--target") + 1] == str(tmp_path)
+    assert command[command.index("--dest") + 1] == str(AWS_PLATFORM.wheel_dir)
+    assert command[command.index("--requirement") + 1] == str(REQUIREMENTS)
     assert {"--no-deps", "--only-binary=:all:"} <= set(command)
-    assert command[-1] == f"pydantic_core=={core.version}" or command[-1] == f"pydantic-core=={core.version}"
-
-
-def test_the_synths_own_compiled_packages_are_copied_only_on_glibc_linux() -> None:
-    glibc_linux = sys.platform == "linux" and platform.libc_ver()[0] == "glibc"
-
-    assert synth_platform().matches_synth is glibc_linux
+    assert all(re.fullmatch(r"[0-9][0-9a-z.]*", version) for _, version in pinned_requirements())

@@ -48,7 +48,7 @@ def test_command_line_text_is_typed() -> None:
         ({"admin_principals": "arn:aws:s3:::bucket"}, "admin_principals"),
         ({"demo_jobs": "sometimes"}, "demo_jobs must be true or false"),
         ({"target": "gcp"}, "target must be one of aws, localstack"),
-        ({"target": "localstack", "powertools_layer_arn": "arn:aws:lambda:x"}, "does not apply to target localstack"),
+        ({"powertools_layer_arn": "arn:aws:lambda:x"}, "powertools_layer_arn is no longer an option: .* no layer"),
     ],
 )
 def test_unusable_context_is_rejected_with_its_key(context: dict[str, str], message: str) -> None:
