@@ -39,6 +39,7 @@ def hooks(
             "delivery_queue_url": queue_url,
             "delivery_dlq_url": dlq_url,
             "allow_loopback_receivers": True,
+            "loopback_receiver_ports": [9],
         }
     )
     overrides = Overrides(**{**vars(pipeline.overrides), "resolver": LoopbackResolver()})
