@@ -48,7 +48,7 @@ def resources_of(service: str, operation: str, params: Mapping[str, Any]) -> lis
             add("table", body.get("TableName"))
     add("queue", params.get("QueueUrl"))
     add("queue-arn", params.get("SourceArn"))
-    add("queue-arn", params.get("DestinationArn"))
+    add("destination", params.get("DestinationArn"))
     add("function", params.get("FunctionName"))
     add("bus", params.get("EventBusName"))
     for entry in params.get("Entries") or []:

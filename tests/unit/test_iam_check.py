@@ -116,6 +116,12 @@ def test_botocore_operations_become_the_iam_actions_they_need() -> None:
         "dynamodb:PutItem",
     ]
     assert actions_of("scheduler", "CreateSchedule", ["role:scheduler"]) == ["scheduler:CreateSchedule"]
+    assert actions_of("sqs", "StartMessageMoveTask", ["queue:jobs-dlq/{class}", "to:queue:jobs/{class}"]) == [
+        "sqs:StartMessageMoveTask",
+        "sqs:ReceiveMessage",
+        "sqs:DeleteMessage",
+        "sqs:GetQueueAttributes",
+    ]
 
 
 def test_wildcards_match_as_iam_matches_them() -> None:
@@ -252,3 +258,19 @@ def test_recorded_calls_are_kept_in_logical_roles() -> None:
         ("function:enqueue", "queue:schedule-dlq", "role:scheduler", "schedule:schedules/*"),
     )
     assert iam_calls.normalise(query) == ("sweeper", "dynamodb", "Query", ("table:jobs/index/sweep",))
+
+
+def test_an_allowlist_entry_for_a_grant_a_call_now_uses_fails(template: dict[str, Any]) -> None:
+    api_statements(template).append(statement("dynamodb:DeleteItem", TABLE))
+    stale = {"principal": "api", "action": "dynamodb:DeleteItem", "resource": "table:jobs", "reason": "unused"}
+    calls = {*CALLS, ("api", "dynamodb", "DeleteItem", ("table:jobs",))}
+
+    report = check(template, calls, [stale])
+
+    assert report.unused == ["the allow-list's api dynamodb:DeleteItem explains no unused grant: remove it"]
+
+
+def test_an_allowlist_entry_for_a_grant_the_stack_does_not_make_is_not_stale(template: dict[str, Any]) -> None:
+    other = {"principal": "notifier", "action": "appsync:EventPublish", "reason": "an option left off"}
+
+    assert check(template, CALLS, [other]).ok

@@ -5,8 +5,8 @@ A role is `kind:name`: `table:jobs` (and `table:jobs/index/<index>`), `queue:job
 `queue:jobs-dlq/{class}` (any queue class's; a worker's own when the function is `worker-{class}`),
 `queue:deliveries`, `queue:deliveries-dlq`, `queue:schedule-dlq`, `queue:async-failures`,
 `queue:notifier-failures`, `schedule:schedules/*` (the one-time schedules' group), `role:scheduler`,
-`function:<name>`, `alarm:{prefix}-*`, `bus:events` (the bus the function is configured with),
-`transact:<Put|Update|Delete|ConditionCheck>`.
+`function:<name>`, `alarm:{prefix}-*`, `to:<queue>` (a message move task's destination), `bus:events` (the
+bus the function is configured with), `transact:<Put|Update|Delete|ConditionCheck>`.
 
 Regenerate after a change of the functions' calls: `make iam-calls` (the integration and end-to-end suites with
 OFFPATH_AWS_CALLS=update, which adds what they record to the file).
@@ -79,6 +79,8 @@ def normalise(record: dict[str, Any]) -> Call:
                 roles.add("table:jobs")
         elif kind in ("queue", "queue-arn"):
             roles.add(queue_role(name))
+        elif kind == "destination":
+            roles.add("to:" + queue_role(name))
         elif kind == "schedule":
             roles.add("schedule:schedules/*")
         elif kind == "role":

@@ -58,6 +58,8 @@ TRANSACT_ACTIONS = {
     "Delete": "dynamodb:DeleteItem",
     "ConditionCheck": "dynamodb:ConditionCheckItem",
 }
+# A message move task reads and deletes from its source with the caller's role (and sends to its destination).
+MOVE_TASK_SOURCE = ("sqs:StartMessageMoveTask", "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes")
 # Actions that take no resource (IAM evaluates them against "*").
 UNSCOPED = {
     "cloudwatch:GetMetricData",
@@ -402,6 +404,8 @@ class Model:
 
 def actions_of(service: str, operation: str, resources: Iterable[str]) -> list[str]:
     """The IAM actions one call needs on its resources (the exceptions: ACTION_OF, TRANSACT_ACTIONS)."""
+    if (service, operation) == ("sqs", "StartMessageMoveTask"):
+        return list(MOVE_TASK_SOURCE)
     if (service, operation) == ("dynamodb", "TransactWriteItems"):
         return sorted({TRANSACT_ACTIONS[r.split(":", 1)[1]] for r in resources if r.startswith("transact:")})
     return [ACTION_OF.get((service, operation), f"{service}:{operation}")]
@@ -420,18 +424,21 @@ def needs_of_call(model: Model, call: Call, principal: Principal) -> tuple[list[
     # for the schedule's role to reach.
     handed_on = ("function:", "queue:schedule-dlq") if service == "scheduler" else ()
     scoped = [r for r in resources if not r.startswith(("transact:", "role:", *handed_on))]
-    for action in actions_of(service, operation, resources):
+    actions = actions_of(service, operation, resources)
+    for action in actions:
         if action in UNSCOPED or not scoped:
             own.append(Need(action, "*", why))
-            continue
-        for role in scoped:
-            # A worker's `{class}` is its own queue class; any other function's, every class of the stack.
-            classes = [principal.queue_class] if principal.queue_class or CLASS not in role else model.classes
-            for queue_class in classes:
-                arn = model.arn_of(role, queue_class, env)
-                if arn is None:
-                    raise LookupError(role)
-                own.append(Need(action, arn, why))
+    for role in scoped:
+        # A message move task's destination (`to:`) receives the messages: SendMessage, with the caller's role.
+        wanted = ["sqs:SendMessage"] if role.startswith("to:") else [a for a in actions if a not in UNSCOPED]
+        role = role.removeprefix("to:")
+        # A worker's `{class}` is its own queue class; any other function's, every class of the stack.
+        classes = [principal.queue_class] if principal.queue_class or CLASS not in role else model.classes
+        for queue_class in classes:
+            arn = model.arn_of(role, queue_class, env)
+            if arn is None:
+                raise LookupError(role)
+            own += [Need(action, arn, why) for action in wanted]
     if "role:scheduler" in resources:
         role_arn = model.arn_of("role:scheduler", None, env)
         if role_arn is None:
@@ -628,7 +635,9 @@ def check(template: dict[str, Any], calls: Iterable[Call], allowlist: list[dict[
 
 
 def unused_grants(model: Model, needs: list[tuple[Principal, Need]], allowlist: list[dict[str, str]]) -> Iterator[str]:
-    """Each (action, resource) an Allow statement grants must serve a need or be in the allow-list."""
+    """Each (action, resource) an Allow statement grants must serve a need or be in the allow-list; and each
+    entry of the allow-list must explain a grant no call uses (a stale reason is a grant waiting to come back)."""
+    explaining: set[int] = set()
     for principal in model.principals.values():
         own = [need for p, need in needs if p is principal]
         logical = model.function_logical(principal.name)
@@ -640,31 +649,44 @@ def unused_grants(model: Model, needs: list[tuple[Principal, Need]], allowlist: 
                 for resource in statement.resources:
                     if any(matches(action, n.action, case=False) and matches(resource, n.resource) for n in own):
                         continue
-                    if _allowed(model, principal, action, resource, env, allowlist):
+                    entry = _allowed(model, principal, action, resource, env, allowlist)
+                    if entry is not None:
+                        explaining.add(entry)
                         continue
                     yield (
                         f"{principal.name}: {action} on {resource} ({statement.origin}) is granted but no recorded "
                         f"or implied call uses it; remove it, or give its reason in {ALLOWLIST.relative_to(ROOT)}"
                     )
+    for i, entry in enumerate(allowlist):
+        # An entry for a grant this stack does not make (an option left off) is not stale.
+        granted = any(
+            entry.get("principal") in (p.pattern, p.name, "*") and matches(action, entry["action"], case=False)
+            for p in model.principals.values()
+            for statement in p.statements
+            for action in statement.actions
+        )
+        if granted and i not in explaining:
+            yield f"the allow-list's {entry.get('principal')} {entry.get('action')} explains no unused grant: remove it"
 
 
 def _allowed(
     model: Model, principal: Principal, action: str, resource: str, env: dict[str, Any], allowlist: list[dict[str, str]]
-) -> bool:
-    for entry in allowlist:
+) -> int | None:
+    """The index of the allow-list's entry that explains the grant, if one does."""
+    for i, entry in enumerate(allowlist):
         if entry.get("principal") not in (principal.pattern, principal.name, "*"):
             continue
         if not matches(entry["action"], action, case=False):
             continue
         role = entry.get("resource")
         if role is None:
-            return True
+            return i
         classes = [principal.queue_class] if principal.queue_class or CLASS not in role else model.classes
         arns = [model.arn_of(role, queue_class, env) for queue_class in classes]
         # A role that stands for any name (`alarm:{prefix}-*`, `schedule:schedules/*`) explains the same wildcard.
         if any(arn is not None and resource in (arn, arn.replace("NAME", "*")) for arn in arns):
-            return True
-    return False
+            return i
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
