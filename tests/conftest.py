@@ -93,5 +93,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         lines += [f"  {iam_calls.describe(call)}" for call in new]
         lines.append(f"Add them with: {iam_calls.REGENERATE}; then make iam-check")
         if reporter is not None:
+            reporter.ensure_newline()
             reporter.write_line("\n".join(lines), red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -274,3 +274,48 @@ def test_an_allowlist_entry_for_a_grant_the_stack_does_not_make_is_not_stale(tem
     other = {"principal": "notifier", "action": "appsync:EventPublish", "reason": "an option left off"}
 
     assert check(template, CALLS, [other]).ok
+
+
+def with_route(template: dict[str, Any], permission_source: str) -> dict[str, Any]:
+    """`GET /jobs/{job_id}` integrated with the api function, and one Lambda permission for API Gateway."""
+    resources = template["Resources"]
+    resources["HttpApi"] = {"Type": "AWS::ApiGatewayV2::Api", "Properties": {}}
+    resources["Integration"] = {
+        "Type": "AWS::ApiGatewayV2::Integration",
+        "Properties": {"ApiId": {"Ref": "HttpApi"}, "IntegrationUri": {"Fn::GetAtt": ["Api", "Arn"]}},
+    }
+    resources["Route"] = {
+        "Type": "AWS::ApiGatewayV2::Route",
+        "Properties": {
+            "ApiId": {"Ref": "HttpApi"},
+            "RouteKey": "GET /jobs/{job_id}",
+            "Target": {"Fn::Join": ["", ["integrations/", {"Ref": "Integration"}]]},
+        },
+    }
+    resources["Permission"] = {
+        "Type": "AWS::Lambda::Permission",
+        "Properties": {
+            "Action": "lambda:InvokeFunction",
+            "FunctionName": {"Fn::GetAtt": ["Api", "Arn"]},
+            "Principal": "apigateway.amazonaws.com",
+            "SourceArn": {
+                "Fn::Sub": "arn:${AWS::Partition}:execute-api:${AWS::Region}:${AWS::AccountId}:${HttpApi}"
+                + permission_source
+            },
+        },
+    }
+    return template
+
+
+def test_a_route_needs_a_permission_for_api_gateway_that_covers_it(template: dict[str, Any]) -> None:
+    covered = check(with_route(copy.deepcopy(template), "/*/*/jobs/{job_id}"), CALLS, [])
+    elsewhere = check(with_route(template, "/*/*/jobs"), CALLS, [])
+
+    assert covered.ok
+    assert elsewhere.missing == [
+        "route 'GET /jobs/{job_id}' (Route): no lambda:InvokeFunction permission for API Gateway"
+    ]
+    assert elsewhere.unused == [
+        "permission Permission: apigateway.amazonaws.com may call lambda:InvokeFunction on "
+        "arn:aws:lambda:us-east-1:123456789012:function:offpath-api, but no trigger of the template needs it"
+    ]

@@ -539,14 +539,16 @@ def queue_policy_denials(model: Model, needs: Iterable[tuple[Principal, Need]]) 
                 yield f"{principal.name}: {need.action} on {need.resource} is denied by {statement.describe()}"
 
 
-def api_permissions(model: Model) -> Iterator[str]:
-    """Every route's integration has a Lambda permission for API Gateway that covers the route."""
+def lambda_permissions(model: Model) -> tuple[list[str], list[str]]:
+    """Every route's integration has a Lambda permission for API Gateway that covers the route (missing), and
+    every Lambda permission serves some route (unused: a resource policy nothing needs)."""
     stack = model.stack
-    permissions = [
-        (stack.resolve(p.get("FunctionName")), stack.resolve(p.get("SourceArn", "*")), p)
-        for p in stack.of_type("AWS::Lambda::Permission").values()
-        if p.get("Principal") == "apigateway.amazonaws.com" and p.get("Action") == "lambda:InvokeFunction"
-    ]
+    permissions = {
+        logical: (str(stack.resolve(p.get("FunctionName"))), str(stack.resolve(p.get("SourceArn", "*"))), p)
+        for logical, p in stack.of_type("AWS::Lambda::Permission").items()
+    }
+    missing: list[str] = []
+    used: set[str] = set()
     integrations = stack.of_type("AWS::ApiGatewayV2::Integration")
     for logical, route in stack.of_type("AWS::ApiGatewayV2::Route").items():
         target = str(stack.resolve(route.get("Target", "")))
@@ -558,12 +560,26 @@ def api_permissions(model: Model) -> Iterator[str]:
         method, _, path = str(route.get("RouteKey", "")).partition(" ")
         api = stack.ref(str(_logical_of_ref(route.get("ApiId"))))
         source = f"arn:{PARTITION}:execute-api:{REGION}:{ACCOUNT}:{api}/$default/{method}{path}"
-        covered = any(
-            matches(str(function), function_arn) and matches(str(source_arn), source)
-            for function, source_arn, _ in permissions
-        )
-        if not covered:
-            yield f"route {route.get('RouteKey')!r} ({logical}): no lambda:InvokeFunction permission for API Gateway"
+        covering = [
+            permission
+            for permission, (function, source_arn, props) in permissions.items()
+            if props.get("Principal") == "apigateway.amazonaws.com"
+            and props.get("Action") == "lambda:InvokeFunction"
+            and matches(function, function_arn)
+            and matches(source_arn, source)
+        ]
+        used.update(covering)
+        if not covering:
+            missing.append(
+                f"route {route.get('RouteKey')!r} ({logical}): no lambda:InvokeFunction permission for API Gateway"
+            )
+    unused = [
+        f"permission {logical}: {props.get('Principal')} may call {props.get('Action')} on {function}, but no trigger "
+        "of the template needs it"
+        for logical, (function, _, props) in sorted(permissions.items())
+        if logical not in used
+    ]
+    return missing, unused
 
 
 def trust(model: Model) -> Iterator[str]:
@@ -627,9 +643,11 @@ def check(template: dict[str, Any], calls: Iterable[Call], allowlist: list[dict[
                 f"({principal.role}); needed by {need.why}"
             )
     report.missing += queue_policy_denials(model, all_needs)
-    report.missing += api_permissions(model)
+    permissions_missing, permissions_unused = lambda_permissions(model)
+    report.missing += permissions_missing
     report.missing += trust(model)
     report.unused += unused_grants(model, all_needs, allowlist)
+    report.unused += permissions_unused
     report.missing = sorted(set(report.missing))
     return report
 
