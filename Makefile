@@ -45,7 +45,7 @@ test: lint typecheck imports checkov browser-deps compose-deps iam-check
 # granted by its role in cdk.out, and every grant is used or explained (infra/iam_allowlist.json). The template is
 # synthesized without node (cdk.json's context) when infra/ or the job types changed since the last synth.
 IAM_TEMPLATE := cdk.out/Offpath.template.json
-$(IAM_TEMPLATE): app.py cdk.json $(wildcard infra/*.py) $(wildcard functions/offpath/jobs/*.py) functions/offpath/naming.py
+$(IAM_TEMPLATE): app.py cdk.json $(wildcard infra/*.py) $(wildcard functions/offpath/jobs/*.py) functions/offpath/naming.py | $(STAMP)
 	CDK_OUTDIR=cdk.out CDK_CONTEXT_JSON="$$($(BIN)/python -c 'import json; print(json.dumps(json.load(open("cdk.json"))["context"]))')" \
 		$(BIN)/python app.py >/dev/null
 
