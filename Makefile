@@ -38,7 +38,7 @@ imports: $(STAMP)
 	$(BIN)/lint-imports
 
 # Two workers on two cores; tests/conftest.py groups the tests that share a synthesized stack or a runtime.
-test: lint typecheck imports checkov browser-deps compose-deps
+test: lint typecheck imports checkov browser-deps compose-deps iam-check
 	$(BIN)/python -m pytest -n auto --dist loadgroup --durations=15
 
 # The functions' Python (docs/decisions.md): Lambda runs them on 3.13, and make test runs their unit and integration
@@ -75,6 +75,23 @@ lambda-wheels: $(LAMBDA_WHEELS_STAMP)
 
 test: lambda-wheels test-lambda-python
 checkov synth: $(LAMBDA_WHEELS_STAMP)
+
+# Every AWS call the functions make (docs/aws_calls.json, recorded by the integration and end-to-end tests) is
+# granted by its role in cdk.out, and every grant is used or explained (infra/iam_allowlist.json). The template is
+# synthesized without node (cdk.json's context) when infra/ or the job types changed since the last synth.
+IAM_TEMPLATE := cdk.out/Offpath.template.json
+$(IAM_TEMPLATE): app.py cdk.json $(wildcard infra/*.py) $(wildcard infra/*.txt) $(wildcard functions/offpath/jobs/*.py) \
+		functions/offpath/naming.py functions/offpath/contract.py | $(STAMP) $(LAMBDA_WHEELS_STAMP)
+	CDK_OUTDIR=cdk.out CDK_CONTEXT_JSON="$$($(BIN)/python -c 'import json; print(json.dumps(json.load(open("cdk.json"))["context"]))')" \
+		$(BIN)/python app.py >/dev/null
+
+.PHONY: iam-check iam-calls
+iam-check: $(STAMP) $(IAM_TEMPLATE)
+	$(BIN)/python -m offpath_tools.iam_check --template $(IAM_TEMPLATE)
+
+# Adds the calls the integration and end-to-end suites record to docs/aws_calls.json (then run make iam-check).
+iam-calls: $(STAMP)
+	OFFPATH_AWS_CALLS=update $(BIN)/python -m pytest -n auto --dist loadgroup tests/integration tests/e2e
 
 # checkov over the synthesized template (infra/checkov.py lists each skipped check with its reason). It has a
 # virtual environment of its own inside the venv: its pins (boto3, packaging) are older than the project's.

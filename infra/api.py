@@ -212,7 +212,9 @@ class JobApi(Construct):
         # Query on the table itself: a listing reads the tenant's partitions (no listing index). BatchGetItem:
         # the quota counters' shards.
         table.grant(api, ["PutItem", "GetItem", "UpdateItem", "BatchGetItem"], query_table=True)
-        api.grant(["sqs:SendMessage", "sqs:GetQueueAttributes"], queues.all_arns())
+        # Submits, retries and a redrive's copies go to the job queues, never to a DLQ (make iam-check).
+        job_queues = [queue.queue_arn for _, queue in sorted(queues.queues.items())]
+        api.grant(["sqs:SendMessage", "sqs:GetQueueAttributes"], job_queues)
         # Redrive: a message move task from each DLQ (or, on emulators, receive + delete + send).
         api.grant(
             [

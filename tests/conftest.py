@@ -6,10 +6,14 @@ signed with the shell's own AWS credentials, so they are left as they are (tests
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections import Counter
 from pathlib import Path
 
 import pytest
+
+from offpath_local import aws_calls
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -24,6 +28,12 @@ if os.environ.get("OFFPATH_E2E_SIGV4", "").strip().lower() not in {"1", "true", 
         }
     )
     os.environ.pop("AWS_PROFILE", None)
+
+# The functions' AWS calls are recorded by every test process (and every `offpath local` they start) into one
+# directory; the session checks them against docs/aws_calls.json at its end (pytest_sessionfinish).
+if not os.environ.get(aws_calls.ENV):
+    os.environ[aws_calls.ENV] = tempfile.mkdtemp(prefix="offpath-aws-calls-")
+aws_calls.install_from_environment()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -58,3 +68,31 @@ def _rename(item: pytest.Item, nodeid: str) -> None:
         item._id = type(item._id).parse(nodeid)
     else:
         item._nodeid = nodeid
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Every AWS call a function made in this session must be in docs/aws_calls.json (`make iam-check` proves
+    those against the stack's roles): a call missing from it fails the session, naming how to add it."""
+    if hasattr(session.config, "workerinput"):
+        return  # a pytest-xdist worker: the controller reads every process's record
+    from offpath_tools import iam_calls
+
+    directory = Path(os.environ[aws_calls.ENV])
+    recorded = {iam_calls.normalise(record) for record in aws_calls.read(directory)}
+    committed = iam_calls.load()
+    new = iam_calls.missing(recorded, committed)
+    if os.environ.get(iam_calls.UPDATE_ENV) == "update":
+        if new:
+            iam_calls.save(committed | recorded)
+        new = []
+    if directory.name.startswith("offpath-aws-calls-"):
+        shutil.rmtree(directory, ignore_errors=True)
+    if new:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        lines = [f"AWS calls not in {iam_calls.CALLS_FILE.relative_to(ROOT)} ({len(new)}):"]
+        lines += [f"  {iam_calls.describe(call)}" for call in new]
+        lines.append(f"Add them with: {iam_calls.REGENERATE}; then make iam-check")
+        if reporter is not None:
+            reporter.ensure_newline()
+            reporter.write_line("\n".join(lines), red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -268,6 +268,10 @@ def run_local(args: argparse.Namespace) -> int:
     from offpath.tenancy import checked_tenant
     from offpath_local.runtime import LocalConfig, LocalRuntime
 
+    if os.environ.get("OFFPATH_RECORD_AWS_CALLS"):  # the functions' AWS calls, recorded for `make iam-check`
+        from offpath_local import aws_calls
+
+        aws_calls.install_from_environment()
     tokens: dict[str, str] = {}
     for item in args.token:
         tenant, sep, secret = item.partition(":")

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from offpath_local.aws_calls import outside_functions
 from offpath_local.lambda_context import LocalLambdaContext
 
 logger = logging.getLogger("offpath.local.esm")
@@ -86,7 +87,8 @@ class SqsEventSource:
         return messages
 
     def poll_once(self, wait_s: float = 0.0) -> PollResult:
-        messages = self.receive(wait_s)
+        with outside_functions():  # Lambda's poller, not the function (offpath_local.aws_calls)
+            messages = self.receive(wait_s)
         if not messages:
             return PollResult(0, 0, 0, errored=False)
         return self.invoke(messages)
@@ -108,12 +110,13 @@ class SqsEventSource:
         if failed_ids is None:
             return PollResult(len(messages), 0, len(messages), errored=True)
         done = [m for m in messages if m["MessageId"] not in failed_ids]
-        for start in range(0, len(done), 10):
-            chunk = done[start : start + 10]
-            self.sqs.delete_message_batch(
-                QueueUrl=self.queue_url,
-                Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(chunk)],
-            )
+        with outside_functions():
+            for start in range(0, len(done), 10):
+                chunk = done[start : start + 10]
+                self.sqs.delete_message_batch(
+                    QueueUrl=self.queue_url,
+                    Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(chunk)],
+                )
         return PollResult(len(messages), len(done), len(failed_ids), errored=False)
 
     def _failed_ids(self, response: Any, batch_ids: set[str]) -> set[str] | None:

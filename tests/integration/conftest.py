@@ -24,6 +24,7 @@ from offpath.handlers import api, enqueue, sweeper, worker
 from offpath.handlers.composition import Overrides
 from offpath.jobs import load_job_types
 from offpath.settings import Settings
+from offpath_local import aws_calls as recorded_calls
 from offpath_local.event_source import SqsEventSource
 from offpath_local.resources import Resources, create_resources
 from offpath_tools.fakes import NoJitter, RecordingMetrics
@@ -41,6 +42,8 @@ _ANSWERS: list[Callable[[AWSPreparedRequest], Answer | None]] = []
 # its loader parses each service's model once. boto3.client() would build a new session in every test,
 # since mock_aws drops boto3's default one, and that was half of each test's set-up.
 SESSION = boto3.Session()
+# The handlers called here run as their functions: their AWS calls are recorded as theirs (tests/conftest.py).
+recorded_calls.attribute_handlers()
 
 
 @pytest.fixture

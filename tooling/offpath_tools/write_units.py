@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from offpath.naming import TABLE_INDEXES, TABLE_KEY, TableIndex
+from offpath_local.aws_calls import outside_functions
 
 Item = Mapping[str, Mapping[str, Any]]
 
@@ -425,7 +426,9 @@ class CapacityMeter:
             return self._key_locks.setdefault(name, threading.Lock())
 
     def _read(self, table: str, key: dict[str, Any]) -> dict[str, Any] | None:
-        item: dict[str, Any] | None = self.reader.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
+        with outside_functions():  # the meter's read, not the function's (offpath_local.aws_calls)
+            response = self.reader.get_item(TableName=table, Key=key, ConsistentRead=True)
+        item: dict[str, Any] | None = response.get("Item")
         return item
 
     def _attribute_bytes(self, item: Item | None) -> dict[str, int]:
