@@ -129,7 +129,8 @@ class ApiFunction:
         return result
 
     def _run(self, event: dict[str, Any]) -> dict[str, Any]:
-        with self._one_at_a_time, invocation("api"):
+        # The function's role in the stack (api, or read: the job reads' own function), as its calls are recorded.
+        with self._one_at_a_time, invocation(self.name.rsplit("-", 1)[-1]):
             context = LocalLambdaContext(self.name, API_TIMEOUT_S)
             result: dict[str, Any] = self._module.handler(event, context, services=self._services)
             return result
