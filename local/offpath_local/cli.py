@@ -281,7 +281,7 @@ def run_local(args: argparse.Namespace) -> int:
         fresh=args.fresh,
         stop_grace_s=args.stop_grace,
     )
-    from offpath_local.state import DataDirectoryInUse
+    from offpath_local.state import DataDirectoryInUse, UnreadableSnapshot
 
     stop = threading.Event()
     runtime = LocalRuntime(config)
@@ -295,7 +295,7 @@ def run_local(args: argparse.Namespace) -> int:
     try:
         try:
             runtime.start()
-        except DataDirectoryInUse as error:
+        except (DataDirectoryInUse, UnreadableSnapshot) as error:
             print(f"offpath local: cannot start: {error}", file=sys.stderr)
             return REFUSED
         except OSError as error:
