@@ -147,6 +147,8 @@ class StreamPlayer:
                 continue
             if self._invoke_once():
                 failures = 0
+                if not self._pending:  # caught up: the next read after the poll interval, as Lambda polls
+                    self._stop.wait(self.poll_s)
                 continue
             self.retries += 1
             self._stop.wait(RETRY_PAUSE_S[min(failures, len(RETRY_PAUSE_S) - 1)])
