@@ -319,7 +319,7 @@ def run_local(args: argparse.Namespace) -> int:
         stop_grace_s=args.stop_grace,
         webhook_ports=tuple(args.webhook_port),
     )
-    from offpath_local.state import DataDirectoryInUse
+    from offpath_local.state import DataDirectoryInUse, UnreadableSnapshot
 
     stop = threading.Event()
     runtime = LocalRuntime(config)
@@ -333,7 +333,7 @@ def run_local(args: argparse.Namespace) -> int:
     try:
         try:
             runtime.start()
-        except DataDirectoryInUse as error:
+        except (DataDirectoryInUse, UnreadableSnapshot) as error:
             print(f"offpath local: cannot start: {error}", file=sys.stderr)
             return REFUSED
         except OSError as error:
