@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from offpath.domain.job import Job, JobStatus, Progress
+from offpath.domain.job import AttemptError, Job, JobStatus, Progress
 
 if TYPE_CHECKING:
     from offpath.domain.clock import Clock
@@ -116,9 +116,14 @@ class JobStore(Protocol):
     # The outcome writes are fenced by the attempt number of the job they are given.
     def record_success(self, job: Job, *, result: Any, now: datetime, expires_at: datetime) -> None: ...
 
-    def record_retry(self, job: Job, *, error: str, now: datetime, next_attempt_at: datetime) -> None: ...
+    # `detail` (what ended the attempt: type, message, traceback) goes to the attempt's record; `error` to the job.
+    def record_retry(
+        self, job: Job, *, error: str, now: datetime, next_attempt_at: datetime, detail: AttemptError | None = None
+    ) -> None: ...
 
-    def record_failure(self, job: Job, *, error: str, now: datetime, expires_at: datetime) -> None: ...
+    def record_failure(
+        self, job: Job, *, error: str, now: datetime, expires_at: datetime, detail: AttemptError | None = None
+    ) -> None: ...
 
     def fail_expired_lease(self, job: Job, *, now: datetime, expires_at: datetime) -> None: ...
 
