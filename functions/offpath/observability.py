@@ -20,17 +20,63 @@ NAMESPACE = "Offpath"
 
 _job_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("offpath_job_id", default=None)
 _request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("offpath_request_id", default=None)
+_trace_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("offpath_trace_id", default=None)
+
+# The SQS message attribute that carries a job's trace (W3C Trace Context, as OpenTelemetry's SQS propagation does).
+TRACEPARENT_ATTRIBUTE = "traceparent"
+_HEX = frozenset("0123456789abcdef")
 
 _STANDARD_ATTRIBUTES = frozenset(vars(logging.makeLogRecord({})).keys()) | {"message", "asctime"}
 
 
 @contextlib.contextmanager
-def bound_job_id(job_id: str) -> Iterator[None]:
+def bound_job_id(job_id: str, trace_id: str | None = None) -> Iterator[None]:
+    """Every log line written inside names the job (`job_id`) and, when known, its trace (`trace_id`)."""
     token = _job_id.set(job_id)
+    trace_token = _trace_id.set(trace_id)
     try:
         yield
     finally:
+        _trace_id.reset(trace_token)
         _job_id.reset(token)
+
+
+def bind_trace_id(trace_id: str | None) -> None:
+    """Names the trace of the job bound by `bound_job_id` once it is known (reset when that block ends)."""
+    _trace_id.set(trace_id)
+
+
+def current_trace_id() -> str | None:
+    return _trace_id.get()
+
+
+def trace_id_of(traceparent: str | None) -> str | None:
+    """The trace id of a W3C `traceparent` (`00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>`), or None when
+    there is none or it is invalid: lower-case hex only, no all-zero trace or parent id, version `ff` refused,
+    version 00 exactly four fields (a later version may add fields after the flags). A receiver ignores an
+    invalid header (W3C Trace Context, "Processing model")."""
+    if not traceparent or len(traceparent) > 512:
+        return None
+    parts = traceparent.strip(" \t").split("-")
+    if len(parts) < 4:
+        return None
+    version, trace_id, parent_id, flags = parts[:4]
+    if not (_hex(version, 2) and version != "ff" and (version != "00" or len(parts) == 4)):
+        return None
+    if not (_hex(trace_id, 32) and _hex(parent_id, 16) and _hex(flags, 2)):
+        return None
+    if trace_id == "0" * 32 or parent_id == "0" * 16:
+        return None
+    return trace_id
+
+
+def traceparent_of(trace_id: str, span_id: str) -> str:
+    """A version-00 `traceparent` naming `span_id` as the parent, sampled."""
+    return f"00-{trace_id}-{span_id}-01"
+
+
+def _hex(text: str, length: int) -> bool:
+    return len(text) == length and set(text) <= _HEX
 
 
 def bind_request_id(request_id: str | None) -> None:
@@ -56,6 +102,9 @@ class JsonFormatter(logging.Formatter):
         request_id = _request_id.get()
         if request_id:
             line["request_id"] = request_id
+        trace_id = _trace_id.get()
+        if trace_id and job_id:
+            line["trace_id"] = trace_id
         for key, value in vars(record).items():
             if key not in _STANDARD_ATTRIBUTES and key not in line:
                 line[key] = value

@@ -1005,6 +1005,7 @@ def to_item(job: Job) -> Item:
             "progress_message": job.progress.message if job.progress is not None else None,
             "attempt_started_at": when(job.attempt_started_at),
             "attempts_json": attempts_json(job.attempt_history) if job.attempt_history else None,
+            "trace_id": job.trace_id,
         }
     )
 
@@ -1051,6 +1052,7 @@ def from_item(item: Mapping[str, Any]) -> Job:
         retries=int(plain.get("retries", 0)),
         attempt_started_at=when("attempt_started_at"),
         attempt_history=attempts_from_json(plain.get("attempts_json")),
+        trace_id=plain.get("trace_id"),
     )
 
 

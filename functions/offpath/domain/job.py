@@ -116,6 +116,8 @@ class Job:
     # When the attempt now holding the job (or the last one) started.
     attempt_started_at: datetime | None = None
     attempt_history: tuple[AttemptRecord, ...] = ()
+    # The W3C trace the job belongs to (32 hex): the submitter's, or one of its own. None for a job from before.
+    trace_id: str | None = None
 
     def replace(self, **changes: Any) -> Job:
         return dataclasses.replace(self, **changes)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -23,10 +23,12 @@ class JobMessage:
     job_id: str
     type: str
     tenant: str
+    # The job's trace, carried beside the body (the queue adapter's `traceparent` message attribute).
+    trace_id: str | None = field(default=None, compare=False)
 
     @classmethod
     def of(cls, job: Job) -> JobMessage:
-        return cls(job.job_id, job.type, job.tenant)
+        return cls(job.job_id, job.type, job.tenant, job.trace_id)
 
     def to_body(self) -> str:
         return json.dumps({"job_id": self.job_id, "type": self.type, "tenant": self.tenant}, separators=(",", ":"))

@@ -75,7 +75,7 @@ from offpath.logic.submit import (
     submit_job,
     unknown_job_type,
 )
-from offpath.observability import bind_request_id, configure_logging
+from offpath.observability import bind_request_id, configure_logging, trace_id_of
 from offpath.settings import Settings
 from offpath.tenancy import is_admin, tenant_of
 
@@ -221,6 +221,7 @@ def submit(request: Request, services: ApiServices) -> Response:
         queue=body.queue,
         run_at=body.run_at,
         submitter=_submitter(request),
+        trace_id=trace_id_of(request.header("traceparent")),
     )
     submitted = submit_job(submit_request, services.ports, services.policy)
     # The answer shows the job as GET /jobs/{id} does, payload included (a submit carries one payload: its

@@ -63,6 +63,7 @@ JOB_EXAMPLE: dict[str, Any] = {
     "retries": 0,
     "payload": {"user_id": "u-42", "email": "ada@example.com"},
     "attempt_history": [],
+    "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736",
 }
 _DONE_EXAMPLE = {
     **JOB_EXAMPLE,
@@ -236,6 +237,11 @@ class JobView(BaseModel):
     retries: int = Field(default=0, description="how often the job was retried by hand (POST /jobs/{id}/retry)")
     payload: dict[str, Any] | None = None
     attempt_history: list[AttemptView] = Field(default_factory=list)
+    trace_id: str | None = Field(
+        default=None,
+        description="the W3C trace the job belongs to: the submitter's `traceparent` trace id, or one of its own; "
+        "the worker's log lines for the job carry it",
+    )
 
     @classmethod
     def of(cls, job: Job, *, with_payload: bool = False) -> JobView:
@@ -261,6 +267,7 @@ class JobView(BaseModel):
             retries=job.retries,
             payload=job.payload if with_payload else None,
             attempt_history=[AttemptView.of(record) for record in job.attempt_history],
+            trace_id=job.trace_id,
         )
 
     @classmethod
@@ -301,6 +308,7 @@ class JobView(BaseModel):
                 }
                 for record in job.attempt_history
             ],
+            "trace_id": job.trace_id,
         }
         return Dumped(cls, data)
 

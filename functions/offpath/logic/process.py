@@ -59,7 +59,7 @@ from offpath.domain.job import AttemptError, Job, JobStatus
 from offpath.domain.ports import JobMessage, JobQueue, JobStore, Metrics
 from offpath.domain.registry import LEASE_MARGIN_S, START_MARGIN_S, UNWRITTEN_BOUND_S, JobType, Registry
 from offpath.domain.timeout import JobTimeout, run_with_timeout
-from offpath.observability import bound_job_id
+from offpath.observability import bind_trace_id, bound_job_id, current_trace_id, trace_id_of
 
 logger = logging.getLogger("offpath.worker")
 
@@ -103,6 +103,8 @@ class Delivery:
     redriven: bool = False
     # When the message was sent (SQS's SentTimestamp); None when the record does not say.
     sent_at: datetime | None = None
+    # The W3C traceparent the message carries (its `traceparent` attribute), if any.
+    traceparent: str | None = None
 
 
 @dataclass(frozen=True)
@@ -184,7 +186,7 @@ def process_record(
         logger.error("message is not an offpath job message", extra={"message_id": delivery.message_id})
         ports.metrics.count("RecordsFailed", queue=policy.queue, job_type=UNKNOWN)
         return False
-    with bound_job_id(message.job_id):
+    with bound_job_id(message.job_id, trace_id_of(delivery.traceparent)):
         try:
             return _process(delivery, message, ports, policy, _invocation_left(ports, policy, remaining_ms))
         except Exception:
@@ -278,7 +280,22 @@ def _claim_and_run(
 
     # JobsStarted, QueueDelay, JobDuration and the outcomes' counts come from the table's stream (logic.notify).
     queue, job_type_name = job.queue, job.type
-    logger.info("job started", extra={"attempt": job.attempt, "job_type": job.type})
+    if current_trace_id() is None:
+        bind_trace_id(job.trace_id)  # a message sent without its trace: the job's own
+    logger.info(
+        "job started",
+        extra={
+            "attempt": job.attempt,
+            "job_type": job.type,
+            # The attempt as OpenTelemetry's messaging conventions name a consumer's span.
+            "span_name": f"process {queue}",
+            "messaging.system": "aws_sqs",
+            "messaging.operation.type": "process",
+            "messaging.operation.name": "process",
+            "messaging.destination.name": queue,
+            "messaging.message.id": delivery.message_id,
+        },
+    )
 
     try:
         result = _run(job, job_type, ports, remaining_ms)

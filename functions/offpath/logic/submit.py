@@ -72,6 +72,8 @@ class SubmitRequest:
     schedule_name: str | None = None
     # Who submits: a tenant, an admin, or the system (a schedule firing). The job type decides who may.
     submitter: Submitter = "tenant"
+    # The caller's trace (from a valid `traceparent`); without one the job starts a trace of its own.
+    trace_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -168,6 +170,7 @@ def build_job(
         run_at=run_at,
         schedule_name=request.schedule_name,
         sweep_at=due + policy.sweep_grace,
+        trace_id=request.trace_id or uuid.uuid4().hex,
     )
 
 

@@ -720,6 +720,7 @@
       ["Next attempt", job.next_attempt_at ? when(job.next_attempt_at) : null],
       ["Redrives", job.redrives ? String(job.redrives) : null],
       ["Retried by hand", job.retries ? String(job.retries) : null],
+      ["Trace", job.trace_id ? h("span", { class: "mono" }, job.trace_id) : null],
     ].filter(([, v]) => v !== null && v !== undefined && v !== "");
     return h("div", null,
       actions,

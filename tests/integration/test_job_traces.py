@@ -1,0 +1,90 @@
+"""One trace per job: a caller's W3C `traceparent` at submit is kept on the job, carried with its message, and
+every log line the worker writes for the job names it; without one the job starts a trace of its own."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from offpath.observability import JsonFormatter
+from tests.integration.conftest import Pipeline
+
+TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+TRACEPARENT = f"00-{TRACE}-00f067aa0ba902b7-01"
+
+
+@pytest.fixture
+def log_lines() -> Iterator[io.StringIO]:
+    """The JSON lines the functions write (their formatter), kept for the test to read."""
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter("worker"))
+    root = logging.getLogger()
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    try:
+        yield stream
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+
+
+def lines_of(stream: io.StringIO, job_id: str) -> list[dict[str, Any]]:
+    return [line for line in map(json.loads, stream.getvalue().splitlines()) if line.get("job_id") == job_id]
+
+
+def test_a_callers_traceparent_names_the_jobs_trace(pipeline: Pipeline) -> None:
+    code, job, _ = pipeline.submit("demo.echo", {"n": 1}, headers={"traceparent": TRACEPARENT})
+
+    assert code == 202
+    assert job["trace_id"] == TRACE
+    assert pipeline.call("GET", f"/jobs/{job['job_id']}")[1]["trace_id"] == TRACE
+
+
+def test_the_jobs_message_carries_its_trace(pipeline: Pipeline) -> None:
+    code, _, _ = pipeline.submit("demo.echo", {"n": 1}, headers={"traceparent": TRACEPARENT})
+    assert code == 202
+
+    (message,) = pipeline.clients["sqs"].receive_message(
+        QueueUrl=pipeline.resources.queue_urls["default"], MessageAttributeNames=["All"], WaitTimeSeconds=1
+    )["Messages"]
+
+    traceparent = message["MessageAttributes"]["traceparent"]["StringValue"]
+    assert traceparent.startswith(f"00-{TRACE}-") and traceparent.endswith("-01")
+
+
+def test_the_workers_log_lines_for_the_job_carry_its_trace(pipeline: Pipeline, log_lines: io.StringIO) -> None:
+    _, job, _ = pipeline.submit("demo.flaky", {"fail_first": 1}, headers={"traceparent": TRACEPARENT})
+    pipeline.drain()
+
+    lines = lines_of(log_lines, job["job_id"])
+    messages = [line["message"] for line in lines]
+    assert "job started" in messages and "job failed; retrying" in messages and "job succeeded" in messages
+    assert {line.get("trace_id") for line in lines} == {TRACE}
+    started = next(line for line in lines if line["message"] == "job started")
+    assert started["messaging.system"] == "aws_sqs"
+    assert started["messaging.operation.type"] == "process"
+    assert started["span_name"] == "process default"
+
+
+def test_a_job_submitted_without_a_traceparent_has_a_trace_of_its_own(pipeline: Pipeline) -> None:
+    _, first, _ = pipeline.submit("demo.echo", {"n": 1})
+    _, second, _ = pipeline.submit("demo.echo", {"n": 2})
+
+    assert len(first["trace_id"]) == 32 and set(first["trace_id"]) <= set("0123456789abcdef")
+    assert first["trace_id"] != second["trace_id"]
+
+
+@pytest.mark.parametrize("header", [f"00-{TRACE.upper()}-00f067aa0ba902b7-01", "00-0-0-0", f"ff-{TRACE}-1-01"])
+def test_an_invalid_traceparent_is_ignored_not_refused(pipeline: Pipeline, header: str) -> None:
+    code, job, _ = pipeline.submit("demo.echo", {"n": 1}, headers={"traceparent": header})
+
+    assert code == 202
+    assert job["trace_id"] not in (TRACE, TRACE.upper())
+    assert len(job["trace_id"]) == 32
