@@ -211,10 +211,15 @@ def test_a_failed_job_is_retried_from_its_page_and_succeeds(console: OpenConsole
     assert local.job(job_id)["retries"] == 1
 
 
-def test_a_failed_attempts_traceback_unfolds_on_the_job_page_as_text(console: OpenConsole, local: Local) -> None:
-    job_id = submit(local, "demo.poison", {"reason": HOSTILE})
+def test_a_failed_attempts_traceback_unfolds_on_the_job_page_as_text_beside_its_trace(
+    console: OpenConsole, local: Local
+) -> None:
+    trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+    headers = {"traceparent": f"00-{trace}-00f067aa0ba902b7-01"}
+    job_id = submit(local, "demo.poison", {"reason": HOSTILE}, headers=headers)
     local.wait_for_job(job_id, {"FAILED"}, timeout_s=30)
     admin = console(TOKEN_A).open(f"/console/jobs/{job_id}")
+    expect(admin.page.locator("main dl.fields")).to_contain_text(f"Trace{trace}")
     timeline = admin.page.locator("main ol.timeline")
     expect(timeline).to_contain_text(f"Attempt 1 failed: PermanentError: {HOSTILE}")
     traceback = timeline.locator("details.traceback")

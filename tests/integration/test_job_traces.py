@@ -88,3 +88,19 @@ def test_an_invalid_traceparent_is_ignored_not_refused(pipeline: Pipeline, heade
     assert code == 202
     assert job["trace_id"] not in (TRACE, TRACE.upper())
     assert len(job["trace_id"]) == 32
+
+
+def test_the_worker_continues_the_trace_its_message_carries(pipeline: Pipeline, log_lines: io.StringIO) -> None:
+    """The job's item without its trace (as a release before wrote it): the message's attribute still names it."""
+    _, job, _ = pipeline.submit("demo.echo", {"n": 1}, headers={"traceparent": TRACEPARENT})
+    dynamodb = pipeline.clients["dynamodb"]
+    table = pipeline.resources.table_name
+    (item,) = [i for i in dynamodb.scan(TableName=table)["Items"] if i.get("trace_id", {}).get("S") == TRACE]
+    dynamodb.update_item(TableName=table, Key={"pk": item["pk"], "sk": item["sk"]}, UpdateExpression="REMOVE trace_id")
+    assert pipeline.call("GET", f"/jobs/{job['job_id']}")[1]["trace_id"] is None
+
+    pipeline.drain()
+
+    lines = lines_of(log_lines, job["job_id"])
+    assert "job succeeded" in [line["message"] for line in lines]
+    assert {line.get("trace_id") for line in lines} == {TRACE}
