@@ -21,6 +21,11 @@ NAMESPACE = "Offpath"
 _job_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("offpath_job_id", default=None)
 _request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("offpath_request_id", default=None)
 _trace_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("offpath_trace_id", default=None)
+_tenant: contextvars.ContextVar[str | None] = contextvars.ContextVar("offpath_tenant", default=None)
+_attempt: contextvars.ContextVar[int | None] = contextvars.ContextVar("offpath_attempt", default=None)
+# The Lambda invocation a line belongs to: Powertools Logger's `cold_start`, `function_request_id`, `xray_trace_id`.
+_invocation: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("offpath_invocation", default=None)
+_invocations = 0
 
 # The SQS message attribute that carries a job's trace (W3C Trace Context, as OpenTelemetry's SQS propagation does).
 TRACEPARENT_ATTRIBUTE = "traceparent"
@@ -30,15 +35,42 @@ _STANDARD_ATTRIBUTES = frozenset(vars(logging.makeLogRecord({})).keys()) | {"mes
 
 
 @contextlib.contextmanager
-def bound_job_id(job_id: str, trace_id: str | None = None) -> Iterator[None]:
-    """Every log line written inside names the job (`job_id`) and, when known, its trace (`trace_id`)."""
+def bound_job_id(job_id: str, trace_id: str | None = None, tenant: str | None = None) -> Iterator[None]:
+    """Every log line written inside names the job (`job_id`) and, when known, its trace (`trace_id`) and
+    tenant (`tenant`)."""
     token = _job_id.set(job_id)
     trace_token = _trace_id.set(trace_id)
+    tenant_token = _tenant.set(tenant)
+    attempt_token = _attempt.set(None)
     try:
         yield
     finally:
+        _attempt.reset(attempt_token)
+        _tenant.reset(tenant_token)
         _trace_id.reset(trace_token)
         _job_id.reset(token)
+
+
+def bind_invocation(context: Any) -> None:
+    """Names the Lambda invocation on every line it writes, by Powertools Logger's keys: `cold_start` (the
+    first invocation of this execution environment), `function_request_id` (Lambda's request id) and
+    `xray_trace_id` (the Root of `_X_AMZN_TRACE_ID`, when X-Ray traces the function)."""
+    global _invocations
+    _invocations += 1
+    header = os.environ.get("_X_AMZN_TRACE_ID", "")
+    root = next((part[5:] for part in header.split(";") if part.startswith("Root=")), None)
+    _invocation.set(
+        {
+            "cold_start": _invocations == 1,
+            "function_request_id": getattr(context, "aws_request_id", None),
+            "xray_trace_id": root,
+        }
+    )
+
+
+def bind_attempt(attempt: int) -> None:
+    """Names the attempt of the job bound by `bound_job_id` once it is claimed (reset when that block ends)."""
+    _attempt.set(attempt)
 
 
 def bind_trace_id(trace_id: str | None) -> None:
@@ -94,11 +126,20 @@ class JsonFormatter(logging.Formatter):
             "timestamp": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}Z",
             "service": self.service,
             "logger": record.name,
+            "location": f"{record.funcName}:{record.lineno}",
             "message": record.getMessage(),
         }
+        invocation = _invocation.get()
+        if invocation:
+            line.update((key, value) for key, value in invocation.items() if value is not None)
         job_id = getattr(record, "job_id", None) or _job_id.get()
         if job_id:
             line["job_id"] = job_id
+            tenant, attempt = _tenant.get(), _attempt.get()
+            if tenant:
+                line["tenant"] = tenant
+            if attempt is not None:
+                line["attempt"] = attempt
         request_id = _request_id.get()
         if request_id:
             line["request_id"] = request_id

@@ -104,3 +104,26 @@ def test_the_worker_continues_the_trace_its_message_carries(pipeline: Pipeline, 
     lines = lines_of(log_lines, job["job_id"])
     assert "job succeeded" in [line["message"] for line in lines]
     assert {line.get("trace_id") for line in lines} == {TRACE}
+
+
+def test_the_workers_lines_use_powertools_keys_and_name_the_job(
+    pipeline: Pipeline, log_lines: io.StringIO, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("_X_AMZN_TRACE_ID", "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1")
+    _, job, _ = pipeline.submit("demo.echo", {"n": 1}, headers={"traceparent": TRACEPARENT})
+    pipeline.drain()
+
+    started = next(line for line in lines_of(log_lines, job["job_id"]) if line["message"] == "job started")
+
+    assert {"level", "location", "message", "timestamp", "service", "cold_start", "function_request_id"} <= set(started)
+    assert (started["level"], started["service"]) == ("INFO", "worker")
+    assert isinstance(started["cold_start"], bool)
+    assert started["location"].startswith("_claim_and_run:")
+    assert len(started["function_request_id"]) == 36
+    assert started["xray_trace_id"] == "1-5759e988-bd862e3fe1be46a994272793"
+    assert (started["job_id"], started["tenant"], started["attempt"], started["trace_id"]) == (
+        job["job_id"],
+        "tenant-a",
+        1,
+        TRACE,
+    )

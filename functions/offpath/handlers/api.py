@@ -75,7 +75,7 @@ from offpath.logic.submit import (
     submit_job,
     unknown_job_type,
 )
-from offpath.observability import bind_request_id, configure_logging, trace_id_of
+from offpath.observability import bind_invocation, bind_request_id, configure_logging, trace_id_of
 from offpath.settings import Settings
 from offpath.tenancy import is_admin, tenant_of
 
@@ -157,6 +157,7 @@ def build_services(settings: Settings, overrides: Overrides | None = None) -> Ap
 def handler(event: dict[str, Any], context: Any, services: ApiServices | None = None) -> dict[str, Any]:
     services = services or default_services()
     bind_request_id(event.get("requestContext", {}).get("requestId"))
+    bind_invocation(context)
     try:
         return router.resolve(event, services)
     finally:

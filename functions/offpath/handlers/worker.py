@@ -11,7 +11,7 @@ from offpath import collector
 from offpath.adapters.sqs_queue import REASON_ATTRIBUTE
 from offpath.handlers.composition import Overrides, build_worker_ports, worker_policy
 from offpath.logic.process import Delivery, WorkerPolicy, WorkerPorts, process_batch
-from offpath.observability import TRACEPARENT_ATTRIBUTE, configure_logging
+from offpath.observability import TRACEPARENT_ATTRIBUTE, bind_invocation, configure_logging
 from offpath.settings import Settings
 
 # Used when the invocation has no Lambda context (a direct call in tests); the worker never counts on more
@@ -54,6 +54,7 @@ def _string_attribute(record: dict[str, Any], name: str) -> str | None:
 
 def handler(event: dict[str, Any], context: Any, services: WorkerServices | None = None) -> dict[str, Any]:
     services = services or default_services()
+    bind_invocation(context)
     deliveries = [
         Delivery(
             message_id=record["messageId"],

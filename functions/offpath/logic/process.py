@@ -59,7 +59,7 @@ from offpath.domain.job import AttemptError, Job, JobStatus
 from offpath.domain.ports import JobMessage, JobQueue, JobStore, Metrics
 from offpath.domain.registry import LEASE_MARGIN_S, START_MARGIN_S, UNWRITTEN_BOUND_S, JobType, Registry
 from offpath.domain.timeout import JobTimeout, run_with_timeout
-from offpath.observability import bind_trace_id, bound_job_id, current_trace_id, trace_id_of
+from offpath.observability import bind_attempt, bind_trace_id, bound_job_id, current_trace_id, trace_id_of
 
 logger = logging.getLogger("offpath.worker")
 
@@ -186,7 +186,7 @@ def process_record(
         logger.error("message is not an offpath job message", extra={"message_id": delivery.message_id})
         ports.metrics.count("RecordsFailed", queue=policy.queue, job_type=UNKNOWN)
         return False
-    with bound_job_id(message.job_id, trace_id_of(delivery.traceparent)):
+    with bound_job_id(message.job_id, trace_id_of(delivery.traceparent), message.tenant):
         try:
             return _process(delivery, message, ports, policy, _invocation_left(ports, policy, remaining_ms))
         except Exception:
@@ -282,6 +282,7 @@ def _claim_and_run(
     queue, job_type_name = job.queue, job.type
     if current_trace_id() is None:
         bind_trace_id(job.trace_id)  # a message sent without its trace: the job's own
+    bind_attempt(job.attempt)
     logger.info(
         "job started",
         extra={
