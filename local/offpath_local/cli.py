@@ -711,10 +711,26 @@ def _print_job(job: dict[str, Any], out: TextIO, as_json: bool) -> None:
         ("next_attempt_at", job.get("next_attempt_at")),
         ("redrives", job.get("redrives") or None),
         ("tags", ", ".join(f"{k}={v}" for k, v in job["tags"].items()) if job.get("tags") else None),
+        ("trace_id", job.get("trace_id")),
     ]
     for name, value in fields:
         if value is not None:
             out.write(f"{name:<16} {value}\n")
+    _print_attempts(job.get("attempt_history") or [], out)
+
+
+def _print_attempts(history: list[dict[str, Any]], out: TextIO) -> None:
+    """Each attempt's end, and the traceback an attempt kept (the job code's frames), indented under it."""
+    for entry in history:
+        error = entry.get("error")
+        if isinstance(error, dict):
+            text = f"{error['type']}: {error.get('message')}" if error.get("type") else str(error.get("message"))
+        else:
+            text = str(error) if error is not None else ""
+        out.write(f"{'attempt ' + str(entry.get('attempt')):<16} {entry.get('outcome')} {text}".rstrip() + "\n")
+        traceback = error.get("traceback") if isinstance(error, dict) else None
+        if traceback:
+            out.write("".join(f"{'':<18}{line}\n" for line in str(traceback).splitlines()))
 
 
 def _refused(answer: Answer) -> int:

@@ -205,10 +205,33 @@ def test_a_failed_job_is_retried_from_its_page_and_succeeds(console: OpenConsole
     fields = admin.page.locator("main dl.fields")
     expect(fields).to_contain_text("Retried by hand")
     timeline = admin.page.locator("main ol.timeline")
-    expect(timeline).to_contain_text("Attempt 1 failed: permanent error: retry me")
+    expect(timeline).to_contain_text("Attempt 1 failed: PermanentError: retry me")
     expect(timeline).to_contain_text("Attempt 1 succeeded")
     admin.screenshot("job-retried")
     assert local.job(job_id)["retries"] == 1
+
+
+def test_a_failed_attempts_traceback_unfolds_on_the_job_page_as_text_beside_its_trace(
+    console: OpenConsole, local: Local
+) -> None:
+    trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+    headers = {"traceparent": f"00-{trace}-00f067aa0ba902b7-01"}
+    job_id = submit(local, "demo.poison", {"reason": HOSTILE}, headers=headers)
+    local.wait_for_job(job_id, {"FAILED"}, timeout_s=30)
+    admin = console(TOKEN_A).open(f"/console/jobs/{job_id}")
+    expect(admin.page.locator("main dl.fields")).to_contain_text(f"Trace{trace}")
+    timeline = admin.page.locator("main ol.timeline")
+    expect(timeline).to_contain_text(f"Attempt 1 failed: PermanentError: {HOSTILE}")
+    traceback = timeline.locator("details.traceback")
+    expect(traceback.locator("pre")).not_to_be_visible()
+
+    traceback.locator("summary").click()
+
+    expect(traceback.locator("pre")).to_be_visible()
+    expect(traceback.locator("pre")).to_have_text(re.compile(r"^offpath/jobs/demo\.py:\d+ in poison\s*$"))
+    admin.screenshot("job-traceback")
+    assert admin.page.locator("main img").count() == 0
+    assert admin.page.evaluate("window.pwned") is None
 
 
 def test_a_dead_letter_is_retried_from_its_queue_page(console: OpenConsole, local: Local) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -70,6 +71,21 @@ def test_status_of_a_job(target: Target, capsys: pytest.CaptureFixture[str]) -> 
     assert code == OK
     assert job_id in out
     assert "SUCCEEDED" in out
+
+
+def test_status_of_a_failed_job_shows_its_attempts_error_and_traceback(
+    target: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job_id = target.submit("demo.poison", {"reason": "no such account"}).body["job_id"]
+    target.wait_for_job(job_id, {"FAILED"})
+
+    code = run(target, "status", job_id)
+
+    lines = capsys.readouterr().out.splitlines()
+    assert code == REFUSED, "a FAILED job's status exits 1"
+    assert "attempt 1        FAILED PermanentError: no such account" in lines
+    (frame,) = [line for line in lines if "offpath/jobs/demo.py:" in line]
+    assert re.fullmatch(r" {18}offpath/jobs/demo\.py:\d+ in poison", frame), frame
 
 
 def test_a_refused_request_exits_1_with_the_reason(target: Target, capsys: pytest.CaptureFixture[str]) -> None:

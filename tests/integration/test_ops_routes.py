@@ -55,7 +55,8 @@ def test_a_failed_job_is_retried_by_hand_and_runs_again(pipeline: Pipeline) -> N
         {"recovered": True},
     )
     assert [(a["attempt"], a["outcome"]) for a in done["attempt_history"]] == [(1, "FAILED"), (1, "SUCCEEDED")]
-    assert done["attempt_history"][0]["error"] == "permanent error: broken"
+    assert done["attempt_history"][0]["error"]["message"] == "broken"
+    assert done["attempt_history"][0]["error"]["type"] == "PermanentError"
     assert pipeline.metrics.counts["JobsRetriedByHand"] == 1
 
 

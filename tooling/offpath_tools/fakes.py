@@ -32,7 +32,7 @@ from offpath.domain.errors import (
     StoreUnavailableError,
     TransitionError,
 )
-from offpath.domain.job import Job, JobStatus, Progress
+from offpath.domain.job import AttemptError, Job, JobStatus, Progress
 from offpath.domain.ports import (
     FILTERED_SCAN_PAGES,
     CreateOutcome,
@@ -180,21 +180,25 @@ class InMemoryJobStore:
             ),
         )
 
-    def record_retry(self, job: Job, *, error: str, now: datetime, next_attempt_at: datetime) -> None:
+    def record_retry(
+        self, job: Job, *, error: str, now: datetime, next_attempt_at: datetime, detail: AttemptError | None = None
+    ) -> None:
         self._fenced(
             "record_retry",
             job,
             lambda current: transitions.schedule_retry(
-                current, attempt=job.attempt, error=error, now=now, delay=next_attempt_at - now
+                current, attempt=job.attempt, error=error, now=now, delay=next_attempt_at - now, detail=detail
             ),
         )
 
-    def record_failure(self, job: Job, *, error: str, now: datetime, expires_at: datetime) -> None:
+    def record_failure(
+        self, job: Job, *, error: str, now: datetime, expires_at: datetime, detail: AttemptError | None = None
+    ) -> None:
         self._fenced(
             "record_failure",
             job,
             lambda current: transitions.fail(
-                current, attempt=job.attempt, error=error, now=now, retention=expires_at - now
+                current, attempt=job.attempt, error=error, now=now, retention=expires_at - now, detail=detail
             ),
         )
 

@@ -16,6 +16,7 @@ from botocore.config import Config
 
 from offpath.domain.errors import QueueUnavailableError, RedriveInProgressError
 from offpath.domain.ports import JobMessage
+from offpath.observability import TRACEPARENT_ATTRIBUTE, traceparent_of
 
 if TYPE_CHECKING:
     from mypy_boto3_cloudwatch.client import CloudWatchClient
@@ -80,6 +81,7 @@ class SqsJobQueue:
             MessageBody=message.to_body(),
             DelaySeconds=max(0, min(MAX_DELAY_S, delay_s)),
             MessageGroupId=message_group_of(message.tenant),
+            **_trace_of(message),
         )
 
     def send_batch(self, queue: str, messages: list[JobMessage]) -> list[JobMessage]:
@@ -91,7 +93,12 @@ class SqsJobQueue:
                     self.client.send_message_batch,
                     QueueUrl=self.queue_urls[queue],
                     Entries=[
-                        {"Id": str(i), "MessageBody": m.to_body(), "MessageGroupId": message_group_of(m.tenant)}
+                        {
+                            "Id": str(i),
+                            "MessageBody": m.to_body(),
+                            "MessageGroupId": message_group_of(m.tenant),
+                            **_trace_of(m),
+                        }
                         for i, m in enumerate(chunk)
                     ],
                 )
@@ -358,3 +365,13 @@ class SqsRedriver:
     def _arn(self, url: str) -> str:
         response = _call(self.client.get_queue_attributes, QueueUrl=url, AttributeNames=["QueueArn"])
         return str(response["Attributes"]["QueueArn"])
+
+
+def _trace_of(message: JobMessage) -> dict[str, Any]:
+    """The message's `traceparent` attribute (the job's trace; its parent id derived from the job id, the span
+    that sent it), or nothing for a message without a trace."""
+    if message.trace_id is None:
+        return {}
+    span_id = hashlib.sha256(message.job_id.encode()).hexdigest()[:16]
+    value = traceparent_of(message.trace_id, span_id)
+    return {"MessageAttributes": {TRACEPARENT_ATTRIBUTE: {"DataType": "String", "StringValue": value}}}

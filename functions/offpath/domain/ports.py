@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
-from offpath.domain.job import Job, JobStatus, Progress
+from offpath.domain.job import AttemptError, Job, JobStatus, Progress
 
 if TYPE_CHECKING:
     from offpath.domain.clock import Clock
@@ -23,10 +23,12 @@ class JobMessage:
     job_id: str
     type: str
     tenant: str
+    # The job's trace, carried beside the body (the queue adapter's `traceparent` message attribute).
+    trace_id: str | None = field(default=None, compare=False)
 
     @classmethod
     def of(cls, job: Job) -> JobMessage:
-        return cls(job.job_id, job.type, job.tenant)
+        return cls(job.job_id, job.type, job.tenant, job.trace_id)
 
     def to_body(self) -> str:
         return json.dumps({"job_id": self.job_id, "type": self.type, "tenant": self.tenant}, separators=(",", ":"))
@@ -142,9 +144,14 @@ class JobStore(Protocol):
     # The outcome writes are fenced by the attempt number of the job they are given.
     def record_success(self, job: Job, *, result: Any, now: datetime, expires_at: datetime) -> None: ...
 
-    def record_retry(self, job: Job, *, error: str, now: datetime, next_attempt_at: datetime) -> None: ...
+    # `detail` (what ended the attempt: type, message, traceback) goes to the attempt's record; `error` to the job.
+    def record_retry(
+        self, job: Job, *, error: str, now: datetime, next_attempt_at: datetime, detail: AttemptError | None = None
+    ) -> None: ...
 
-    def record_failure(self, job: Job, *, error: str, now: datetime, expires_at: datetime) -> None: ...
+    def record_failure(
+        self, job: Job, *, error: str, now: datetime, expires_at: datetime, detail: AttemptError | None = None
+    ) -> None: ...
 
     def fail_expired_lease(self, job: Job, *, now: datetime, expires_at: datetime) -> None: ...
 

@@ -77,7 +77,7 @@ from offpath.logic.submit import (
     submit_job,
     unknown_job_type,
 )
-from offpath.observability import bind_request_id, configure_logging
+from offpath.observability import bind_invocation, bind_request_id, configure_logging, trace_id_of
 from offpath.settings import Settings
 from offpath.tenancy import is_admin, tenant_of
 
@@ -164,6 +164,7 @@ def build_services(settings: Settings, overrides: Overrides | None = None) -> Ap
 def handler(event: dict[str, Any], context: Any, services: ApiServices | None = None) -> dict[str, Any]:
     services = services or default_services()
     bind_request_id(event.get("requestContext", {}).get("requestId"))
+    bind_invocation(context)
     try:
         return router.resolve(event, services)
     finally:
@@ -229,6 +230,7 @@ def submit(request: Request, services: ApiServices) -> Response:
         run_at=body.run_at,
         submitter=_submitter(request),
         tags=body.tags,
+        trace_id=trace_id_of(request.header("traceparent")),
     )
     submitted = submit_job(submit_request, services.ports, services.policy)
     # The answer shows the job as GET /jobs/{id} does, payload included (a submit carries one payload: its

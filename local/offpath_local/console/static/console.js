@@ -726,6 +726,7 @@
       ["Retried by hand", job.retries ? String(job.retries) : null],
       ["Tags", job.tags && Object.keys(job.tags).length ? h("span", { class: "tags" },
         Object.entries(job.tags).map(([k, v]) => link(`/jobs?tag=${encodeURIComponent(`${k}:${v}`)}`, h("span", { class: "tag mono" }, `${k}: ${v}`)))) : null],
+      ["Trace", job.trace_id ? h("span", { class: "mono" }, job.trace_id) : null],
     ].filter(([, v]) => v !== null && v !== undefined && v !== "");
     return h("div", null,
       actions,
@@ -747,7 +748,8 @@
     for (const a of history) {
       if (a.started_at) items.push([`Attempt ${a.attempt} started`, a.started_at, ""]);
       const text = OUTCOME_TEXT[a.outcome] || String(a.outcome || "ended");
-      items.push([`Attempt ${a.attempt} ${text}${a.error ? ": " + a.error : ""}`, a.finished_at, a.outcome === "SUCCEEDED" ? "good" : "bad"]);
+      items.push([`Attempt ${a.attempt} ${text}${a.error ? ": " + attemptError(a.error) : ""}`, a.finished_at,
+        a.outcome === "SUCCEEDED" ? "good" : "bad", a.error && a.error.traceback ? traceback(a.error.traceback) : null]);
     }
     if (job.status === "RUNNING") {
       items.push([`Attempt ${job.attempts} of ${job.max_attempts} running`, history.length ? null : job.started_at, ""]);
@@ -765,8 +767,19 @@
     } else {
       items.push([`Now ${job.status}`, job.updated_at, ""]);
     }
-    return h("ol", { class: "timeline" }, items.map(([text, at, cls]) =>
-      h("li", { class: cls || null }, h("div", null, text), at ? h("div", { class: "when" }, when(at)) : null)));
+    return h("ol", { class: "timeline" }, items.map(([text, at, cls, more]) =>
+      h("li", { class: cls || null }, h("div", null, text), at ? h("div", { class: "when" }, when(at)) : null, more || null)));
+  }
+
+  // An attempt's error: {type, message, traceback} (a plain string from an older api).
+  function attemptError(error) {
+    if (typeof error !== "object") return String(error);
+    return error.type ? `${error.type}: ${error.message}` : String(error.message);
+  }
+
+  // The job code's frames (innermost last), folded; shown as text, never as HTML.
+  function traceback(text) {
+    return h("details", { class: "traceback" }, h("summary", null, "Traceback"), h("pre", { class: "data mono" }, String(text)));
   }
 
   function queuesPage() {
