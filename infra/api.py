@@ -192,13 +192,16 @@ class JobApi(Construct):
         # the quota counters' shards.
         table.grant(api, ["PutItem", "GetItem", "UpdateItem", "BatchGetItem"], query_table=True)
         api.grant(["sqs:SendMessage", "sqs:GetQueueAttributes"], queues.all_arns())
-        # Redrive: a message move task from each DLQ (or, on emulators, receive + delete + send).
+        # Redrive: a message move task from each DLQ (or, on emulators, receive + delete + send). One job's dead
+        # letter (a hand retry, a discard): receive, delete it, release the others (ChangeMessageVisibilityBatch
+        # is authorised by sqs:ChangeMessageVisibility).
         api.grant(
             [
                 "sqs:StartMessageMoveTask",
                 "sqs:ListMessageMoveTasks",
                 "sqs:ReceiveMessage",
                 "sqs:DeleteMessage",
+                "sqs:ChangeMessageVisibility",
                 "sqs:GetQueueAttributes",
             ],
             [dlq.queue_arn for dlq in queues.dlqs.values()],

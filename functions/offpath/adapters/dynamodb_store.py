@@ -50,6 +50,7 @@ from offpath.domain.errors import (
 from offpath.domain.job import (
     CANCEL,
     CLAIM,
+    DISCARD,
     ENQUEUE_SCHEDULED,
     FAIL,
     FAIL_EXPIRED_LEASE,
@@ -487,7 +488,7 @@ class DynamoDbJobStore:
                 sweep_at=sweep_at,
                 # ADD: a job written before hand retries were counted has no `retries` yet.
                 also=", attempt = :zero, resends = :zero "
-                "REMOVE #e, finished_at, expires_at, lease_until, next_attempt_at ADD retries :one",
+                "REMOVE #e, finished_at, expires_at, lease_until, next_attempt_at, discarded_at ADD retries :one",
                 values={":zero": 0, ":one": 1},
                 names={"#e": "error"},
             )
@@ -641,6 +642,21 @@ class DynamoDbJobStore:
                 # This cancel's own write, met by an SDK retry after its response was lost.
                 return current
             raise JobConflictError(current, f"a {current.status.value} job cannot be cancelled") from None
+
+    def discard(self, job_id: str, *, tenant: str, now: datetime) -> Job:
+        # FAILED stays FAILED: an SDK retry of this write meets its own result and simply writes it again.
+        try:
+            return self._write(
+                DISCARD,
+                tenant,
+                job_id,
+                Facts(now=now, tenant=tenant),
+                "SET updated_at = :now, discarded_at = :now",
+                {":now": iso(now)},
+            )
+        except ConditionFailed as failed:
+            current = _tenants_job(failed, job_id)
+            raise JobConflictError(current, f"job is {current.status.value}") from None
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -998,6 +1014,7 @@ def to_item(job: Job) -> Item:
             "progress_message": job.progress.message if job.progress is not None else None,
             "attempt_started_at": when(job.attempt_started_at),
             "attempts_json": attempts_json(job.attempt_history) if job.attempt_history else None,
+            "discarded_at": when(job.discarded_at),
         }
     )
 
@@ -1044,6 +1061,7 @@ def from_item(item: Mapping[str, Any]) -> Job:
         retries=int(plain.get("retries", 0)),
         attempt_started_at=when("attempt_started_at"),
         attempt_history=attempts_from_json(plain.get("attempts_json")),
+        discarded_at=when("discarded_at"),
     )
 
 

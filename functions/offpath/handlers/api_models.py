@@ -63,6 +63,7 @@ JOB_EXAMPLE: dict[str, Any] = {
     "retries": 0,
     "payload": {"user_id": "u-42", "email": "ada@example.com"},
     "attempt_history": [],
+    "discarded_at": None,
 }
 _DONE_EXAMPLE = {
     **JOB_EXAMPLE,
@@ -206,6 +207,11 @@ class JobView(BaseModel):
     retries: int = Field(default=0, description="how often the job was retried by hand (POST /jobs/{id}/retry)")
     payload: dict[str, Any] | None = None
     attempt_history: list[AttemptView] = Field(default_factory=list)
+    discarded_at: Timestamp | None = Field(
+        default=None,
+        description="when an operator removed the FAILED job's dead letter "
+        "(DELETE /queues/{name}/dead-letters/{job_id}); a hand retry clears it",
+    )
 
     @classmethod
     def of(cls, job: Job, *, with_payload: bool = False) -> JobView:
@@ -231,6 +237,7 @@ class JobView(BaseModel):
             retries=job.retries,
             payload=job.payload if with_payload else None,
             attempt_history=[AttemptView.of(record) for record in job.attempt_history],
+            discarded_at=job.discarded_at,
         )
 
     @classmethod
@@ -271,6 +278,7 @@ class JobView(BaseModel):
                 }
                 for record in job.attempt_history
             ],
+            "discarded_at": _iso_or_none(job.discarded_at),
         }
         return Dumped(cls, data)
 
