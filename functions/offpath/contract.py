@@ -410,7 +410,7 @@ ROUTES: tuple[Route, ...] = (
                 "name",
             ),
         ),
-        parameters=(Parameter("job_id", "path", {"type": "string"}, required=True),),
+        parameters=(Parameter("name", "path", {"$ref": "#/components/schemas/QueueName"}, required=True), _JOB_ID),
     ),
     Route(
         "GET",
