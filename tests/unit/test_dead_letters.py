@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from offpath.domain.errors import DeadLetterNotFoundError, JobConflictError
-from offpath.domain.job import JobStatus
+from offpath.domain.job import AttemptRecord, JobStatus
 from offpath.domain.ports import JobMessage, Ports
 from offpath.logic import queries
 from offpath_tools.fakes import InMemoryJobQueue, InMemoryJobStore, RecordingMetrics
@@ -18,7 +18,8 @@ GRACE = timedelta(minutes=2)
 
 
 def failed_with_dead_letter(store: InMemoryJobStore, queue: InMemoryJobQueue, n: int = 0) -> str:
-    job = store.put(a_job(JobStatus.FAILED, job_id=f"{n:032x}", error="broken", attempt=3))
+    last = AttemptRecord(attempt=3, started_at=START, finished_at=START, outcome="FAILED", error="broken")
+    job = store.put(a_job(JobStatus.FAILED, job_id=f"{n:032x}", error="broken", attempt=3, attempt_history=(last,)))
     queue.send_to_dlq("default", JobMessage.of(job), reason="broken")
     return job.job_id
 
@@ -49,6 +50,18 @@ def test_a_hand_retry_stands_when_its_dead_letter_cannot_be_removed(
     assert [s.message.job_id for s in queue.sent] == [job_id], "the job is sent all the same"
     assert len(queue.dead_letters) == 1
     assert metrics.counts["DeadLetterRemovalFailed"] == 1
+
+
+def test_a_retried_cancelled_job_does_not_search_the_dlq(
+    ports: Ports, store: InMemoryJobStore, queue: InMemoryJobQueue, metrics: RecordingMetrics
+) -> None:
+    job_id = store.put(a_job(JobStatus.CANCELLED)).job_id
+    queue.failing_dead_letter_removals = True  # a search would be counted as a failed removal
+
+    job = queries.retry_job(job_id, tenant=TENANT, ports=ports, sweep_grace=GRACE)
+
+    assert job.status is JobStatus.QUEUED
+    assert "DeadLetterRemovalFailed" not in metrics.counts
 
 
 def test_a_discard_removes_the_dead_letter_and_marks_the_job_which_stays_failed(

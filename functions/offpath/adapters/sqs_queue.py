@@ -166,8 +166,6 @@ class SqsJobQueue:
         and released at its end (visibility 0); an empty DLQ is not searched. QueueUnavailableError when SQS
         cannot be reached (a release that fails is only logged: those messages return after DEAD_LETTER_HOLD_S)."""
         url = self.dlq_urls[queue]
-        if not self._has_messages(url):
-            return None
         held: list[str] = []
         found: JobMessage | None = None
         try:
@@ -195,14 +193,6 @@ class SqsJobQueue:
         finally:
             self._release(url, held)
         return found
-
-    def _has_messages(self, url: str) -> bool:
-        response = _call(
-            self.client.get_queue_attributes,
-            QueueUrl=url,
-            AttributeNames=["ApproximateNumberOfMessages"],
-        )
-        return int(response.get("Attributes", {}).get("ApproximateNumberOfMessages", 0)) > 0
 
     def _release(self, url: str, receipt_handles: list[str]) -> None:
         for start in range(0, len(receipt_handles), VISIBILITY_BATCH_LIMIT):

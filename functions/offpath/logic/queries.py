@@ -7,11 +7,14 @@ from datetime import timedelta
 
 from offpath.domain.clock import Clock
 from offpath.domain.errors import DeadLetterNotFoundError, JobNotFoundError, OffpathError, QueueUnavailableError
-from offpath.domain.job import Job
+from offpath.domain.job import LEASE_EXPIRED_OUTCOME, Job, JobStatus
 from offpath.domain.ports import JobMessage, JobScheduler, JobStore, Ports
 from offpath.logic.submit import has_one_time_schedule
 
 logger = logging.getLogger(__name__)
+
+# How an attempt ends that puts its job's message in the DLQ (logic/process.py `_fail`, the expired lease paths).
+DEAD_LETTER_OUTCOMES = frozenset({JobStatus.FAILED.value, LEASE_EXPIRED_OUTCOME})
 
 
 def get_job(job_id: str, *, tenant: str, store: JobStore) -> Job:
@@ -72,7 +75,11 @@ def retry_job(job_id: str, *, tenant: str, ports: Ports, sweep_grace: timedelta)
 
 def _remove_dead_letter(job: Job, ports: Ports) -> None:
     """The retried job's dead letter, if it has one, is deleted. Never fails the retry: what is left is
-    acknowledged as a duplicate when it is redriven."""
+    acknowledged as a duplicate when it is redriven. A job whose last attempt did not fail it (a CANCELLED job
+    retried) has none: its retry does not search the DLQ."""
+    history = job.attempt_history
+    if not history or history[-1].outcome not in DEAD_LETTER_OUTCOMES:
+        return
     try:
         removed = ports.queue.remove_dead_letter(job.queue, job.job_id)
     except Exception:  # whatever the removal meets, the retry stands
