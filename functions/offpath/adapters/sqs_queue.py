@@ -163,8 +163,9 @@ class SqsJobQueue:
     ) -> JobMessage | None:
         """Delete the job's message from the queue's DLQ and return it (None: not found within `max_receives`
         receives). The messages passed over are held (hidden) during the search, so each receive sees new ones,
-        and released at its end (visibility 0); an empty DLQ is not searched. QueueUnavailableError when SQS
-        cannot be reached (a release that fails is only logged: those messages return after DEAD_LETTER_HOLD_S)."""
+        and released at its end (visibility 0). The DLQ's depth is not asked first: SQS's count may lag a message
+        sent within the last minute. QueueUnavailableError when SQS cannot be reached (a release that fails is
+        only logged: those messages return after DEAD_LETTER_HOLD_S)."""
         url = self.dlq_urls[queue]
         held: list[str] = []
         found: JobMessage | None = None
