@@ -871,7 +871,7 @@
           box.checked = selected.has(j.job_id);
           boxes.push(box);
           return [
-            box,
+            canRetry || canDiscard ? box : "",
             link(`/jobs/${seg(j.job_id)}`, h("span", { class: "mono" }, j.job_id)),
             h("span", { class: "wrap" }, j.type),
             h("span", { class: "wrap" }, j.error || ""),
