@@ -3,6 +3,7 @@
     offpath local                       the whole pipeline on this machine (see docs/local.md)
     offpath submit TYPE --payload JSON  submit a job (--wait: follow it to its end)
     offpath status ID | jobs | queues | redrive QUEUE | schedules | trigger NAME | cancel ID
+    offpath discard QUEUE ID            remove a FAILED job's dead letter (it stays FAILED, marked discarded)
     offpath console --api URL           the web console for a deployed API, on 127.0.0.1:8080
     offpath clock --endpoint URL        fire a deployment's schedules where its Scheduler does not (LocalStack)
     offpath smoke --api URL             check a live stack after a deploy (docs/deploy.md)
@@ -163,6 +164,12 @@ def _parser() -> argparse.ArgumentParser:
     redrive = commands.add_parser("redrive", parents=[client], help="move a queue's DLQ messages back (admin)")
     redrive.add_argument("queue")
     redrive.add_argument("--max-per-second", type=int)
+
+    discard = commands.add_parser(
+        "discard", parents=[client], help="remove a FAILED job's dead letter; the job stays FAILED (admin)"
+    )
+    discard.add_argument("queue")
+    discard.add_argument("job_id")
 
     commands.add_parser("schedules", parents=[client], help="declared schedules and their next firing")
 
@@ -479,6 +486,12 @@ def run_client(args: argparse.Namespace) -> int:
             moved = f", {task['moved']} moved" if task.get("moved") is not None else ""
             out.write(f"redrive of {args.queue}: {task.get('status', '?')}{moved}\n")
         return OK
+    if command == "discard":
+        answer = client.call("DELETE", f"/queues/{_path_part(args.queue)}/dead-letters/{_path_part(args.job_id)}")
+        if not answer.ok:
+            return _refused(answer)
+        _print_job(answer.body, out, args.json)
+        return OK
     if command == "schedules":
         answer = client.call("GET", "/schedules")
         if not answer.ok:
@@ -712,6 +725,7 @@ def _print_job(job: dict[str, Any], out: TextIO, as_json: bool) -> None:
         ("redrives", job.get("redrives") or None),
         ("tags", ", ".join(f"{k}={v}" for k, v in job["tags"].items()) if job.get("tags") else None),
         ("trace_id", job.get("trace_id")),
+        ("discarded_at", job.get("discarded_at")),
     ]
     for name, value in fields:
         if value is not None:

@@ -174,6 +174,33 @@ def test_retry_runs_a_cancelled_job_again(target: Target, capsys: pytest.Capture
     assert json.loads(capsys.readouterr().out)["status"] in {"QUEUED", "SCHEDULED"}
 
 
+@pytest.mark.needs("admin")
+def test_discard_removes_a_failed_jobs_dead_letter(target: Target, capsys: pytest.CaptureFixture[str]) -> None:
+    job_id = target.submit("demo.poison", {"reason": "cli discard"}).body["job_id"]
+    target.parked.add(job_id)
+    target.wait_for_job(job_id, {"FAILED"})
+    capsys.readouterr()
+
+    code = run(target, "discard", "default", job_id)
+    again = run(target, "discard", "default", job_id)
+
+    captured = capsys.readouterr()
+    assert (code, again) == (OK, REFUSED)
+    target.parked.discard(job_id)
+    assert "FAILED" in captured.out
+    assert "discarded_at" in captured.out
+    assert "404" in captured.err
+    assert target.job(job_id)["discarded_at"] is not None
+
+
+@pytest.mark.needs("admin")
+def test_discard_with_a_bad_queue_name_exits_1(target: Target, capsys: pytest.CaptureFixture[str]) -> None:
+    code = run(target, "discard", "no-such-queue", "0" * 32)
+
+    assert code == REFUSED
+    assert "422" in capsys.readouterr().err
+
+
 def test_job_types_alarms_and_stats_print_tables(target: Target, capsys: pytest.CaptureFixture[str]) -> None:
     job_id = target.submit("demo.echo", {"n": 3}).body["job_id"]
     target.wait_for_job(job_id, {"SUCCEEDED"})

@@ -271,6 +271,11 @@ class InMemoryJobStore:
             lambda current: transitions.retry_by_hand(current, tenant=tenant, now=now, sweep_at=sweep_at),
         )
 
+    def discard(self, job_id: str, *, tenant: str, now: datetime) -> Job:
+        return self._owned(
+            "discard", job_id, tenant, lambda current: transitions.discard(current, tenant=tenant, now=now)
+        )
+
     def requeue_expired_lease(self, job: Job, *, now: datetime, sweep_at: datetime) -> Job:
         return self._fenced(
             "requeue_expired_lease",
@@ -409,6 +414,7 @@ class InMemoryJobQueue:
         self.depths: dict[str, int] = {}
         self.failing_depths: set[str] = set()
         self.depth_reads: list[str] = []
+        self.failing_dead_letter_removals = False
 
     def fail_sends(self, times: int | None = None) -> None:
         """The next `times` sends fail (None: every send from now on); DLQ sends are not affected."""
@@ -468,6 +474,15 @@ class InMemoryJobQueue:
     def send_to_dlq(self, queue: str, message: JobMessage, *, reason: str) -> None:
         with self._lock:
             self.dead_letters.append(DeadLetter(queue, message, reason))
+
+    def remove_dead_letter(self, queue: str, job_id: str) -> JobMessage | None:
+        """Removes every dead letter of the job on `queue`'s DLQ; `failing_dead_letter_removals` makes it fail."""
+        with self._lock:
+            if self.failing_dead_letter_removals:
+                raise QueueUnavailableError("SQS unavailable (injected)")
+            found = [d for d in self.dead_letters if d.queue == queue and d.message.job_id == job_id]
+            self.dead_letters = [d for d in self.dead_letters if d not in found]
+            return found[0].message if found else None
 
 
 # -- metrics ------------------------------------------------------------------------------------

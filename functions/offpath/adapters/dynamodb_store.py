@@ -51,6 +51,7 @@ from offpath.domain.errors import (
 from offpath.domain.job import (
     CANCEL,
     CLAIM,
+    DISCARD,
     ENQUEUE_SCHEDULED,
     FAIL,
     FAIL_EXPIRED_LEASE,
@@ -531,7 +532,7 @@ class DynamoDbJobStore:
                 sweep_at=sweep_at,
                 # ADD: a job written before hand retries were counted has no `retries` yet.
                 also=", attempt = :zero, resends = :zero "
-                "REMOVE #e, finished_at, expires_at, lease_until, next_attempt_at ADD retries :one",
+                "REMOVE #e, finished_at, expires_at, lease_until, next_attempt_at, discarded_at ADD retries :one",
                 values={":zero": 0, ":one": 1},
                 names={"#e": "error"},
             )
@@ -691,6 +692,21 @@ class DynamoDbJobStore:
                 # This cancel's own write, met by an SDK retry after its response was lost.
                 return current
             raise JobConflictError(current, f"a {current.status.value} job cannot be cancelled") from None
+
+    def discard(self, job_id: str, *, tenant: str, now: datetime) -> Job:
+        # FAILED stays FAILED: an SDK retry of this write meets its own result and simply writes it again.
+        try:
+            return self._write(
+                DISCARD,
+                tenant,
+                job_id,
+                Facts(now=now, tenant=tenant),
+                "SET updated_at = :now, discarded_at = :now",
+                {":now": iso(now)},
+            )
+        except ConditionFailed as failed:
+            current = _tenants_job(failed, job_id)
+            raise JobConflictError(current, f"job is {current.status.value}") from None
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -1050,6 +1066,7 @@ def to_item(job: Job) -> Item:
             "attempts_json": attempts_json(job.attempt_history) if job.attempt_history else None,
             "tags": dict(job.tags) if job.tags else None,
             "trace_id": job.trace_id,
+            "discarded_at": when(job.discarded_at),
         }
     )
 
@@ -1098,6 +1115,7 @@ def from_item(item: Mapping[str, Any]) -> Job:
         attempt_history=attempts_from_json(plain.get("attempts_json")),
         tags=dict(plain.get("tags") or {}),
         trace_id=plain.get("trace_id"),
+        discarded_at=when("discarded_at"),
     )
 
 

@@ -120,6 +120,9 @@ class Job:
     tags: Mapping[str, str] = dataclasses.field(default_factory=dict)
     # The W3C trace the job belongs to (32 hex): the submitter's, or one of its own. None for a job from before.
     trace_id: str | None = None
+    # When an operator discarded the FAILED job's dead letter (DELETE /queues/{name}/dead-letters/{job_id}): a
+    # redriven copy of its message does not run it. A hand retry clears it.
+    discarded_at: datetime | None = None
 
     def replace(self, **changes: Any) -> Job:
         return dataclasses.replace(self, **changes)
@@ -324,6 +327,8 @@ RETRY_BY_HAND = Transition(
     sources=_from(JobStatus.FAILED, JobStatus.CANCELLED),
     guards=(Guard.SAME_TENANT,),
 )
+# An operator removed the FAILED job's dead letter (by the job's tenant, as its message names it): it stays FAILED.
+DISCARD = Transition("discard", to=None, sources=_from(JobStatus.FAILED), guards=(Guard.SAME_TENANT,))
 # The sweeper moves an unfinished job's next look on, fenced on the sweep time it saw, so two
 # overlapping sweeps act on a job once.
 RESCHEDULE_SWEEP = Transition(
@@ -342,6 +347,7 @@ TRANSITIONS = (
     ENQUEUE_SCHEDULED,
     REDRIVE,
     RETRY_BY_HAND,
+    DISCARD,
     RESCHEDULE_SWEEP,
 )
 
@@ -492,7 +498,14 @@ def retry_by_hand(job: Job, *, tenant: str, now: datetime, sweep_at: datetime) -
         retries=job.retries + 1,
         sweep_at=sweep_at,
         resends=0,
+        discarded_at=None,
     )
+
+
+def discard(job: Job, *, tenant: str, now: datetime) -> Job:
+    """A FAILED job whose dead letter was removed: marked discarded, still FAILED."""
+    DISCARD.check(job, Facts(now=now, tenant=tenant))
+    return job.replace(discarded_at=now, updated_at=now)
 
 
 def reschedule_sweep(job: Job, *, seen: datetime | None, sweep_at: datetime, resent: bool) -> Job:

@@ -174,6 +174,10 @@ class JobStore(Protocol):
         """FAILED or CANCELLED -> QUEUED with a fresh attempt budget and the hand retry counted; another
         tenant's job is JobNotFoundError, any other state JobConflictError."""
 
+    def discard(self, job_id: str, *, tenant: str, now: datetime) -> Job:
+        """Mark a FAILED job's dead letter discarded (the job stays FAILED); another tenant's job is
+        JobNotFoundError, any other state JobConflictError."""
+
     def requeue_expired_lease(self, job: Job, *, now: datetime, sweep_at: datetime) -> Job: ...
 
     def due_for_sweep(self, *, now: datetime, limit: int) -> list[Job]:
@@ -207,6 +211,10 @@ class JobQueue(Protocol):
         counts). QueueUnavailableError when it cannot be read."""
 
     def send_to_dlq(self, queue: str, message: JobMessage, *, reason: str) -> None: ...
+
+    def remove_dead_letter(self, queue: str, job_id: str) -> JobMessage | None:
+        """Delete the job's message from the queue's DLQ and return it; None when it is not found within the
+        search's bound (a deep DLQ). QueueUnavailableError when the DLQ cannot be read."""
 
 
 class Metrics(Protocol):

@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from offpath import collector, contract
 from offpath.adapters.cloudwatch import CloudWatchAlarms, CloudWatchStats
 from offpath.domain.errors import (
+    DeadLetterNotFoundError,
     IdempotencyConflictError,
     InvalidRequestError,
     ItemTooLargeError,
@@ -469,6 +470,16 @@ def redrive_queue(request: Request, services: ApiServices) -> BaseModel | Respon
     return RedriveView(redrive=RedriveTaskView.of(task))
 
 
+@handles("discardDeadLetter")
+def discard_dead_letter(request: Request, services: ApiServices) -> JobView:
+    name, job_id = request.path_parameters["name"], request.path_parameters["job_id"]
+    if name not in services.ports.registry.queues:
+        raise InvalidRequestError("name", f"name must be one of {', '.join(sorted(services.ports.registry.queues))}")
+    if len(job_id) != JOB_ID_LENGTH or not all(c in "0123456789abcdef" for c in job_id):
+        raise InvalidRequestError("job_id", "job_id must be 32 lowercase hexadecimal characters")
+    return JobView.of(queries.discard_dead_letter(name, job_id, ports=services.ports), with_payload=True)
+
+
 @handles("listSchedules")
 def list_schedules(request: Request, services: ApiServices) -> SchedulesView:
     from offpath.handlers.api_models_more import SchedulesView
@@ -667,6 +678,8 @@ def refusal(error: Exception) -> Response:
         return _error(404, "not_found", "no such schedule")
     if isinstance(error, RedriveInProgressError):
         return _error(409, "redrive_in_progress", "a redrive of this queue is already running")
+    if isinstance(error, DeadLetterNotFoundError):
+        return _error(404, "not_found", "no dead letter of this job in the queue's DLQ")
     if isinstance(error, JobNotFoundError):
         return _error(404, "not_found", "no such job")
     if isinstance(error, JobConflictError):

@@ -68,6 +68,7 @@ JOB_EXAMPLE: dict[str, Any] = {
     "attempt_history": [],
     "tags": {"plan": "pro", "signup-source": "web"},
     "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736",
+    "discarded_at": None,
 }
 _DONE_EXAMPLE = {
     **JOB_EXAMPLE,
@@ -266,6 +267,11 @@ class JobView(BaseModel):
         description="the W3C trace the job belongs to: the submitter's `traceparent` trace id, or one of its own; "
         "the worker's log lines for the job carry it",
     )
+    discarded_at: Timestamp | None = Field(
+        default=None,
+        description="when an operator removed the FAILED job's dead letter "
+        "(DELETE /queues/{name}/dead-letters/{job_id}); a hand retry clears it",
+    )
 
     @classmethod
     def of(cls, job: Job, *, with_payload: bool = False) -> JobView:
@@ -293,6 +299,7 @@ class JobView(BaseModel):
             attempt_history=[AttemptView.of(record) for record in job.attempt_history],
             tags=dict(job.tags) if job.tags else None,
             trace_id=job.trace_id,
+            discarded_at=job.discarded_at,
         )
 
     @classmethod
@@ -335,6 +342,7 @@ class JobView(BaseModel):
             ],
             "tags": dict(job.tags) if job.tags else None,
             "trace_id": job.trace_id,
+            "discarded_at": _iso_or_none(job.discarded_at),
         }
         return Dumped(cls, data)
 

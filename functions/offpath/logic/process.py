@@ -270,7 +270,8 @@ def _claim_and_run(
     except JobConflictError as conflict:
         if conflict.job is None:
             return True
-        if conflict.job.status is JobStatus.FAILED and delivery.redriven:
+        # A redriven copy of a discarded job's message (one its discard did not meet) is acknowledged unrun.
+        if conflict.job.status is JobStatus.FAILED and delivery.redriven and conflict.job.discarded_at is None:
             try:
                 job = _redrive_and_claim(message, ports, policy, now, lease_until, sweep_at)
             except JobConflictError as again:
