@@ -13,7 +13,19 @@ import pytest
 
 from offpath.domain import job as transitions
 from offpath.domain.errors import JobConflictError, TransitionError
-from offpath.domain.job import TRANSITIONS, Guard, Job, JobStatus
+from offpath.domain.job import (
+    ATTEMPT_ERROR_CHARS,
+    ATTEMPTS_KEPT,
+    CLAIM,
+    TRANSITIONS,
+    AttemptRecord,
+    Facts,
+    Guard,
+    Job,
+    JobStatus,
+    Progress,
+    payload_json,
+)
 from offpath_tools.fakes import InMemoryJobStore
 from tests.unit.conftest import START, TENANT, a_job
 
@@ -199,3 +211,287 @@ def test_a_sweep_that_saw_another_sweep_time_is_refused() -> None:
     with pytest.raises(JobConflictError, match="another sweep handled the job"):
         store.reschedule_sweep(job.replace(sweep_at=START), sweep_at=LATER, resent=True)
     assert store.get(job.job_id, tenant=TENANT) == job
+
+
+# -- what each transition leaves on the job, field by field: the whole record after the change is compared
+# with the record before it and the changes spelled out, so a field a change forgets (or sets wrongly) fails.
+
+T0 = START - timedelta(minutes=10)  # the job's earlier times
+NOW = LATER
+LEASE = timedelta(seconds=60)
+EARLIER = AttemptRecord(attempt=1, started_at=T0, finished_at=T0, outcome="RETRYING", error="first")
+
+
+def lived(status: JobStatus, **changes: object) -> Job:
+    """A job with every field set to something a change could wrongly keep or drop."""
+    return a_job(
+        status,
+        attempt=2,
+        max_attempts=3,
+        updated_at=T0,
+        lease_until=START,
+        started_at=T0,
+        finished_at=None,
+        next_attempt_at=T0,
+        progress=Progress(0.5, "half"),
+        result=None,
+        error="attempt 1 failed",
+        expires_at=None,
+        redrives=1,
+        sweep_at=T0,
+        resends=2,
+        retries=1,
+        attempt_started_at=T0 + timedelta(minutes=1),
+        attempt_history=(EARLIER,),
+    ).replace(**changes)
+
+
+def record(outcome: str, error: str | None, attempt: int = 2) -> AttemptRecord:
+    return AttemptRecord(
+        attempt=attempt, started_at=T0 + timedelta(minutes=1), finished_at=NOW, outcome=outcome, error=error
+    )
+
+
+def test_claim() -> None:
+    job = lived(S.RETRYING)
+
+    assert transitions.claim(job, tenant=TENANT, now=NOW, lease=LEASE) == job.replace(
+        status=S.RUNNING,
+        attempt=3,
+        lease_until=NOW + LEASE,
+        started_at=T0,
+        attempt_started_at=NOW,
+        updated_at=NOW,
+        next_attempt_at=None,
+    )
+    first = lived(S.QUEUED, attempt=0, started_at=None)
+    assert transitions.claim(first, tenant=TENANT, now=NOW, lease=LEASE).started_at == NOW
+
+
+def test_succeed() -> None:
+    job = lived(S.RUNNING)
+
+    assert transitions.succeed(job, attempt=2, result={"n": 1}, now=NOW, retention=RETENTION) == job.replace(
+        status=S.SUCCEEDED,
+        attempt_history=(EARLIER, record("SUCCEEDED", None)),
+        result={"n": 1},
+        error=None,
+        lease_until=None,
+        finished_at=NOW,
+        updated_at=NOW,
+        expires_at=NOW + RETENTION,
+        sweep_at=None,
+    )
+
+
+def test_schedule_retry() -> None:
+    job = lived(S.RUNNING)
+
+    assert transitions.schedule_retry(job, attempt=2, error="boom", now=NOW, delay=LEASE) == job.replace(
+        status=S.RETRYING,
+        attempt_history=(EARLIER, record("RETRYING", "boom")),
+        error="boom",
+        lease_until=None,
+        next_attempt_at=NOW + LEASE,
+        updated_at=NOW,
+    )
+
+
+def test_fail() -> None:
+    job = lived(S.RUNNING)
+
+    assert transitions.fail(job, attempt=2, error="bad", now=NOW, retention=RETENTION) == job.replace(
+        status=S.FAILED,
+        attempt_history=(EARLIER, record("FAILED", "bad")),
+        error="bad",
+        lease_until=None,
+        finished_at=NOW,
+        updated_at=NOW,
+        expires_at=NOW + RETENTION,
+        sweep_at=None,
+    )
+
+
+def test_record_progress() -> None:
+    job = lived(S.RUNNING)
+
+    progress = Progress(0.75, "three quarters")
+    assert transitions.record_progress(job, attempt=2, progress=progress, now=NOW) == job.replace(
+        progress=progress, updated_at=NOW
+    )
+    with pytest.raises(TransitionError, match="attempt 1 no longer holds the job"):
+        transitions.record_progress(job, attempt=1, progress=progress, now=NOW)
+
+
+def test_fail_expired_lease() -> None:
+    job = lived(S.RUNNING)
+
+    assert transitions.fail_expired_lease(job, attempt=2, now=NOW, retention=RETENTION) == job.replace(
+        status=S.FAILED,
+        attempt_history=(EARLIER, record("LEASE_EXPIRED", "lease expired")),
+        error="lease expired",
+        lease_until=None,
+        finished_at=NOW,
+        updated_at=NOW,
+        expires_at=NOW + RETENTION,
+        sweep_at=None,
+    )
+
+
+def test_requeue_expired_lease() -> None:
+    job = lived(S.RUNNING)
+
+    assert transitions.requeue_expired_lease(job, attempt=2, now=NOW, sweep_at=SWEEP_AT) == job.replace(
+        status=S.QUEUED,
+        attempt_history=(EARLIER, record("LEASE_EXPIRED", "lease expired")),
+        lease_until=None,
+        updated_at=NOW,
+        sweep_at=SWEEP_AT,
+        resends=3,
+    )
+
+
+def test_cancel() -> None:
+    job = lived(S.RETRYING, lease_until=None)
+
+    assert transitions.cancel(job, tenant=TENANT, now=NOW, retention=RETENTION) == job.replace(
+        status=S.CANCELLED, finished_at=NOW, updated_at=NOW, expires_at=NOW + RETENTION, sweep_at=None
+    )
+
+
+def test_enqueue_scheduled() -> None:
+    job = lived(S.SCHEDULED, attempt=0)
+
+    assert transitions.enqueue_scheduled(job, tenant=TENANT, now=NOW, sweep_at=SWEEP_AT) == job.replace(
+        status=S.QUEUED, updated_at=NOW, sweep_at=SWEEP_AT
+    )
+
+
+def test_redrive() -> None:
+    job = lived(S.FAILED, finished_at=T0, expires_at=NOW + RETENTION, sweep_at=None)
+
+    assert transitions.redrive(job, tenant=TENANT, now=NOW, sweep_at=SWEEP_AT) == job.replace(
+        status=S.QUEUED,
+        attempt=0,
+        error=None,
+        finished_at=None,
+        expires_at=None,
+        updated_at=NOW,
+        redrives=2,
+        sweep_at=SWEEP_AT,
+        resends=0,
+    )
+
+
+@pytest.mark.parametrize("status", [S.FAILED, S.CANCELLED])
+def test_retry_by_hand(status: JobStatus) -> None:
+    job = lived(status, finished_at=T0, expires_at=NOW + RETENTION, sweep_at=None)
+
+    assert transitions.retry_by_hand(job, tenant=TENANT, now=NOW, sweep_at=SWEEP_AT) == job.replace(
+        status=S.QUEUED,
+        attempt=0,
+        error=None,
+        finished_at=None,
+        expires_at=None,
+        lease_until=None,
+        next_attempt_at=None,
+        updated_at=NOW,
+        retries=2,
+        sweep_at=SWEEP_AT,
+        resends=0,
+    )
+
+
+def test_reschedule_sweep() -> None:
+    job = lived(S.QUEUED)
+
+    assert transitions.reschedule_sweep(job, seen=T0, sweep_at=SWEEP_AT, resent=True) == job.replace(
+        sweep_at=SWEEP_AT, resends=3
+    )
+    assert transitions.reschedule_sweep(job, seen=T0, sweep_at=SWEEP_AT, resent=False) == job.replace(sweep_at=SWEEP_AT)
+    with pytest.raises(TransitionError, match="another sweep handled the job"):
+        transitions.reschedule_sweep(job, seen=SWEEP_AT, sweep_at=NOW, resent=False)
+    with pytest.raises(TransitionError, match="another sweep handled the job"):
+        transitions.reschedule_sweep(job.replace(sweep_at=None), seen=None, sweep_at=NOW, resent=False)
+
+
+# -- the history of attempts ----------------------------------------------------------------------
+
+
+def test_the_history_keeps_the_newest_attempts_and_a_short_error() -> None:
+    long_history = tuple(
+        AttemptRecord(attempt=n, started_at=T0, finished_at=T0, outcome="RETRYING") for n in range(1, ATTEMPTS_KEPT + 1)
+    )
+    job = lived(S.RUNNING, attempt=ATTEMPTS_KEPT + 1, max_attempts=20, attempt_history=long_history)
+
+    history = job.history_with("FAILED", NOW, "x" * (ATTEMPT_ERROR_CHARS + 50))
+
+    assert ATTEMPTS_KEPT == 10 and ATTEMPT_ERROR_CHARS == 200
+    assert [r.attempt for r in history] == list(range(2, ATTEMPTS_KEPT + 2))
+    assert history[-1].error == "x" * ATTEMPT_ERROR_CHARS
+    assert job.history_with("SUCCEEDED", NOW)[-1].error is None
+
+
+# -- the guards at their edges ------------------------------------------------------------------------
+
+
+def test_a_lease_that_ends_now_has_expired_and_one_without_an_end_has_too() -> None:
+    job = a_job(S.RUNNING, attempt=1, lease_until=NOW)
+
+    assert job.lease_expired(NOW)
+    assert not job.lease_expired(NOW - timedelta(microseconds=1))
+    assert job.replace(lease_until=None).lease_expired(NOW)
+    assert not job.replace(status=S.QUEUED).lease_expired(NOW)
+    assert transitions.claim(job, tenant=TENANT, now=NOW, lease=LEASE).attempt == 2
+
+
+def test_the_last_attempt_may_run_and_no_more() -> None:
+    assert transitions.claim(a_job(S.RETRYING, attempt=2, max_attempts=3), tenant=TENANT, now=NOW, lease=LEASE)
+    with pytest.raises(TransitionError, match="no attempts left"):
+        transitions.claim(a_job(S.RETRYING, attempt=3, max_attempts=3), tenant=TENANT, now=NOW, lease=LEASE)
+
+
+def test_a_guard_that_needs_a_fact_the_caller_did_not_give_says_so() -> None:
+    with pytest.raises(ValueError, match="the SAME_TENANT guard needs a fact the caller did not give"):
+        Guard.SAME_TENANT.holds(a_job(), Facts())
+    with pytest.raises(ValueError, match="the ATTEMPT_FENCE guard needs"):
+        Guard.ATTEMPT_FENCE.holds(a_job(), Facts())
+    with pytest.raises(ValueError, match="the LEASE_EXPIRED guard needs"):
+        Guard.LEASE_EXPIRED.holds(a_job(S.RUNNING, lease_until=NOW), Facts())
+
+
+def test_a_refusal_names_the_transition_and_the_state() -> None:
+    job = a_job(S.SUCCEEDED)
+
+    assert CLAIM.refusal(job, Facts(now=NOW, tenant=TENANT)) == "claim does not start from SUCCEEDED"
+    assert not CLAIM.allows(job, Facts(now=NOW, tenant=TENANT))
+    assert CLAIM.allows(a_job(S.QUEUED), Facts(now=NOW, tenant=TENANT))
+    with pytest.raises(TransitionError) as refused:
+        CLAIM.check(job, Facts(now=NOW, tenant=TENANT))
+    assert (refused.value.current, refused.value.target) == (S.SUCCEEDED, S.RUNNING)
+    with pytest.raises(TransitionError) as unchanged:
+        transitions.RECORD_PROGRESS.check(a_job(S.QUEUED), Facts(attempt=0))
+    assert unchanged.value.target is S.QUEUED
+    assert CLAIM.all_guards == {Guard.SAME_TENANT, Guard.ATTEMPTS_LEFT, Guard.LEASE_EXPIRED}
+
+
+def test_final_states() -> None:
+    assert {s for s in JobStatus if s.is_final} == {S.SUCCEEDED, S.FAILED, S.CANCELLED}
+
+
+# -- what a job is -----------------------------------------------------------------------------------
+
+
+def test_the_same_submission_is_the_same_tenant_payload_queue_and_run_at() -> None:
+    job = a_job(run_at=SWEEP_AT)
+
+    assert job.same_submission(job.replace(job_id="1" * 32, submission_id="other"))
+    assert not job.same_submission(job.replace(tenant="tenant-b"))
+    assert not job.same_submission(job.replace(payload_hash="other"))
+    assert not job.same_submission(job.replace(queue="bulk"))
+    assert not job.same_submission(job.replace(run_at=None))
+    assert a_job().fingerprint == "h|default|"
+
+
+def test_a_payload_is_kept_as_compact_utf8_json() -> None:
+    assert payload_json({"a": [1, 2], "name": "café"}) == '{"a":[1,2],"name":"café"}'
