@@ -1,6 +1,7 @@
 """`make mutation`: mutmut 3 over offpath's domain and use cases, one file at a time, and a score per file.
 
     python -m offpath_tools.mutation [domain/job domain/cron logic/submit ...]   # default: every file of both
+    python -m offpath_tools.mutation --resume [...]      # only the mutants not run yet or that survived last time
     python -m offpath_tools.mutation --report-only                               # the table of the last run
     python -m offpath_tools.mutation mutmut show offpath.domain.job.x_claim__mutmut_3
 
@@ -124,6 +125,15 @@ def sources(targets: list[str]) -> list[Path]:
     return [base / (t.removesuffix(".py") + ".py") for t in targets]
 
 
+def unfinished(source: Path) -> list[str]:
+    """`--resume`: the file's mutants not yet run or that survived the last run (all of them before a first run)."""
+    meta = Path("mutants") / (str(source) + ".meta")
+    if not meta.exists():
+        return [module_of(source) + ".*"]
+    exit_codes: dict[str, int | None] = json.loads(meta.read_text())["exit_code_by_key"]
+    return sorted(name for name, code in exit_codes.items() if code is None or code in SURVIVED)
+
+
 def module_of(source: Path) -> str:
     return "offpath." + ".".join(source.with_suffix("").parts[2:])
 
@@ -164,10 +174,13 @@ def main(argv: list[str]) -> int:
     seconds: dict[str, float] = {}
     if not report_only:
         for path in paths:
+            names = unfinished(path) if "--resume" in argv else [module_of(path) + ".*"]
+            if not names:
+                continue
             started = time.monotonic()
             print(f"== {path}", flush=True)
             command = [sys.executable, "-m", "offpath_tools.mutation", "mutmut", "run", "--max-children", "1"]
-            subprocess.run([*command, module_of(path) + ".*"], check=False, env={**os.environ, "PYTHONHASHSEED": "0"})
+            subprocess.run([*command, *names], check=False, env={**os.environ, "PYTHONHASHSEED": "0"})
             seconds[str(path)] = time.monotonic() - started
     below = report(paths, seconds)
     if seconds:
