@@ -4,6 +4,8 @@ asks for: Retry-After as an HTTP date; a retry's `not_before` carried on the del
 
 from __future__ import annotations
 
+import base64
+import json
 import random
 import socket
 from dataclasses import dataclass, field
@@ -13,15 +15,34 @@ import pytest
 
 from offpath.adapters.webhook_http import PinnedSender
 from offpath.domain.errors import InvalidRequestError
+from offpath.domain.events import EventType, JobEvent
+from offpath.domain.job import JobStatus
 from offpath.domain.webhooks import (
+    ATTEMPTS_KEPT,
+    FAILING_DISABLES_AFTER,
+    MAX_RETRY_AFTER_S,
     MAX_URL_LENGTH,
+    OLD_SECRET_VALID,
+    SECRET_PREFIX,
+    Attempt,
     Delivery,
+    DeliveryLog,
     Endpoint,
+    EndpointCache,
+    EndpointLimitError,
     HttpResult,
     Secret,
+    body_of,
+    disabled,
+    is_success,
+    iso_z,
     new_secret,
     parse_retry_after,
     refusal_of,
+    refusal_of_all,
+    retry_delay_s,
+    rotated,
+    signed_headers,
 )
 from offpath.logic.webhooks import DeliveryPorts, EndpointRequest, ReceiverPolicy, deliver, put_endpoint
 from offpath_tools.clocks import ManualClock
@@ -31,6 +52,7 @@ from offpath_tools.webhook_fakes import (
     RecordingDeliveryQueue,
     ScriptedSender,
 )
+from tests.unit.conftest import a_job
 
 TENANT = "acme"
 AWS = ReceiverPolicy(allow_loopback=False)
@@ -250,3 +272,142 @@ def test_a_delivery_message_without_an_attempt_is_the_first() -> None:
     read = Delivery.from_json(body)
 
     assert (read.attempt, read.not_before, read.timestamp) == (1, None, NOW)
+
+
+# -- the rules at their edges: which events an endpoint receives, its secrets and their rotation, the signed
+# body and headers, success and Retry-After caps, the delivery log's run of failures, the endpoint cache.
+
+FRACTIONAL_NOW = datetime(2026, 12, 2, 7, 0, 0, 750_000, tzinfo=UTC)
+
+
+def event(kind: EventType = EventType.SUCCEEDED, job_type: str = "reports.build") -> JobEvent:
+    job = a_job(JobStatus.SUCCEEDED, type=job_type)
+    return JobEvent(id="evt_1", type=kind, time=FRACTIONAL_NOW, tenant=job.tenant, job=job)
+
+
+def test_an_endpoint_receives_the_events_and_job_types_it_names_while_enabled() -> None:
+    endpoint = Endpoint(name="orders", url="https://x.example/h", events=("job.succeeded",))
+
+    assert endpoint.wants(event())
+    assert not endpoint.wants(event(EventType.FAILED))
+    assert Endpoint(name="o", url="u", events=("job.succeeded",), job_types=("reports.build",)).wants(event())
+    assert not Endpoint(name="o", url="u", events=("job.succeeded",), job_types=("other",)).wants(event())
+    assert not disabled(endpoint, "gone", FRACTIONAL_NOW).wants(event())
+
+
+def test_a_new_secret_is_32_random_bytes_after_its_prefix() -> None:
+    secret = new_secret()
+
+    assert SECRET_PREFIX == "whsec_" and secret.startswith("whsec_")
+    assert len(base64.b64decode(secret.removeprefix("whsec_"))) == 32
+    assert new_secret() != secret
+
+
+def test_a_rotation_keeps_the_old_secret_for_24_hours_exactly() -> None:
+    endpoint = Endpoint(
+        name="o", url="u", events=(), secrets=(Secret("whsec_old"), Secret("whsec_older", FRACTIONAL_NOW))
+    )
+
+    after = rotated(endpoint, FRACTIONAL_NOW)
+
+    assert timedelta(hours=24) == OLD_SECRET_VALID
+    assert after.secrets[1] == Secret("whsec_old", expires_at=FRACTIONAL_NOW + OLD_SECRET_VALID)
+    assert len(after.secrets) == 2 and after.secret != "whsec_old" and after.updated_at == FRACTIONAL_NOW
+    assert after.signing_secrets(FRACTIONAL_NOW + OLD_SECRET_VALID - timedelta(microseconds=1)) == [
+        after.secret,
+        "whsec_old",
+    ]
+    assert after.signing_secrets(FRACTIONAL_NOW + OLD_SECRET_VALID) == [after.secret]
+
+
+def test_a_disabled_endpoint_says_why_and_when() -> None:
+    endpoint = Endpoint(name="o", url="u", events=())
+
+    off = disabled(endpoint, "410 Gone", FRACTIONAL_NOW)
+
+    assert (off.enabled, off.disabled_reason, off.disabled_at, off.updated_at) == (
+        False,
+        "410 Gone",
+        FRACTIONAL_NOW,
+        FRACTIONAL_NOW,
+    )
+
+
+def test_the_signed_body_and_headers() -> None:
+    body = body_of("job.succeeded", FRACTIONAL_NOW, {"job_id": "j"})
+
+    assert body == '{"type":"job.succeeded","timestamp":"2026-12-02T07:00:00.750000Z","data":{"job_id":"j"}}'
+    assert json.loads(body)["data"] == {"job_id": "j"}
+    headers = signed_headers(["whsec_" + base64.b64encode(b"k" * 32).decode()], "msg_1", FRACTIONAL_NOW, body)
+    assert headers["webhook-id"] == "msg_1"
+    assert headers["webhook-timestamp"] == str(int(FRACTIONAL_NOW.timestamp()))
+    assert headers["content-type"] == "application/json"
+    assert headers["webhook-signature"].startswith("v1,")
+    two = signed_headers(["whsec_" + base64.b64encode(b"k" * 32).decode()] * 2, "msg_1", FRACTIONAL_NOW, body)
+    assert two["webhook-signature"].count(" ") == 1
+    assert iso_z(datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)) == "2026-01-02T03:04:05Z"
+
+
+@pytest.mark.parametrize(("status", "success"), [(None, False), (199, False), (200, True), (299, True), (300, False)])
+def test_success_is_a_2xx_answer(status: int | None, success: bool) -> None:
+    assert is_success(status) is success
+
+
+def test_retry_after_is_honoured_for_429_and_503_only_and_capped() -> None:
+    assert MAX_RETRY_AFTER_S == 36000
+    assert retry_delay_s(1, status=503, retry_after_s=99_999, scale=0.1, draw=0.5) == 36000
+    assert retry_delay_s(1, status=429, retry_after_s=-5, scale=1, draw=0.5) == 0.0
+    assert retry_delay_s(1, status=429, retry_after_s=30, scale=0.01, draw=0.5) == 30
+    assert retry_delay_s(1, status=500, retry_after_s=30, scale=1, draw=0.5) == 5
+    assert retry_delay_s(2, status=503, retry_after_s=None, scale=2, draw=0.5) == 600
+    assert retry_delay_s(7, status=500, retry_after_s=None, scale=1, draw=0.5) == 36000
+    assert retry_delay_s(8, status=429, retry_after_s=30, scale=1, draw=0.5) is None
+
+
+def attempt(at: datetime, n: int = 1) -> Attempt:
+    return Attempt(event_id=f"e{n}", type="job.succeeded", attempt=1, at=at, status_code=500, latency_ms=3)
+
+
+def test_the_log_keeps_the_newest_attempts_first_and_when_the_failures_began() -> None:
+    log = DeliveryLog(version=4)
+    for n in range(ATTEMPTS_KEPT + 2):
+        log = log.with_attempt(attempt(FRACTIONAL_NOW + timedelta(minutes=n), n), succeeded=False)
+
+    assert ATTEMPTS_KEPT == 10 and len(log.attempts) == ATTEMPTS_KEPT
+    assert [a.event_id for a in log.attempts[:2]] == ["e11", "e10"]
+    assert (log.failing_since, log.version) == (FRACTIONAL_NOW, 4)
+    assert log.with_attempt(attempt(FRACTIONAL_NOW, 99), succeeded=True).failing_since is None
+
+
+def test_an_endpoint_fails_too_long_after_five_days_exactly() -> None:
+    log = DeliveryLog(failing_since=FRACTIONAL_NOW)
+
+    assert timedelta(days=5) == FAILING_DISABLES_AFTER
+    assert not log.failing_too_long(FRACTIONAL_NOW + timedelta(days=5) - timedelta(microseconds=1))
+    assert log.failing_too_long(FRACTIONAL_NOW + timedelta(days=5))
+    assert not DeliveryLog().failing_too_long(FRACTIONAL_NOW + timedelta(days=50))
+
+
+def test_a_host_is_refused_when_it_does_not_resolve_or_any_address_is() -> None:
+    assert refusal_of_all([], allow_loopback=False) == "the host does not resolve"
+    assert refusal_of_all(["93.184.215.14", "10.0.0.1"], allow_loopback=False) == "10.0.0.1 is private"
+    assert refusal_of_all(["93.184.215.14"], allow_loopback=False) is None
+
+
+def test_the_endpoint_cache_reads_a_tenant_once_per_five_seconds() -> None:
+    cache = EndpointCache()
+    reads: list[str] = []
+
+    def load(tenant: str) -> list[Endpoint]:
+        reads.append(tenant)
+        return [Endpoint(name=f"n{len(reads)}", url="u", events=())]
+
+    first = cache.get("acme", FRACTIONAL_NOW, load)
+    assert cache.get("acme", FRACTIONAL_NOW + timedelta(seconds=4.999), load) == first
+    assert cache.get("other", FRACTIONAL_NOW, load) != first
+    assert cache.get("acme", FRACTIONAL_NOW + timedelta(seconds=5), load) != first
+    assert reads == ["acme", "other", "acme"]
+
+
+def test_the_endpoint_limit_says_how_many() -> None:
+    assert str(EndpointLimitError(10)) == "a tenant has at most 10 webhook endpoints"
