@@ -123,10 +123,10 @@ def test_the_bounds_of_each_field_are_accepted(cron: str) -> None:
         ("0 0 ? * 8 *", "day-of-week: '8' is not a value from 1 to 7"),
         ("0 0 1 * ? 1969", "year: '1969' is not a value from 1970 to 2199"),
         ("0 0 1 * ? 2200", "year: '2200' is not a value from 1970 to 2199"),
-        ("0 0 ? * 2#0 *", "n#k needs k from 1 to 5"),
-        ("0 0 ? * 2#6 *", "n#k needs k from 1 to 5"),
+        ("0 0 ? * 2#0 *", "day-of-week n#k needs k from 1 to 5"),
+        ("0 0 ? * 2#6 *", "day-of-week n#k needs k from 1 to 5"),
         ("0 0 ? * 8#2 *", "day-of-week: '8' is not a value from 1 to 7"),
-        ("0 0 ? * 8L *", "day-of-week"),
+        ("0 0 ? * 8L *", "day-of-week: '8L' is not a value from 1 to 7"),
         ("0 0 ? * FOO *", "day-of-week: 'FOO' is not a value from 1 to 7"),
         ("0 0 1 FOO ? *", "month: 'FOO' is not a value from 1 to 12"),
         ("*/0 0 * * ? *", "minutes: the step after '/' must be a positive number"),
@@ -134,13 +134,13 @@ def test_the_bounds_of_each_field_are_accepted(cron: str) -> None:
         ("0 10-5 * * ? *", "hours: range '10-5' runs backwards"),
         ("0 0 * * * *", "exactly one of day-of-month and day-of-week must be '?'"),
         ("0 0 ? * ? *", "exactly one of day-of-month and day-of-week must be '?'"),
-        ("0 0 * * ?", "cron needs 6 fields"),
+        ("0 0 * * ?", "cron needs 6 fields (minutes hours day-of-month month day-of-week year), got 5"),
     ],
 )
 def test_values_outside_a_fields_bounds_are_refused_naming_the_field(cron: str, message: str) -> None:
     with pytest.raises(ValueError) as refused:
         parse_cron(cron)
-    assert message in str(refused.value)
+    assert str(refused.value) == message
 
 
 # -- time zones west of UTC -----------------------------------------------------------------------
@@ -206,13 +206,14 @@ def test_rate_fires_at_the_anchor_then_every_period() -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("2 hour", "use the singular unit for 1 and the plural otherwise"),
-        ("1 hours", "use the singular unit for 1 and the plural otherwise"),
-        ("1 days", "use the singular unit for 1 and the plural otherwise"),
-        ("0 hours", "rate must look like"),
-        ("5 seconds", "rate must look like"),
+        ("2 hour", "rate(2 hour): use the singular unit for 1 and the plural otherwise"),
+        ("1 hours", "rate(1 hours): use the singular unit for 1 and the plural otherwise"),
+        ("1 days", "rate(1 days): use the singular unit for 1 and the plural otherwise"),
+        ("0 hours", "rate must look like '5 minutes', '1 hour' or '2 days'"),
+        ("5 seconds", "rate must look like '5 minutes', '1 hour' or '2 days'"),
     ],
 )
 def test_rate_refusals(text: str, message: str) -> None:
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ValueError) as refused:
         parse_rate(text)
+    assert str(refused.value) == message
