@@ -411,3 +411,24 @@ def test_the_endpoint_cache_reads_a_tenant_once_per_five_seconds() -> None:
 
 def test_the_endpoint_limit_says_how_many() -> None:
     assert str(EndpointLimitError(10)) == "a tenant has at most 10 webhook endpoints"
+
+
+@pytest.mark.parametrize(
+    ("address", "refusal"),
+    [
+        ("0.0.0.0", "0.0.0.0 is unspecified"),
+        ("::", ":: is unspecified"),
+        ("127.0.0.1", "127.0.0.1 is loopback"),
+        ("::1", "::1 is loopback"),
+        ("169.254.169.254", "169.254.169.254 is link-local"),
+        ("fe80::1", "fe80::1 is link-local"),
+        ("224.0.0.1", "224.0.0.1 is multicast"),
+        ("ff02::1", "ff02::1 is multicast"),
+        ("10.0.0.1", "10.0.0.1 is private"),
+        ("fc00::1", "fc00::1 is private"),
+        ("::a9fe:a9fe", "::a9fe:a9fe is reserved"),  # IPv4-compatible (deprecated): not unwrapped, reserved
+        ("100.64.0.1", "100.64.0.1 is not a public address"),  # shared address space (carrier-grade NAT)
+    ],
+)
+def test_each_refused_class_is_named(address: str, refusal: str) -> None:
+    assert refusal_of(address, allow_loopback=False) == refusal
