@@ -8,7 +8,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from offpath.domain.cron import parse_cron, parse_rate
+from offpath.domain.cron import load_zone, parse_cron, parse_rate
+from offpath.domain.errors import RegistryError
 
 WEDNESDAY = datetime(2026, 12, 2, 7, 0, tzinfo=UTC)  # Wednesday 2 December 2026, 07:00 UTC
 
@@ -217,3 +218,42 @@ def test_rate_refusals(text: str, message: str) -> None:
     with pytest.raises(ValueError) as refused:
         parse_rate(text)
     assert str(refused.value) == message
+
+
+def test_the_search_ends_eight_years_ahead_on_the_same_day() -> None:
+    assert fires("0 0 2 12 ? 2034") == "Sat 2034-12-02 00:00 +0000"  # the last day searched
+    assert fires("0 0 3 12 ? 2034") is None  # one day beyond it
+    leap = datetime(2028, 2, 29, 10, 0, tzinfo=UTC)
+    assert fires("0 0 26 2 ? 2036", leap) == "Tue 2036-02-26 00:00 +0000"  # 2,920 days on: the last day searched
+    assert fires("0 0 1 3 ? 2036", leap) is None
+
+
+def test_a_year_list_fires_in_its_later_years_too() -> None:
+    assert fires("0 9 15 6 ? 2026,2029") == "Fri 2029-06-15 09:00 +0000"
+
+
+@pytest.mark.parametrize(
+    ("cron", "values"),
+    [
+        ("*/1 5-5 * * ? *", {"minutes": set(range(60)), "hours": {5}}),
+        ("0 0 ? * SUN-TUE *", {"days_of_week": {1, 2, 3}}),
+    ],
+)
+def test_a_step_of_one_and_a_range_of_one(cron: str, values: dict[str, set[int]]) -> None:
+    expression = parse_cron(cron)
+    for name, expected in values.items():
+        assert getattr(expression, name) == expected, name
+
+
+def test_a_long_wrong_value_is_shown_cut_to_20_characters() -> None:
+    with pytest.raises(ValueError) as refused:
+        parse_cron("0 0 1 " + "Z" * 30 + " ? *")
+    assert str(refused.value) == f"month: {'Z' * 20!r} is not a value from 1 to 12"
+
+
+def test_an_unknown_time_zone_is_refused_by_name() -> None:
+    assert load_zone("America/New_York") == ZoneInfo("America/New_York")
+    for name in ("Mars/Olympus_Mons", "../etc/passwd", ""):
+        with pytest.raises(RegistryError) as refused:
+            load_zone(name)
+        assert str(refused.value) == f"unknown time zone {name!r}"
