@@ -500,3 +500,17 @@ def test_the_same_submission_is_the_same_tenant_payload_queue_and_run_at() -> No
 
 def test_a_payload_is_kept_as_compact_utf8_json() -> None:
     assert payload_json({"a": [1, 2], "name": "café"}) == '{"a":[1,2],"name":"café"}'
+
+
+def test_a_fair_share_goes_by_the_sweep_time_and_by_the_creation_of_a_job_without_one() -> None:
+    swept_first = a_job(job_id="b" * 32, tenant="tenant-b", created_at=T0 + timedelta(hours=1), sweep_at=T0)
+    created_first = a_job(job_id="a" * 32, tenant="tenant-a", created_at=T0, sweep_at=T0 + timedelta(minutes=1))
+    never_swept = a_job(job_id="c" * 32, tenant="tenant-c", created_at=T0 - timedelta(minutes=1), sweep_at=None)
+
+    assert transitions.fair_share([created_first, swept_first], 1) == [swept_first]
+    assert transitions.fair_share([created_first, swept_first, never_swept], 3) == [
+        never_swept,
+        swept_first,
+        created_first,
+    ]
+    assert transitions.fair_share([created_first, swept_first], 0) == []
