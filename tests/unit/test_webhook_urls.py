@@ -151,6 +151,7 @@ def test_a_name_resolving_to_a_6to4_address_of_the_metadata_service_is_refused()
 
 def test_a_scoped_ipv6_address_is_judged_without_its_zone() -> None:
     assert refusal_of("fe80::1%eth0", allow_loopback=False) == "fe80::1 is link-local"
+    assert refusal_of("fe80::1%eth0%1", allow_loopback=False) == "fe80::1 is link-local"  # cut at the first %
     assert refusal_of("not-an-address", allow_loopback=False) == "not an IP address"
     assert refusal_of("2002:5db8:d70e::1", allow_loopback=False) is None  # 6to4 of a public address
 
