@@ -53,6 +53,8 @@ def test_names_and_numbers_of_days_months_and_years(cron: str, expected: str | N
     [
         ("0 9 ? * 2#1 *", "Mon 2026-12-07 09:00 +0000"),
         ("0 9 ? * 2#2 *", "Mon 2026-12-14 09:00 +0000"),
+        ("0 9 ? * 3#2 *", "Tue 2026-12-08 09:00 +0000"),  # the 8th: the second of its weekday
+        ("0 9 ? * 6#1 2027", "Fri 2027-01-01 09:00 +0000"),  # the 1st
         ("0 9 ? * MON#2 *", "Mon 2026-12-14 09:00 +0000"),
         ("0 9 ? * 6#3 *", "Fri 2026-12-18 09:00 +0000"),
         ("0 9 ? * 5#5 *", "Thu 2026-12-31 09:00 +0000"),
@@ -257,3 +259,10 @@ def test_an_unknown_time_zone_is_refused_by_name() -> None:
         with pytest.raises(RegistryError) as refused:
             load_zone(name)
         assert str(refused.value) == f"unknown time zone {name!r}"
+
+
+def test_the_next_firing_is_an_aware_utc_datetime() -> None:
+    when = parse_cron("30 8 * * ? *").next_after(WEDNESDAY, ZoneInfo("America/New_York"))
+
+    assert when is not None and when.tzinfo is UTC
+    assert when == datetime(2026, 12, 2, 13, 30, tzinfo=UTC)
