@@ -60,6 +60,7 @@ def test_names_and_numbers_of_days_months_and_years(cron: str, expected: str | N
         ("0 9 ? * 5#5 *", "Thu 2026-12-31 09:00 +0000"),
         ("0 9 ? * 1#5 *", "Sun 2027-01-31 09:00 +0000"),  # December 2026 has four Sundays
         ("0 9 ? * 5L *", "Thu 2026-12-31 09:00 +0000"),
+        ("0 9 ? * 1L *", "Sun 2026-12-27 09:00 +0000"),
         ("0 9 ? * THUL *", "Thu 2026-12-31 09:00 +0000"),
         ("0 9 ? * 2L *", "Mon 2026-12-28 09:00 +0000"),
         ("0 9 ? * L *", "Sat 2026-12-26 09:00 +0000"),  # bare L: the last Saturday
@@ -130,6 +131,12 @@ def test_the_bounds_of_each_field_are_accepted(cron: str) -> None:
         ("0 0 ? * 2#6 *", "day-of-week n#k needs k from 1 to 5"),
         ("0 0 ? * 8#2 *", "day-of-week: '8' is not a value from 1 to 7"),
         ("0 0 ? * 8L *", "day-of-week: '8L' is not a value from 1 to 7"),
+        ("0 0 ? * XYZL *", "day-of-week: 'XYZ' is not a value from 1 to 7"),
+        ("0 0 FOO * ? *", "day-of-month: 'FOO' is not a value from 1 to 31"),
+        ("0 0 ? * 2#2#3 *", "day-of-week n#k needs k from 1 to 5"),
+        ("0 1-5-7 * * ? *", "hours: '5-7' is not a value from 0 to 23"),
+        ("0 1-99 * * ? *", "hours: '99' is not a value from 0 to 23"),
+        ("0 99-1 * * ? *", "hours: '99' is not a value from 0 to 23"),
         ("0 0 ? * FOO *", "day-of-week: 'FOO' is not a value from 1 to 7"),
         ("0 0 1 FOO ? *", "month: 'FOO' is not a value from 1 to 12"),
         ("*/0 0 * * ? *", "minutes: the step after '/' must be a positive number"),
@@ -266,3 +273,15 @@ def test_the_next_firing_is_an_aware_utc_datetime() -> None:
 
     assert when is not None and when.tzinfo is UTC
     assert when == datetime(2026, 12, 2, 13, 30, tzinfo=UTC)
+
+
+def test_the_search_from_29_february_counts_days_and_from_any_other_day_years() -> None:
+    """Eight years after 29 February 2092 is 2100, which has no 29 February: that search counts 2,920 days. From
+    the 29th of another month it runs eight calendar years, to the same day."""
+    assert fires("0 9 1 3 ? *", datetime(2092, 2, 29, 10, 0, tzinfo=UTC)) == "Sat 2092-03-01 09:00 +0000"
+    assert fires("0 0 29 12 ? 2034", datetime(2026, 12, 29, 10, 0, tzinfo=UTC)) == "Fri 2034-12-29 00:00 +0000"
+
+
+def test_an_expression_without_l_has_no_last_day() -> None:
+    assert parse_cron("0 0 1 * ? *").last_day_of_month is False
+    assert parse_cron("0 0 L * ? *").last_day_of_month is True
