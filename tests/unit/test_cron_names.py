@@ -133,6 +133,9 @@ def test_the_bounds_of_each_field_are_accepted(cron: str) -> None:
         ("0 0 ? * 8L *", "day-of-week: '8L' is not a value from 1 to 7"),
         ("0 0 ? * XYZL *", "day-of-week: 'XYZ' is not a value from 1 to 7"),
         ("0 0 FOO * ? *", "day-of-month: 'FOO' is not a value from 1 to 31"),
+        ("X 0 * * ? *", "minutes: 'X' is not a value from 0 to 59"),
+        ("0 X * * ? *", "hours: 'X' is not a value from 0 to 23"),
+        ("0 0 1 * ? X", "year: 'X' is not a value from 1970 to 2199"),
         ("0 0 ? * 2#2#3 *", "day-of-week n#k needs k from 1 to 5"),
         ("0 1-5-7 * * ? *", "hours: '5-7' is not a value from 0 to 23"),
         ("0 1-99 * * ? *", "hours: '99' is not a value from 0 to 23"),
@@ -282,6 +285,8 @@ def test_the_search_from_29_february_counts_days_and_from_any_other_day_years() 
     assert fires("0 0 29 12 ? 2034", datetime(2026, 12, 29, 10, 0, tzinfo=UTC)) == "Fri 2034-12-29 00:00 +0000"
 
 
-def test_an_expression_without_l_has_no_last_day() -> None:
+def test_an_expression_without_l_has_no_last_day_and_one_for_every_year_no_years() -> None:
+    assert parse_cron("0 0 1 * ? *").years is None
+    assert parse_cron("0 0 1 * ? 2030").years == {2030}
     assert parse_cron("0 0 1 * ? *").last_day_of_month is False
     assert parse_cron("0 0 L * ? *").last_day_of_month is True
