@@ -126,12 +126,16 @@ def sources(targets: list[str]) -> list[Path]:
 
 
 def unfinished(source: Path) -> list[str]:
-    """`--resume`: the file's mutants not yet run or that survived the last run (all of them before a first run)."""
+    """`--resume`: the file's mutants not yet run, or that survived the last run and are not listed as equivalent
+    (all of them before a first run)."""
     meta = Path("mutants") / (str(source) + ".meta")
     if not meta.exists():
         return [module_of(source) + ".*"]
     exit_codes: dict[str, int | None] = json.loads(meta.read_text())["exit_code_by_key"]
-    return sorted(name for name, code in exit_codes.items() if code is None or code in SURVIVED)
+    listed = equivalents()
+    return sorted(
+        name for name, code in exit_codes.items() if code is None or (code in SURVIVED and name not in listed)
+    )
 
 
 def module_of(source: Path) -> str:
