@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from offpath.domain.quotas import Quota, QuotaExceededError, Usage, parse
+from offpath.domain.quotas import Quota, QuotaExceededError, QuotaSpecError, Usage, parse, parse_entry
 from offpath.logic.quotas import CachedQuotaGate
 from offpath_tools.clocks import ManualClock
 from offpath_tools.fakes import InMemoryQuotaCounters
@@ -46,3 +46,44 @@ def test_the_usage_of_a_tenant_without_a_count_is_not_read() -> None:
 
     assert gate.usage("acme") is None
     assert gate_of("acme:delayed_jobs=1", counters).usage("acme") == Usage()
+
+
+# -- the text form at its bounds ------------------------------------------------------------------------
+
+
+def test_the_largest_values_are_accepted_and_one_more_is_refused() -> None:
+    assert parse_entry("acme:submits_per_s=1000000") == ("acme", Quota(submits_per_s=1_000_000.0))
+    assert parse_entry("acme:open_jobs=999999999") == ("acme", Quota(open_jobs=999_999_999))
+    with pytest.raises(QuotaSpecError) as refused:
+        parse_entry("acme:open_jobs=1000000000")
+    assert str(refused.value) == "'acme:open_jobs=1000000000': open_jobs must be a whole number from 0 to 999999999"
+
+
+def test_the_tenant_is_what_comes_before_the_last_colon() -> None:
+    assert parse_entry("acme:x:open_jobs=1") == ("acme:x", Quota(open_jobs=1))
+
+
+def test_a_refusal_shows_the_entry_cut_to_60_characters_and_the_part_to_40() -> None:
+    with pytest.raises(QuotaSpecError) as refused:
+        parse_entry("acme:" + "z" * 70 + "=1")
+    assert str(refused.value) == (
+        f"{'acme:' + 'z' * 55!r}: {'z' * 40!r} is not one of submits_per_s=, burst=, open_jobs=, delayed_jobs="
+    )
+    with pytest.raises(QuotaSpecError) as refused:
+        parse_entry("!" * 50 + ":open_jobs=1")
+    assert str(refused.value) == (
+        f"{'!' * 50 + ':open_jobs'!r}: {'!' * 40!r} is not a tenant a caller can be (or * for the default)"
+    )
+
+
+def test_the_text_form_writes_rates_as_numbers_counts_as_integers_and_no_default_when_there_is_none() -> None:
+    assert (
+        parse("*:open_jobs=5;acme:submits_per_s=2.5,burst=3").text() == "*:open_jobs=5;acme:submits_per_s=2.5,burst=3"
+    )
+    assert parse("acme:submits_per_s=2,delayed_jobs=7").text() == "acme:submits_per_s=2,delayed_jobs=7"
+
+
+def test_a_refusal_asks_to_wait_at_least_a_second_and_as_long_as_asked() -> None:
+    assert QuotaExceededError("open_jobs", "m", 0).retry_after_s == 1
+    assert QuotaExceededError("open_jobs", "m", 1).retry_after_s == 1
+    assert QuotaExceededError("open_jobs", "m", 7).retry_after_s == 7
