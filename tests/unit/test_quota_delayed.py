@@ -87,3 +87,7 @@ def test_a_refusal_asks_to_wait_at_least_a_second_and_as_long_as_asked() -> None
     assert QuotaExceededError("open_jobs", "m", 0).retry_after_s == 1
     assert QuotaExceededError("open_jobs", "m", 1).retry_after_s == 1
     assert QuotaExceededError("open_jobs", "m", 7).retry_after_s == 7
+
+
+def test_a_large_count_is_written_out_whole() -> None:
+    assert parse("acme:open_jobs=999999999").text() == "acme:open_jobs=999999999"
