@@ -91,3 +91,19 @@ def test_a_refusal_asks_to_wait_at_least_a_second_and_as_long_as_asked() -> None
 
 def test_a_large_count_is_written_out_whole() -> None:
     assert parse("acme:open_jobs=999999999").text() == "acme:open_jobs=999999999"
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        (
+            "acme:submits_per_s=1000000.5",
+            "'acme:submits_per_s=1000000.5': submits_per_s must be a number above 0 (at most 1000000)",
+        ),
+        ("acme:open_jobs=1=2", "'acme:open_jobs=1=2': open_jobs must be a whole number from 0 to 999999999"),
+    ],
+)
+def test_a_value_just_over_its_bound_or_with_a_second_equals_sign_is_refused(entry: str, message: str) -> None:
+    with pytest.raises(QuotaSpecError) as refused:
+        parse_entry(entry)
+    assert str(refused.value) == message
