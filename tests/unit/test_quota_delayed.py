@@ -101,6 +101,7 @@ def test_a_large_count_is_written_out_whole() -> None:
             "'acme:submits_per_s=1000000.5': submits_per_s must be a number above 0 (at most 1000000)",
         ),
         ("acme:open_jobs=1=2", "'acme:open_jobs=1=2': open_jobs must be a whole number from 0 to 999999999"),
+        (":open_jobs=1", "':open_jobs=1': a quota is TENANT:submits_per_s=N,open_jobs=M[,delayed_jobs=K] (* for all)"),
     ],
 )
 def test_a_value_just_over_its_bound_or_with_a_second_equals_sign_is_refused(entry: str, message: str) -> None:
