@@ -18,7 +18,7 @@ def gate_of(text: str, counters: InMemoryQuotaCounters) -> CachedQuotaGate:
 
 def test_a_delayed_jobs_quota_alone_counts_and_refuses_the_next_delayed_submit() -> None:
     counters = InMemoryQuotaCounters()
-    counters.add("acme", Usage(open_jobs=7, delayed_jobs=1))
+    counters.add("acme", Usage(open_jobs=7, delayed_jobs=1), job_id="0" * 32)
     gate = gate_of("acme:delayed_jobs=2", counters)
 
     gate.admit("acme", delayed=False)  # a job due now takes no delayed place

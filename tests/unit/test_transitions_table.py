@@ -55,6 +55,7 @@ EXPECTED = {
     "enqueue_scheduled": (S.QUEUED, {S.SCHEDULED: ()}, (G.SAME_TENANT,)),
     "redrive": (S.QUEUED, {S.FAILED: ()}, (G.SAME_TENANT,)),
     "retry_by_hand": (S.QUEUED, {S.FAILED: (), S.CANCELLED: ()}, (G.SAME_TENANT,)),
+    "discard": (None, {S.FAILED: ()}, (G.SAME_TENANT,)),
     "reschedule_sweep": (None, UNFINISHED, (G.SWEEP_FENCE,)),
 }
 

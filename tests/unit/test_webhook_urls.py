@@ -56,7 +56,7 @@ from tests.unit.conftest import a_job
 
 TENANT = "acme"
 AWS = ReceiverPolicy(allow_loopback=False)
-LOCAL = ReceiverPolicy(allow_loopback=True)
+LOCAL = ReceiverPolicy(allow_loopback=True, loopback_ports=frozenset({9000}))
 PUBLIC_ADDRESS = "93.184.215.14"
 NOW = datetime(2026, 12, 2, 7, 0, tzinfo=UTC)
 
@@ -98,6 +98,7 @@ def register(url: str, *, policy: ReceiverPolicy = AWS, answers: dict[str, list[
         ("https://hooks.example.com/h\n", "url must be ASCII without spaces or control characters"),
         ("https://hooks.example.com/h\t", "url must be ASCII without spaces or control characters"),
         ("https://hooks.example.com/h\x00", "url must be ASCII without spaces or control characters"),
+        ("https://hooks.example.com/h\x7f", "url must be ASCII without spaces or control characters"),  # DEL
         ("https://hooks.example.com/caf\u00e9", "url must be ASCII without spaces or control characters"),
         ("https://hooks.example.com:0/h", "url has port 0"),
         ("https://hooks.example.com:65536/h", "url is not a valid URL"),
@@ -156,8 +157,9 @@ def test_a_scoped_ipv6_address_is_judged_without_its_zone() -> None:
     assert refusal_of("2002:5db8:d70e::1", allow_loopback=False) is None  # 6to4 of a public address
 
 
-def test_locally_the_loopback_receiver_is_accepted_even_when_mapped() -> None:
-    assert refusal_of("::ffff:127.0.0.1", allow_loopback=True) is None
+def test_locally_only_127_0_0_1_itself_is_a_loopback_receiver_never_an_ipv6_form_of_it() -> None:
+    assert refusal_of("127.0.0.1", allow_loopback=True) is None
+    assert refusal_of("::ffff:127.0.0.1", allow_loopback=True) == "127.0.0.1 is loopback"
     assert refusal_of("::ffff:127.0.0.1", allow_loopback=False) == "127.0.0.1 is loopback"
 
 
@@ -190,12 +192,13 @@ def test_a_delivery_connects_to_the_urls_port_or_its_schemes(
 ) -> None:
     connector = RecordingConnector()
     resolver = FakeResolver({"hooks.example.com": [PUBLIC_ADDRESS], "127.0.0.1": ["127.0.0.1"]})
-    sender = PinnedSender(resolver, connector, allow_loopback=allow_loopback)
+    ports = frozenset({80, 443, 9000}) if allow_loopback else frozenset()
+    sender = PinnedSender(resolver, connector, allow_loopback=allow_loopback, loopback_ports=ports)
 
     result = sender.post(url, {}, b"{}", 1)
 
     assert connector.asked == [expected]
-    assert (result.status, result.error) == (None, "connection error: ConnectionRefusedError")
+    assert (result.status, result.error) == (None, "connection failed")
 
 
 # -- Retry-After and the retry's time on the queue ------------------------------------------------------
