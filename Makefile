@@ -236,3 +236,12 @@ localstack-deploy: $(STAMP) $(CDKLOCAL)
 
 localstack-down:
 	$(LOCALSTACK_COMPOSE) down
+
+# Mutation testing (not part of make test): mutmut over functions/offpath/domain/ and logic/, one file at a time,
+# one worker at low priority; each mutant runs only the unit and integration tests that call its function. Prints
+# killed / (killed + survived) per file (tests/mutation_equivalents.toml lists the equivalent survivors).
+# One file or a few: make mutation MUTATE="domain/job domain/cron". Its working copy, mutants/, is not committed.
+MUTATE ?=
+.PHONY: mutation
+mutation: $(STAMP)
+	nice -n 15 $(BIN)/python -m offpath_tools.mutation $(MUTATE)

@@ -215,13 +215,16 @@ class JobApi(Construct):
         # Submits, retries and a redrive's copies go to the job queues, never to a DLQ (make iam-check).
         job_queues = [queue.queue_arn for _, queue in sorted(queues.queues.items())]
         api.grant(["sqs:SendMessage", "sqs:GetQueueAttributes"], job_queues)
-        # Redrive: a message move task from each DLQ (or, on emulators, receive + delete + send).
+        # Redrive: a message move task from each DLQ (or, on emulators, receive + delete + send). One job's dead
+        # letter (a hand retry, a discard): receive, delete it, release the others (ChangeMessageVisibilityBatch
+        # is authorised by sqs:ChangeMessageVisibility).
         api.grant(
             [
                 "sqs:StartMessageMoveTask",
                 "sqs:ListMessageMoveTasks",
                 "sqs:ReceiveMessage",
                 "sqs:DeleteMessage",
+                "sqs:ChangeMessageVisibility",
                 "sqs:GetQueueAttributes",
             ],
             [dlq.queue_arn for dlq in queues.dlqs.values()],

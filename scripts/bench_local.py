@@ -158,6 +158,25 @@ def run_floor(runtime: LocalRuntime, jobs: int, clients: int, consumers: int, ta
             dynamodb.put_item(TableName=table, Item=item, ConditionExpression="attribute_not_exists(pk)")
             sqs.send_message(QueueUrl=queue_url, MessageBody=json.dumps({"job_id": job_id, "type": "demo.echo"}))
 
+    def claim(key: dict[str, Any]) -> bool:
+        try:
+            dynamodb.update_item(
+                TableName=table,
+                Key=key,
+                UpdateExpression="SET #s = :running, attempt = attempt + :one",
+                ConditionExpression="#s = :queued",
+                ExpressionAttributeNames={"#s": "status"},
+                ExpressionAttributeValues={
+                    ":running": {"S": "RUNNING"},
+                    ":queued": {"S": "QUEUED"},
+                    ":one": {"N": "1"},
+                },
+                ReturnValues="ALL_NEW",
+            )
+        except dynamodb.exceptions.ConditionalCheckFailedException:
+            return False
+        return True
+
     def consumer() -> None:
         while not finished.is_set():
             messages = sqs.receive_message(
@@ -165,21 +184,12 @@ def run_floor(runtime: LocalRuntime, jobs: int, clients: int, consumers: int, ta
             ).get("Messages", [])
             if not messages:
                 continue
+            claimed = 0
             for message in messages:
                 key = {"pk": {"S": "job#" + json.loads(message["Body"])["job_id"]}, "sk": {"S": "#"}}
-                dynamodb.update_item(
-                    TableName=table,
-                    Key=key,
-                    UpdateExpression="SET #s = :running, attempt = attempt + :one",
-                    ConditionExpression="#s = :queued",
-                    ExpressionAttributeNames={"#s": "status"},
-                    ExpressionAttributeValues={
-                        ":running": {"S": "RUNNING"},
-                        ":queued": {"S": "QUEUED"},
-                        ":one": {"N": "1"},
-                    },
-                    ReturnValues="ALL_NEW",
-                )
+                if not claim(key):
+                    continue  # delivered twice (moto's receives race, as SQS may deliver twice): claimed once
+                claimed += 1
                 dynamodb.update_item(
                     TableName=table,
                     Key=key,
@@ -197,7 +207,7 @@ def run_floor(runtime: LocalRuntime, jobs: int, clients: int, consumers: int, ta
                 Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)],
             )
             with lock:
-                processed[0] += len(messages)
+                processed[0] += claimed
                 if processed[0] >= jobs:
                     last_done[0] = time.perf_counter()
                     finished.set()

@@ -421,6 +421,32 @@ ROUTES: tuple[Route, ...] = (
         parameters=(Parameter("max_per_second", "query", {"type": "integer", "minimum": 1, "maximum": 500}),),
     ),
     Route(
+        "DELETE",
+        "/queues/{name}/dead-letters/{job_id}",
+        "discardDeadLetter",
+        "admin",
+        "Admin: remove a FAILED job's dead letter from the queue's DLQ; the job stays FAILED, marked discarded, "
+        "and a later redrive does not run it",
+        answers=(Answer(200, "JobView", "removed; the job, FAILED, with its `discarded_at`"),),
+        refusals=(
+            Refusal(
+                404,
+                "no such job, or no message of the job in the queue's DLQ (among the first 100 it searches)",
+                "not_found",
+                "no dead letter of this job in the queue's DLQ",
+            ),
+            Refusal(409, "the job is no longer FAILED (its stale message is removed)", "conflict", "job is QUEUED"),
+            Refusal(
+                422,
+                "the queue name or the job id is not a valid one",
+                "invalid_request",
+                "name must be one of the queue classes",
+                "name",
+            ),
+        ),
+        parameters=(Parameter("name", "path", {"$ref": "#/components/schemas/QueueName"}, required=True), _JOB_ID),
+    ),
+    Route(
         "GET",
         "/schedules",
         "listSchedules",

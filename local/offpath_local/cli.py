@@ -3,6 +3,7 @@
     offpath local                       the whole pipeline on this machine (see docs/local.md)
     offpath submit TYPE --payload JSON  submit a job (--wait: follow it to its end)
     offpath status ID | jobs | queues | redrive QUEUE | schedules | trigger NAME | cancel ID
+    offpath discard QUEUE ID            remove a FAILED job's dead letter (it stays FAILED, marked discarded)
     offpath console --api URL           the web console for a deployed API, on 127.0.0.1:8080
     offpath clock --endpoint URL        fire a deployment's schedules where its Scheduler does not (LocalStack)
     offpath smoke --api URL             check a live stack after a deploy (docs/deploy.md)
@@ -164,6 +165,12 @@ def _parser() -> argparse.ArgumentParser:
     redrive.add_argument("queue")
     redrive.add_argument("--max-per-second", type=int)
 
+    discard = commands.add_parser(
+        "discard", parents=[client], help="remove a FAILED job's dead letter; the job stays FAILED (admin)"
+    )
+    discard.add_argument("queue")
+    discard.add_argument("job_id")
+
     commands.add_parser("schedules", parents=[client], help="declared schedules and their next firing")
 
     trigger = commands.add_parser("trigger", parents=[client], help="fire a declared schedule now (admin)")
@@ -319,7 +326,7 @@ def run_local(args: argparse.Namespace) -> int:
         stop_grace_s=args.stop_grace,
         webhook_ports=tuple(args.webhook_port),
     )
-    from offpath_local.state import DataDirectoryInUse
+    from offpath_local.state import DataDirectoryInUse, UnreadableSnapshot
 
     stop = threading.Event()
     runtime = LocalRuntime(config)
@@ -333,7 +340,7 @@ def run_local(args: argparse.Namespace) -> int:
     try:
         try:
             runtime.start()
-        except DataDirectoryInUse as error:
+        except (DataDirectoryInUse, UnreadableSnapshot) as error:
             print(f"offpath local: cannot start: {error}", file=sys.stderr)
             return REFUSED
         except OSError as error:
@@ -478,6 +485,12 @@ def run_client(args: argparse.Namespace) -> int:
             task = answer.body.get("redrive", {})
             moved = f", {task['moved']} moved" if task.get("moved") is not None else ""
             out.write(f"redrive of {args.queue}: {task.get('status', '?')}{moved}\n")
+        return OK
+    if command == "discard":
+        answer = client.call("DELETE", f"/queues/{_path_part(args.queue)}/dead-letters/{_path_part(args.job_id)}")
+        if not answer.ok:
+            return _refused(answer)
+        _print_job(answer.body, out, args.json)
         return OK
     if command == "schedules":
         answer = client.call("GET", "/schedules")
@@ -711,10 +724,27 @@ def _print_job(job: dict[str, Any], out: TextIO, as_json: bool) -> None:
         ("next_attempt_at", job.get("next_attempt_at")),
         ("redrives", job.get("redrives") or None),
         ("tags", ", ".join(f"{k}={v}" for k, v in job["tags"].items()) if job.get("tags") else None),
+        ("trace_id", job.get("trace_id")),
+        ("discarded_at", job.get("discarded_at")),
     ]
     for name, value in fields:
         if value is not None:
             out.write(f"{name:<16} {value}\n")
+    _print_attempts(job.get("attempt_history") or [], out)
+
+
+def _print_attempts(history: list[dict[str, Any]], out: TextIO) -> None:
+    """Each attempt's end, and the traceback an attempt kept (the job code's frames), indented under it."""
+    for entry in history:
+        error = entry.get("error")
+        if isinstance(error, dict):
+            text = f"{error['type']}: {error.get('message')}" if error.get("type") else str(error.get("message"))
+        else:
+            text = str(error) if error is not None else ""
+        out.write(f"{'attempt ' + str(entry.get('attempt')):<16} {entry.get('outcome')} {text}".rstrip() + "\n")
+        traceback = error.get("traceback") if isinstance(error, dict) else None
+        if traceback:
+            out.write("".join(f"{'':<18}{line}\n" for line in str(traceback).splitlines()))
 
 
 def _refused(answer: Answer) -> int:

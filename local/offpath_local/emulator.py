@@ -20,13 +20,25 @@ One addition: a standard queue hands out its visible messages as an SQS fair que
 `import_messages` read and put back a queue's messages, in flight or not, and `Emulator.export_items` and
 `import_items` a table's items, for the snapshot of the data directory (state.py); `Emulator.version` says
 whether anything that snapshot keeps may have changed.
+
+Every change to what the data directory keeps is journaled (journal.py) when the runtime gives the emulator a
+journal: the hooks below record the backend's state after each change, and a request is answered only once its
+records are on disk.
+
+The emulator answers only the runtime: every request's path starts with a secret prefix made at each start
+(part of the endpoint URL the runtime's clients and functions are given); any other request, `/moto-api/reset`
+included, is refused 403 before moto sees it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import hmac
+import io
+import json
 import logging
+import secrets
 import threading
 import time
 from collections import Counter
@@ -38,6 +50,7 @@ import boto3
 from botocore.config import Config
 
 from offpath_local.fair_queues import fair_order
+from offpath_local.journal import Journal
 from offpath_local.move_tasks import MOVE_TASK_TARGETS, MessageMoveTasks
 from offpath_local.resources import ACCOUNT_ID, REGION
 
@@ -74,24 +87,94 @@ READ_OPERATIONS = frozenset(
     }
 )
 SCHEDULER_PATHS = ("/schedules", "/schedule-groups")
+# DynamoDB requests whose changes are journaled (tables and their settings are made afresh at every start).
+ITEM_WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"})
+REFUSED_BODY = json.dumps(
+    {"error": {"code": "forbidden", "message": "the emulator answers only the offpath local runtime that started it"}}
+).encode()
+
+# The journal the hooks record into (one emulator per process: moto's state is per process), and the sequence
+# number of the last record each request thread appended.
+_journal: Journal | None = None
+_appended = threading.local()
+
+
+def _note(record: dict[str, Any]) -> None:
+    journal = _journal
+    if journal is None or not journal.active:
+        return
+    sequence = journal.append(record)
+    if sequence:
+        _appended.sequence = sequence
+
+
+def _journaling() -> bool:
+    journal = _journal
+    return journal is not None and journal.active
+
+
+def _wait_until_journaled() -> None:
+    """Returns once the records this thread's request appended are on disk (group commit)."""
+    sequence = getattr(_appended, "sequence", 0)
+    if sequence and _journal is not None:
+        _appended.sequence = 0
+        _journal.wait(sequence)
+
 
 StartResponse = Callable[..., Any]
 
 
 class _EmulatorApp:
-    def __init__(self, app: Callable[..., Iterable[bytes]], move_tasks: MessageMoveTasks) -> None:
+    def __init__(self, app: Callable[..., Iterable[bytes]], move_tasks: MessageMoveTasks, prefix: str) -> None:
         self.app = app
         self.move_tasks = move_tasks
+        self.prefix = prefix
         self.dynamodb_lock = threading.Lock()
         # Requests that may have changed the table, a queue or a schedule, counted once they are applied.
         self.changes = 0
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        path = str(environ.get("PATH_INFO", ""))
+        given, _, rest = path.partition("/")[2].partition("/")
+        if not hmac.compare_digest(given.encode(), self.prefix.encode()):
+            start_response(
+                "403 Forbidden", [("Content-Type", "application/json"), ("Content-Length", str(len(REFUSED_BODY)))]
+            )
+            return [REFUSED_BODY]
+        environ["PATH_INFO"] = "/" + rest
+        for name in ("RAW_URI", "REQUEST_URI"):  # moto matches some services' paths on the raw URI
+            raw = environ.get(name)
+            if raw:
+                environ[name] = raw.replace(f"/{self.prefix}", "", 1) or "/"
+        journal = _journal
+        if journal is not None and journal.active:
+            # Answered once every change made before it began is on disk too: what a caller reads (a job
+            # SUCCEEDED) is never taken back by a crash.
+            _appended.sequence = journal.appended
+        try:
+            return self._answer(environ, start_response)
+        finally:
+            _wait_until_journaled()
+
+    def _answer(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         target = environ.get("HTTP_X_AMZ_TARGET", "")
         operation = target.rpartition(".")[2]
         if target.startswith(DYNAMODB_TARGET_PREFIX):
+            request = None
+            if operation in ITEM_WRITES and _journaling():
+                length = int(environ.get("CONTENT_LENGTH") or 0)
+                request = environ["wsgi.input"].read(length) if length else b""
+                environ["wsgi.input"] = io.BytesIO(request)
+            status: list[str] = []
+
+            def started(code: str, headers: Any, *rest: Any) -> Any:
+                status.append(code)
+                return start_response(code, headers, *rest)
+
             with self.dynamodb_lock:
-                body = list(self.app(environ, start_response))
+                body = list(self.app(environ, started))
+                if request is not None and status and status[0].startswith("200"):
+                    _journal_items(operation, request)
             if operation not in READ_OPERATIONS:
                 self.changes += 1
             return body
@@ -116,10 +199,13 @@ class _EmulatorApp:
 class Emulator:
     """moto's ThreadedMotoServer on 127.0.0.1 (a free port unless one is given)."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, journal: Journal | None = None) -> None:
         self.host = host
         self.port = port
-        self.endpoint = ""
+        self.endpoint = ""  # the URL the runtime's clients use: the address and the secret prefix
+        self.address = ""  # the address alone (a request to it without the prefix is refused)
+        self.journal = journal
+        self._prefix = secrets.token_hex(16)
         self._server: Any = None
         self._app: _EmulatorApp | None = None
         self.move_tasks = MessageMoveTasks(self.client)
@@ -133,18 +219,22 @@ class Emulator:
         self._server.start()
         host, port = self._server.get_host_and_port()
         self.port = port
-        self.endpoint = f"http://{host}:{port}"
+        self.address = f"http://{host}:{port}"
+        self.endpoint = f"{self.address}/{self._prefix}"
         wsgi_server = self._server._server
         dispatcher = wsgi_server.app
         # moto finds a request's service by listing its own package directory and trying every URL pattern,
         # on every request; the answer for a host never changes.
         if hasattr(dispatcher, "get_backend_for_host"):
             dispatcher.get_backend_for_host = functools.lru_cache(maxsize=512)(dispatcher.get_backend_for_host)
-        self._app = _EmulatorApp(dispatcher, self.move_tasks)
+        self._app = _EmulatorApp(dispatcher, self.move_tasks, self._prefix)
         wsgi_server.app = self._app
         _count_queue_messages_at_one_instant()
         _hand_out_quiet_tenants_first()
         _change_queue_messages_one_at_a_time()
+        _journal_receives_and_schedules()
+        global _journal
+        _journal = self.journal
         # moto keeps its state per process: start from nothing.
         import urllib.request
 
@@ -157,6 +247,8 @@ class Emulator:
         if self._server is not None:
             self._server.stop()
             self._server = None
+        if self.journal is not None:
+            self.journal.stop()
 
     def client(self, service: str) -> Any:
         return boto3.session.Session().client(
@@ -229,14 +321,15 @@ def export_messages(queue_name: str) -> list[dict[str, Any]] | None:
     queue = backend.queues.get(queue_name) if backend is not None else None
     if queue is None:
         return None
-    records = []
-    for message in list(queue._messages):
-        record = {"id": message.id, "body": message.body}
-        record["message_attributes"] = dict(message.message_attributes or {})
-        record["system_attributes"] = dict(message.system_attributes or {})
-        record.update({field: getattr(message, field, None) for field in _MESSAGE_FIELDS})
-        records.append(record)
-    return records
+    return [_message_record(message) for message in list(queue._messages)]
+
+
+def _message_record(message: Any) -> dict[str, Any]:
+    record = {"id": message.id, "body": message.body}
+    record["message_attributes"] = dict(message.message_attributes or {})
+    record["system_attributes"] = dict(message.system_attributes or {})
+    record.update({field: getattr(message, field, None) for field in _MESSAGE_FIELDS})
+    return record
 
 
 def import_messages(queue_name: str, records: list[dict[str, Any]]) -> int:
@@ -348,14 +441,120 @@ def _change_queue_messages_one_at_a_time() -> None:
     def add_message(queue: Any, message: Any) -> None:
         with lock:
             add(queue, message)
+            if _journaling() and any(m is message for m in reversed(queue._messages)):
+                _note({"k": "msg", "queue": queue.name, "m": _message_record(message)})
 
     def delete_message(queue: Any, receipt_handle: str) -> None:
         with lock:
+            gone = [m.id for m in queue._messages if m.had_receipt_handle(receipt_handle)] if _journaling() else []
             delete(queue, receipt_handle)
+            for message_id in gone:
+                _note({"k": "del", "queue": queue.name, "id": message_id})
 
     Queue.add_message = add_message
     Queue.delete_message = delete_message
     Queue._offpath_one_change_at_a_time = True
+
+
+def _journal_items(operation: str, raw: bytes) -> None:
+    """Journals the items a DynamoDB write may have changed, as they are now (called under the DynamoDB lock)."""
+    try:
+        request = json.loads(raw or b"{}")
+    except ValueError:
+        return
+    changed: list[tuple[str, dict[str, Any], bool]] = []  # table, item or key, whether it is a whole item
+    if operation == "PutItem":
+        changed.append((request["TableName"], request["Item"], True))
+    elif operation in ("UpdateItem", "DeleteItem"):
+        changed.append((request["TableName"], request["Key"], False))
+    elif operation == "BatchWriteItem":
+        for table, writes in (request.get("RequestItems") or {}).items():
+            for write in writes:
+                if "PutRequest" in write:
+                    changed.append((table, write["PutRequest"]["Item"], True))
+                elif "DeleteRequest" in write:
+                    changed.append((table, write["DeleteRequest"]["Key"], False))
+    elif operation == "TransactWriteItems":
+        for entry in request.get("TransactItems") or []:
+            for kind, action in entry.items():
+                if kind == "Put":
+                    changed.append((action["TableName"], action["Item"], True))
+                elif kind in ("Update", "Delete"):
+                    changed.append((action["TableName"], action["Key"], False))
+    backend = _dynamodb_backend()
+    for table_name, attributes, whole in changed:
+        table = backend.get_table(table_name)
+        names = [table.hash_key_attr, *([table.range_key_attr] if table.range_key_attr else [])]
+        key = {name: attributes[name] for name in names} if whole else attributes
+        item = backend.get_item(table_name, key)
+        _note({"k": "item", "table": table_name, "key": key, "item": item.to_json()["Attributes"] if item else None})
+
+
+def _journal_receives_and_schedules() -> None:
+    """Journal hooks on moto's messages (a receive, a change of visibility), its queues' purges and its schedules.
+    Adding and deleting messages are journaled where they are made one change at a time (above)."""
+    try:
+        from moto.scheduler.models import EventBridgeSchedulerBackend
+        from moto.sqs.models import Message, SQSBackend
+    except ImportError:  # another moto layout: left as it is
+        return
+    if getattr(Message, "_offpath_journaled", False):
+        return
+    mark_received, change_visibility = Message.mark_received, Message.change_visibility
+
+    def received(message: Any, visibility_timeout: int | None = None) -> None:
+        mark_received(message, visibility_timeout)
+        fields = {
+            "approximate_receive_count": message.approximate_receive_count,
+            "approximate_first_receive_timestamp": message.approximate_first_receive_timestamp,
+            "visible_at": message.visible_at,
+        }
+        _note({"k": "recv", "id": message.id, "fields": fields})
+
+    def visibility_changed(message: Any, visibility_timeout: int) -> None:
+        change_visibility(message, visibility_timeout)
+        _note({"k": "vis", "id": message.id, "fields": {"visible_at": message.visible_at}})
+
+    purge = SQSBackend.purge_queue
+
+    def purged(backend: Any, queue_name: str) -> None:
+        purge(backend, queue_name)
+        _note({"k": "purge", "queue": queue_name})
+
+    create, update, delete = (
+        EventBridgeSchedulerBackend.create_schedule,
+        EventBridgeSchedulerBackend.update_schedule,
+        EventBridgeSchedulerBackend.delete_schedule,
+    )
+
+    def note_schedule(schedule: Any) -> None:
+        from offpath_local.state import SCHEDULE_FIELDS
+
+        detail = schedule.to_dict()
+        kept = {"Name": schedule.name, **{k: detail[k] for k in SCHEDULE_FIELDS if detail.get(k) is not None}}
+        _note({"k": "sched", "group": schedule.group_name or "default", "name": schedule.name, "s": kept})
+
+    def created(backend: Any, *args: Any, **kwargs: Any) -> Any:
+        schedule = create(backend, *args, **kwargs)
+        note_schedule(schedule)
+        return schedule
+
+    def updated(backend: Any, *args: Any, **kwargs: Any) -> Any:
+        schedule = update(backend, *args, **kwargs)
+        note_schedule(schedule)
+        return schedule
+
+    def deleted(backend: Any, group_name: str | None, name: str) -> None:
+        delete(backend, group_name, name)
+        _note({"k": "sched", "group": group_name or "default", "name": name, "s": None})
+
+    Message.mark_received = received
+    Message.change_visibility = visibility_changed
+    SQSBackend.purge_queue = purged
+    EventBridgeSchedulerBackend.create_schedule = created
+    EventBridgeSchedulerBackend.update_schedule = updated
+    EventBridgeSchedulerBackend.delete_schedule = deleted
+    Message._offpath_journaled = True
 
 
 @dataclass(frozen=True)

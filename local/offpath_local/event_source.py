@@ -137,9 +137,24 @@ class SqsEventSource:
             "receiptHandle": message["ReceiptHandle"],
             "body": message["Body"],
             "attributes": message.get("Attributes", {}),
-            "messageAttributes": message.get("MessageAttributes", {}),
+            "messageAttributes": _lambda_attributes(message.get("MessageAttributes", {})),
             "md5OfBody": message.get("MD5OfBody", ""),
             "eventSource": "aws:sqs",
             "eventSourceARN": self.queue_arn,
             "awsRegion": self.region,
         }
+
+
+def _lambda_attributes(attributes: dict[str, Any]) -> dict[str, Any]:
+    """Message attributes as Lambda hands them to the function (`stringValue`, `dataType`...), not as
+    ReceiveMessage answers (`StringValue`, `DataType`)."""
+    return {
+        name: {
+            "stringValue": value.get("StringValue"),
+            "binaryValue": value.get("BinaryValue"),
+            "stringListValues": [],
+            "binaryListValues": [],
+            "dataType": value.get("DataType", "String"),
+        }
+        for name, value in attributes.items()
+    }

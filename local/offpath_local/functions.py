@@ -83,6 +83,26 @@ def observed(services: Any, events: JobEvents, service_name: str, tap: MetricTap
     return dataclasses.replace(services, ports=ports)
 
 
+class _Turn:
+    """A request's turn at the api function: it starts, or it was given up first, never both."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._state = "waiting"
+
+    def start(self) -> bool:
+        with self._lock:
+            if self._state == "given up":
+                return False
+            self._state = "running"
+            return True
+
+    def give_up(self) -> None:
+        with self._lock:
+            if self._state == "waiting":
+                self._state = "given up"
+
+
 class ApiFunction:
     """The api function. Powertools' HTTP resolver keeps the request it is handling in a class
     attribute shared by every resolver in the process (on Lambda one environment serves one request
@@ -120,17 +140,23 @@ class ApiFunction:
         self._executor = ThreadPoolExecutor(max(1, environments), thread_name_prefix="api")
 
     def invoke(self, event: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-        """The handler's response; TimeoutError when it takes longer than `timeout_s` (it goes on running)."""
-        future = self._executor.submit(self._run, event)
+        """The handler's response; TimeoutError when it takes longer than `timeout_s`. A request still waiting for
+        the function then is given up and never runs (the caller was told to retry: running it too would do the
+        work twice); one already running goes on, as on Lambda after API Gateway's timeout."""
+        turn = _Turn()
+        future = self._executor.submit(self._run, event, turn)
         try:
             result: dict[str, Any] = future.result(timeout=timeout_s)
         except FutureTimeout:
+            turn.give_up()
             raise TimeoutError from None
         return result
 
-    def _run(self, event: dict[str, Any]) -> dict[str, Any]:
+    def _run(self, event: dict[str, Any], turn: _Turn | None = None) -> dict[str, Any] | None:
         # The function's role in the stack (api, or read: the job reads' own function), as its calls are recorded.
         with self._one_at_a_time, invocation(self.name.rsplit("-", 1)[-1]):
+            if turn is not None and not turn.start():
+                return None
             context = LocalLambdaContext(self.name, API_TIMEOUT_S)
             result: dict[str, Any] = self._module.handler(event, context, services=self._services)
             return result

@@ -11,8 +11,14 @@ The authorizer: `Authorization: Bearer <token>` is looked up in the token map (t
 claims are those a JWT authorizer passes on (`sub`, `tenant`, `iss`, `aud`, `iat`, `exp`, `scope`).
 A missing or unknown token is answered 401 and the function is not called; `GET /health` has no
 authorizer; the admin routes need the `offpath/admin` scope (403 otherwise), as the stack's
-route-level authorization scopes do. Requests larger than 10 MB are refused (413), and a function
-that takes more than 30 s is answered 503, as API Gateway does.
+route-level authorization scopes do. The token is checked before the body is read (a request refused
+before its body is answered and its connection closed). Requests larger than 10 MB are refused (413), and a
+function that takes more than 30 s is answered 503, as API Gateway does; a request still waiting for the
+function when it is answered 503 never runs (api functions' `invoke`). A client that sends nothing for
+CLIENT_TIMEOUT_S is disconnected. Every error the gateway or http.server answers (a malformed request line, an
+oversized header, an unknown method) is in the JSON envelope, and every answer carries
+`X-Content-Type-Options: nosniff`. The runtime's own pages (/metrics, the console), which need no token, are
+answered only to a `Host` that is an IP address or `localhost`: a DNS-rebinding page cannot read them.
 
 The route table is the one the stack deploys: the routes declared in offpath.contract. A method and path
 no route matches is answered 404 `{"message":"Not Found"}` before any authorizer, and never reaches the
@@ -23,6 +29,7 @@ from __future__ import annotations
 
 import base64
 import hmac
+import ipaddress
 import json
 import logging
 import re
@@ -48,6 +55,7 @@ logger = logging.getLogger("offpath.local.gateway")
 
 MAX_BODY_BYTES = 10 * 1024 * 1024
 INTEGRATION_TIMEOUT_S = 30.0
+CLIENT_TIMEOUT_S = 20.0  # a client silent this long (mid-request, or idle between keep-alive requests) is let go
 AUDIENCE = "offpath"
 TOKEN_LIFETIME_S = 3600
 TEXT_TYPES = re.compile(
@@ -250,11 +258,13 @@ class Gateway:
         pages: Pages | None = None,
         streams: Streams | None = None,
         functions: dict[str, Invoke] | None = None,
+        client_timeout_s: float = CLIENT_TIMEOUT_S,
     ) -> None:
         """`functions`: the function a route names (contract.Route.function) other than the api, by name: the
         read function's own environments answer `GET /jobs/{id}`, so that waits never hold the api's."""
         self.invoke = invoke
         self.functions = functions or {}
+        self.client_timeout_s = client_timeout_s
         self.pages = pages
         self.streams = streams
         self.authorizer = authorizer
@@ -305,6 +315,7 @@ def _handler_class(gateway: Gateway) -> type[BaseHTTPRequestHandler]:
         pass
 
     Handler.gateway = gateway
+    Handler.timeout = gateway.client_timeout_s
     return Handler
 
 
@@ -326,10 +337,24 @@ class _RequestHandler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         logger.debug(format, *args)
 
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """http.server's own errors (a malformed request line, an oversized header, an unknown method...) in the
+        envelope, never its HTML page."""
+        if self.request_version == "HTTP/0.9":  # not parsed far enough to know: answered as HTTP/1.1
+            self.request_version = "HTTP/1.1"
+        self.close_connection = True
+        short = self.responses.get(code, ("error", ""))[0]
+        error_code = re.sub(r"[^a-z0-9]+", "_", short.lower()).strip("_") or "error"
+        self._error(code, error_code, message or short, request_id())
+
     def _handle(self) -> None:
         req_id = request_id()
+        self._body_read = False
+        if self._refused_early(req_id):
+            return
         try:
             body = self._read_body()
+            self._body_read = True
         except _TooLarge:
             self._error(413, "payload_too_large", f"the request body is over {MAX_BODY_BYTES} bytes (10 MB)", req_id)
             self.close_connection = True
@@ -341,31 +366,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         gateway = self.gateway
-        path = urlsplit(self.path).path or "/"
-        page = gateway.pages(self.command, path) if gateway.pages else None
-        if page is not None:
-            self._send(*page, req_id)
-            return
-        if gateway.streams is not None and gateway.streams.matches(self.command, path):
-            self._open_stream(gateway.streams, path, req_id)
-            return
-        route, parameters = gateway.match(self.command, path)
-        if route is None:
-            self._send(404, {"content-type": "application/json"}, NOT_FOUND_BODY, req_id)
-            return
-        claims: dict[str, str] | None = None
-        scopes: list[str] | None = None
-        if not route.public:
-            tenant = gateway.authorizer.tenant_for(self.headers.get("Authorization"))
-            if tenant is None:
-                self._error(
-                    401, "unauthorized", "a valid bearer token is needed (Authorization: Bearer <token>)", req_id
-                )
-                return
-            claims, scopes = gateway.authorizer.claims(tenant)
-            if route.admin and ADMIN_SCOPE not in (scopes or []):
-                self._error(403, "forbidden", f"this route needs the {ADMIN_SCOPE} scope", req_id)
-                return
+        route, parameters, claims, scopes = self._route, self._parameters, self._claims, self._scopes
         host = self.headers.get("Host") or f"{gateway.host}:{gateway.port}"
         event = build_event(
             method=self.command,
@@ -384,7 +385,10 @@ class _RequestHandler(BaseHTTPRequestHandler):
             response = gateway.functions.get(route.function, gateway.invoke)(event, INTEGRATION_TIMEOUT_S)
         except TimeoutError:
             self._error(
-                503, "unavailable", f"the api function took over {INTEGRATION_TIMEOUT_S:.0f} s; retry later", req_id
+                503,
+                "unavailable",
+                f"the api function did not answer within {INTEGRATION_TIMEOUT_S:.0f} s; retry later",
+                req_id,
             )
             return
         except Exception:
@@ -392,6 +396,40 @@ class _RequestHandler(BaseHTTPRequestHandler):
             self._error(500, "internal_error", "internal error", req_id)
             return
         self._respond(response, req_id)
+
+    def _refused_early(self, req_id: str) -> bool:
+        """Everything answered before the body is read: the runtime's pages, the streams, an unmatched route, the
+        authorizer's refusals. True when answered (the route and the caller's claims are kept otherwise)."""
+        gateway = self.gateway
+        path = urlsplit(self.path).path or "/"
+        page = gateway.pages(self.command, path) if gateway.pages else None
+        if page is not None:
+            if not _local_host(self.headers.get("Host") or ""):
+                self._error(403, "forbidden", "this page is served to 127.0.0.1, [::1] or localhost only", req_id)
+            else:
+                self._send(*page, req_id)
+            return True
+        if gateway.streams is not None and gateway.streams.matches(self.command, path):
+            self._open_stream(gateway.streams, path, req_id)
+            return True
+        self._route, self._parameters = gateway.match(self.command, path)
+        self._claims: dict[str, str] | None = None
+        self._scopes: list[str] | None = None
+        if self._route is None:
+            self._send(404, {"content-type": "application/json"}, NOT_FOUND_BODY, req_id)
+            return True
+        if not self._route.public:
+            tenant = gateway.authorizer.tenant_for(self.headers.get("Authorization"))
+            if tenant is None:
+                self._error(
+                    401, "unauthorized", "a valid bearer token is needed (Authorization: Bearer <token>)", req_id
+                )
+                return True
+            self._claims, self._scopes = gateway.authorizer.claims(tenant)
+            if self._route.admin and ADMIN_SCOPE not in (self._scopes or []):
+                self._error(403, "forbidden", f"this route needs the {ADMIN_SCOPE} scope", req_id)
+                return True
+        return False
 
     def _open_stream(self, streams: Streams, path: str, req_id: str) -> None:
         """A stream for its tenant: the token from Authorization or, as a browser's EventSource cannot send
@@ -501,12 +539,40 @@ class _RequestHandler(BaseHTTPRequestHandler):
         for cookie in cookies or []:
             self.send_header("set-cookie", cookie)
         self.send_header("apigw-requestid", req_id)
+        self.send_header("x-content-type-options", "nosniff")
         self.send_header("content-length", str(len(body)))
+        if not getattr(self, "_body_read", True) and self._declares_body():
+            # Answered without reading the body: the connection cannot carry another request.
+            self.close_connection = True
+            self.send_header("connection", "close")
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
         if self.gateway.on_response:
             self.gateway.on_response(status)
+
+    def _declares_body(self) -> bool:
+        headers = getattr(self, "headers", None)
+        if headers is None:
+            return False
+        length = (headers.get("Content-Length") or "0").strip()
+        return length != "0" or "chunked" in (headers.get("Transfer-Encoding") or "").lower()
+
+
+def _local_host(host: str) -> bool:
+    """Whether a Host header names this machine by address or as localhost (never a name DNS could rebind)."""
+    name = host.strip().lower()
+    if name.startswith("["):
+        name = name[1:].partition("]")[0]
+    elif name.count(":") == 1:
+        name = name.partition(":")[0]
+    if name in ("localhost", "localhost."):
+        return True
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
 
 
 class _TooLarge(Exception):

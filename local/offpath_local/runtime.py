@@ -10,8 +10,9 @@ The functions are the real handlers, pointed at the emulator by their environmen
 takes the place of an AWS account, so it sets that environment for itself: `AWS_ENDPOINT_URL`, fake
 credentials, region us-east-1, the `OFFPATH_*` variables (offpath/settings.py).
 
-The data directory is locked while the runtime uses it, and its snapshot (state.py) carries the jobs,
-the queues' messages and the one-time schedules across restarts. Stopping takes no new request, receives
+The data directory is locked while the runtime uses it, and its snapshot (state.py) and journal (journal.py)
+carry the jobs, the queues' messages and the one-time schedules across restarts, a crash included.
+Stopping takes no new request, receives
 no new batch and fires no schedule, lets the batches in flight finish within a grace period, writes the
 snapshot, then stops the emulator; a batch still running after the grace period is given up (its job
 is RUNNING with a lease and its message in flight in the snapshot: the next start recovers it).
@@ -33,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from offpath.contract import READ_FUNCTION
-from offpath.naming import read_function_name
+from offpath.naming import TABLE_KEY, read_function_name
 from offpath_local.alarms import AlarmEvaluator, EventCounts
 from offpath_local.console import local_pages
 from offpath_local.emulator import CREDENTIALS, Emulator, QueuePeek
@@ -50,6 +51,7 @@ from offpath_local.functions import (
 )
 from offpath_local.gateway import Authorizer, Gateway
 from offpath_local.job_events import ConsoleSummary, JobEvents
+from offpath_local.journal import Journal, apply
 from offpath_local.notices import DeliveryFunction, LoopbackResolver, NotifierFunction
 from offpath_local.operations import AlarmChanges, LocalAlarms, LocalStats
 from offpath_local.output import Output
@@ -71,7 +73,7 @@ from offpath_local.resources import (
     worker_function_name,
 )
 from offpath_local.scheduler_clock import SchedulerClock, VirtualTime
-from offpath_local.state import DataLock, Snapshot, StateSaver, StateSources, restore
+from offpath_local.state import DataLock, Snapshot, StateSaver, StateSources, empty_state, restore
 from offpath_local.streams import StreamPlayer, failure_sender
 
 logger = logging.getLogger("offpath.local.runtime")
@@ -151,7 +153,8 @@ class LocalRuntime:
         self.events = JobEvents()
         self.counts = EventCounts()
         self.alarm_changes = AlarmChanges()
-        self.emulator = Emulator(config.host)
+        self.journal = Journal(self.data_dir)
+        self.emulator = Emulator(config.host, journal=self.journal)
         self.resources: Resources | None = None
         self.tokens: dict[str, str] = {}
         self.admins: tuple[str, ...] = ()
@@ -170,6 +173,8 @@ class LocalRuntime:
         self._alarms: AlarmEvaluator | None = None
         self._secret_cipher: Any = None
         self._state_live = False  # the emulator holds the data directory's state: it is saved at stop
+        self._replayed = 0  # journal records applied over the snapshot at start
+        self._umask: int | None = None
         self._wrote_server_file = False
         self._hurry = threading.Event()
         # The table's stream, played to the notifier; `streams.subscribe(f)` gives f every record's job events.
@@ -184,6 +189,7 @@ class LocalRuntime:
         started = time.perf_counter()
         config = self.config
         self.lock.acquire()
+        self._private_files()
         self.output.install()
         try:
             self._start(config)
@@ -201,6 +207,7 @@ class LocalRuntime:
         self._point_sdk_at_emulator()
         if config.fresh:
             self.snapshot.remove()
+            self.journal.remove_all()
 
         from offpath.jobs import load_job_types
 
@@ -353,8 +360,14 @@ class LocalRuntime:
 
         # The snapshot, from now on every few seconds while something changes, and at stop.
         self._saver = StateSaver(
-            sources, self.snapshot, lambda: self.emulator.version(sources.queue_names), config.save_every_s
+            sources,
+            self.snapshot,
+            lambda: self.emulator.version(sources.queue_names),
+            config.save_every_s,
+            journal=self.journal,
         )
+        if self._replayed:  # the journal replayed is folded into a snapshot at once
+            self._saver.save()
         self._saver.start()
 
         # The HTTP API last: when it answers, everything behind it runs.
@@ -469,6 +482,9 @@ class LocalRuntime:
                 self.output.say(f"offpath local: {self.faults.summary()} (listed in {FAULTS_FILE})")
             self.faults.close()
         self._restore_env()
+        if self._umask is not None:
+            os.umask(self._umask)
+            self._umask = None
         # Batches given up still run: what they log goes on to the log file, not to the console.
         self.output.restore(keep_function_log=self.abandoned > 0)
         self._started = False
@@ -527,7 +543,8 @@ class LocalRuntime:
             role = " (admin)" if name in self.admins else ""
             lines.append(f"  tenant     {name}{role}   token {secret}")
         lines += [
-            f"  emulator   {self.emulator.endpoint}  (moto: DynamoDB, SQS, EventBridge Scheduler, CloudWatch)",
+            f"  emulator   {self.emulator.address}  (moto: DynamoDB, SQS, EventBridge Scheduler, CloudWatch; it answers"
+            " only this runtime)",
             f"  data       {self.data_dir}/  (function logs: offpath.log, alarm changes: alarms.jsonl)",
             f"  state      {self._state_line()}",
             *(
@@ -558,7 +575,11 @@ class LocalRuntime:
         if self.restored is None:
             return f"nothing saved yet; {kept}"
         r = self.restored
-        return f"restored {r['jobs']} job(s), {r['messages']} queued message(s), {r['schedules']} one-time schedule(s)"
+        return (
+            f"restored {r['jobs']} job(s), {r['messages']} queued message(s), {r['schedules']} one-time schedule(s)"
+            f" and {r['records']} other record(s) (idempotency keys, once marks...)"
+            + (f"; {self._replayed} journaled change(s) replayed" if self._replayed else "")
+        )
 
     # -- internals ----------------------------------------------------------------------------
 
@@ -656,12 +677,26 @@ class LocalRuntime:
         )
 
     def _restore(self, sources: StateSources) -> dict[str, Any] | None:
-        """The snapshot into the fresh emulator, before anything runs; from here on the state is saved at stop."""
+        """The snapshot and the journal after it into the fresh emulator, before anything runs; from here on every
+        change is journaled, and the state is saved at stop."""
         saved = None if self.config.fresh else self.snapshot.load()
+        records = list(self.journal.records())
+        if records:
+            saved = saved if saved is not None else empty_state(sources.table_name)
+            self._replayed = apply(saved, records, TABLE_KEY, sources.schedule_group)
         if saved is not None:
             self.restored = restore(sources, saved)
+        self.journal.start()
         self._state_live = True
         return saved
+
+    def _private_files(self) -> None:
+        """The data directory is its owner's alone (state.DataLock made it 0700), and so is every file in it: files
+        made from now on (umask 077 while the runtime runs), and those an earlier version left readable."""
+        self._umask = os.umask(0o077)
+        for path in self.data_dir.iterdir():
+            if path.is_file() and not path.is_symlink():
+                path.chmod(0o600)
 
     def _restore_alarms(self, cloudwatch: Any, states: dict[str, str]) -> None:
         assert self._alarms is not None

@@ -10,9 +10,9 @@ ticket. The exit code is 0 when nothing failed, 1 otherwise.
 It touches only what it made: two jobs of its own (finished jobs expire with the table's TTL), and the alarm's
 state for a few minutes (it notifies the alarm topic). A redrive moves every message of the DLQ back, so it runs
 only when the DLQ held nothing before the smoke's own message; otherwise it is skipped (not failed), and the
-poison job is retried by hand instead (`POST /jobs/{id}/retry`): it succeeds, and the message it left in the
-DLQ is acknowledged as a duplicate by whichever redrive comes next. The smoke never receives a DLQ's messages:
-some of them would be other tenants'.
+poison job is retried by hand instead (`POST /jobs/{id}/retry`): it succeeds, and the retry takes its message
+out of the DLQ (one the retry's bounded search misses is acknowledged as a duplicate by whichever redrive comes
+next). The smoke never receives a DLQ's messages itself: some of them would be other tenants'.
 
 The API is called with SigV4 (the standard AWS credential chain) or a bearer token (`--token`: a JWT-authorised
 stage, or the embedded runtime); CloudWatch with the AWS credentials, at `--aws-endpoint` if given
@@ -169,7 +169,7 @@ class Smoke:
         if redriven:
             self._skip("cleanup", "nothing to clean: the redrive took the smoke's message out of the DLQ")
         elif poison:
-            self._step("cleanup", lambda: self._cleanup(str(poison)))
+            self._step("cleanup", lambda: self._cleanup(str(poison), int(in_dlq or 0)))
         else:
             self._skip("cleanup", "no job of this run failed")
 
@@ -241,10 +241,10 @@ class Smoke:
         self._note(f"dashboard {self.prefix} with {widgets} widgets")
         return self.prefix
 
-    def _cleanup(self, job_id: str) -> str:
-        """Without a redrive: the poison job retried by hand, so it succeeds. Its message stays in the DLQ (taking
-        it out would mean receiving the others' messages too); the next redrive finds the job SUCCEEDED and
-        acknowledges it as a duplicate."""
+    def _cleanup(self, job_id: str, depth_with_it: int) -> str:
+        """Without a redrive: the poison job retried by hand, so it succeeds; the retry removes its message from
+        the DLQ when its search finds it. A DLQ no shallower than it was with the message says it may have stayed:
+        the next redrive finds the job SUCCEEDED and acknowledges it as a duplicate."""
         answer = self.api.call("POST", f"/jobs/{job_id}/retry")
         if answer.status != 202:
             raise StepFailed(f"POST /jobs/{job_id}/retry answered {answer.status}: {answer.error_text()}")
@@ -255,9 +255,11 @@ class Smoke:
             raise StepFailed(f"job {job_id}, retried by hand, ended {job['status']}: {job.get('error')}")
         self._note(f"job {job_id} retried by hand and SUCCEEDED")
         self.report.cleaned.append(f"job {job_id} retried by hand (SUCCEEDED)")
-        self.report.left.append(
-            f"job {job_id}'s message in {dlq_name(self.prefix, self.queue)} (the next redrive drops it as a duplicate)"
-        )
+        if self._dlq_depth() >= depth_with_it:
+            self.report.left.append(
+                f"job {job_id}'s message in {dlq_name(self.prefix, self.queue)} (the next redrive drops it as a "
+                "duplicate)"
+            )
         return job_id
 
     # -- helpers ----------------------------------------------------------------------------------------

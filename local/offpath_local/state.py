@@ -25,8 +25,14 @@ is served:
 - the alarms' states (so a restart does not record a change that did not happen).
 
 It is written atomically (a temporary file, then a rename) when the runtime stops, after the work in
-flight has finished or been given up, and every few seconds while something changed, so a crash loses
-at most the last few seconds. Not kept: CloudWatch metric data (the evaluator publishes afresh),
+flight has finished or been given up, and every few seconds while something changed. Between two snapshots
+every change is in the journal (journal.py), on disk before its request is answered; at start the journal is
+replayed over the snapshot, so a crash (even SIGKILL) loses nothing that was acknowledged. A snapshot that
+cannot be read stops the start with an error naming it (`--fresh` starts empty): the runtime never serves an
+empty system in place of a damaged one.
+
+The directory is the user's alone (0700) and its files 0600: `events.jsonl` and `offpath.log` hold every
+tenant's results. Not kept: CloudWatch metric data (the evaluator publishes afresh),
 redrive tasks in progress, and Lambda's queue of asynchronous invocations not yet run (the sweeper sends
 a job whose message never left).
 """
@@ -46,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from offpath.naming import TABLE_KEY
+from offpath_local.journal import Journal
 from offpath_local.periodic import Periodic
 
 logger = logging.getLogger("offpath.local.state")
@@ -55,6 +62,8 @@ SNAPSHOT_FILE = "state.json"
 SERVER_FILE = "local.json"
 FORMAT = 1
 SAVE_EVERY_S = 5.0
+# A job item's partition key starts with this (offpath.adapters.dynamodb_store); every other item is a record.
+JOB_PREFIX = "JOB#"
 # A save never takes more than this share of the runtime's time (a large table takes a while to write out).
 SAVE_SHARE = 0.2
 # What a schedule's description says and the Scheduler returns, as create_schedule takes it back.
@@ -73,6 +82,16 @@ class DataDirectoryInUse(Exception):
     """Another instance holds the data directory's lock."""
 
 
+class UnreadableSnapshot(Exception):
+    """The data directory's snapshot exists but cannot be read: the runtime does not start."""
+
+
+def private_directory(path: Path) -> None:
+    """The data directory, made (or made again) readable by its owner only."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path.chmod(0o700)
+
+
 class DataLock:
     """The exclusive lock of a data directory, held from `acquire` to `release` (or the end of the process)."""
 
@@ -83,7 +102,7 @@ class DataLock:
 
     def acquire(self) -> None:
         """Raises DataDirectoryInUse, having changed nothing in the directory, when another instance holds it."""
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        private_directory(self.data_dir)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -155,9 +174,15 @@ def capture(sources: StateSources) -> dict[str, Any]:
     }
 
 
+def empty_state(table_name: str) -> dict[str, Any]:
+    """The state of a data directory with no snapshot yet (its journal is replayed over it)."""
+    return {"format": FORMAT, "queues": {}, "table": {"name": table_name, "items": []}, "schedules": [], "alarms": {}}
+
+
 def restore(sources: StateSources, state: dict[str, Any]) -> dict[str, int]:
     """Puts a captured state into a fresh emulator (its resources already created). Returns what was restored,
-    by kind."""
+    by kind: `jobs` counts the jobs, `records` the table's other items (idempotency keys, `ctx.once` marks,
+    webhook endpoints...)."""
     saved = list((state.get("table") or {}).get("items") or [])
     # A snapshot made before the table's sort key (2026-12-01) holds items the table's key no longer fits.
     items = [item for item in saved if all(name in item for name in TABLE_KEY)]
@@ -175,7 +200,8 @@ def restore(sources: StateSources, state: dict[str, Any]) -> dict[str, int]:
     for schedule in state.get("schedules") or []:
         if _create_schedule(sources, schedule):
             schedules += 1
-    return {"jobs": len(items), "messages": messages, "schedules": schedules}
+    jobs = sum(1 for item in items if str((item.get(TABLE_KEY[0]) or {}).get("S", "")).startswith(JOB_PREFIX))
+    return {"jobs": jobs, "records": len(items) - jobs, "messages": messages, "schedules": schedules}
 
 
 def _schedules(sources: StateSources) -> list[dict[str, Any]]:
@@ -222,7 +248,8 @@ class Snapshot:
         self.path = Path(data_dir) / SNAPSHOT_FILE
 
     def load(self) -> dict[str, Any] | None:
-        """The saved state; None when there is none. A file that cannot be read is kept aside, not lost."""
+        """The saved state; None when there is none. A file that cannot be read raises UnreadableSnapshot and is
+        left as it is (nothing is served in place of what it held)."""
         if not self.path.exists():
             return None
         try:
@@ -230,10 +257,11 @@ class Snapshot:
             if not isinstance(state, dict) or state.get("format") != FORMAT:
                 raise ValueError(f"not a state of format {FORMAT}")
         except (OSError, ValueError) as error:
-            aside = self.path.with_name(f"{SNAPSHOT_FILE}.unreadable-{int(time.time())}")
-            self.path.replace(aside)
-            logger.warning("%s could not be read (%s): starting empty; it is kept as %s", self.path, error, aside.name)
-            return None
+            raise UnreadableSnapshot(
+                f"the saved state {self.path} cannot be read ({error}); nothing was started, so as not to serve an "
+                "empty system in its place. Repair or restore that file, or start with --fresh to start empty "
+                "(it discards the saved jobs)."
+            ) from None
         return state
 
     def write(self, state: dict[str, Any]) -> None:
@@ -244,6 +272,11 @@ class Snapshot:
             os.fsync(file.fileno())
         os.chmod(temporary, 0o600)
         temporary.replace(self.path)
+        directory = os.open(self.path.parent, os.O_RDONLY)
+        try:
+            os.fsync(directory)  # the rename is on disk before the journal files it covers are deleted
+        finally:
+            os.close(directory)
 
     def remove(self) -> None:
         self.path.unlink(missing_ok=True)
@@ -261,8 +294,10 @@ class StateSaver(Periodic):
         snapshot: Snapshot,
         version: Callable[[], Any],
         interval_s: float = SAVE_EVERY_S,
+        journal: Journal | None = None,
     ) -> None:
         super().__init__(interval_s)
+        self.journal = journal
         self.sources = sources
         self.snapshot = snapshot
         self.version = version
@@ -278,8 +313,12 @@ class StateSaver(Periodic):
     def save(self) -> dict[str, Any]:
         started = time.monotonic()
         version = self.version()
+        # The journal moves to a new file first: the snapshot covers every record of the older ones.
+        segment = self.journal.rotate() if self.journal is not None else None
         state = capture(self.sources)
         self.snapshot.write(state)
+        if self.journal is not None and segment is not None:
+            self.journal.remove_before(segment)
         self._saved_version = version
         self.saves += 1
         took = time.monotonic() - started

@@ -165,6 +165,8 @@ class StreamPlayer:
                 continue
             if self._invoke_once():
                 failures = 0
+                if not self._pending:  # caught up: the next read after the poll interval, as Lambda polls
+                    self._stop.wait(self.poll_s)
                 continue
             self.retries += 1
             self._stop.wait(self.retry_pauses_s[min(failures, len(self.retry_pauses_s) - 1)])

@@ -205,10 +205,33 @@ def test_a_failed_job_is_retried_from_its_page_and_succeeds(console: OpenConsole
     fields = admin.page.locator("main dl.fields")
     expect(fields).to_contain_text("Retried by hand")
     timeline = admin.page.locator("main ol.timeline")
-    expect(timeline).to_contain_text("Attempt 1 failed: permanent error: retry me")
+    expect(timeline).to_contain_text("Attempt 1 failed: PermanentError: retry me")
     expect(timeline).to_contain_text("Attempt 1 succeeded")
     admin.screenshot("job-retried")
     assert local.job(job_id)["retries"] == 1
+
+
+def test_a_failed_attempts_traceback_unfolds_on_the_job_page_as_text_beside_its_trace(
+    console: OpenConsole, local: Local
+) -> None:
+    trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+    headers = {"traceparent": f"00-{trace}-00f067aa0ba902b7-01"}
+    job_id = submit(local, "demo.poison", {"reason": HOSTILE}, headers=headers)
+    local.wait_for_job(job_id, {"FAILED"}, timeout_s=30)
+    admin = console(TOKEN_A).open(f"/console/jobs/{job_id}")
+    expect(admin.page.locator("main dl.fields")).to_contain_text(f"Trace{trace}")
+    timeline = admin.page.locator("main ol.timeline")
+    expect(timeline).to_contain_text(f"Attempt 1 failed: PermanentError: {HOSTILE}")
+    traceback = timeline.locator("details.traceback")
+    expect(traceback.locator("pre")).not_to_be_visible()
+
+    traceback.locator("summary").click()
+
+    expect(traceback.locator("pre")).to_be_visible()
+    expect(traceback.locator("pre")).to_have_text(re.compile(r"^offpath/jobs/demo\.py:\d+ in poison\s*$"))
+    admin.screenshot("job-traceback")
+    assert admin.page.locator("main img").count() == 0
+    assert admin.page.evaluate("window.pwned") is None
 
 
 def test_a_dead_letter_is_retried_from_its_queue_page(console: OpenConsole, local: Local) -> None:
@@ -221,6 +244,59 @@ def test_a_dead_letter_is_retried_from_its_queue_page(console: OpenConsole, loca
     expect(admin.page.locator("main .notice")).to_contain_text(f"Retried {job_id}: QUEUED")
     local.wait_for_job(job_id, {"SUCCEEDED"}, timeout_s=30)
     expect(row(admin, job_id)).to_have_count(0, timeout=RUN_S)
+
+
+def test_a_dead_letter_is_discarded_from_its_queue_page_after_a_question(console: OpenConsole, local: Local) -> None:
+    job_id = dead_letter(local, reason="discard me")
+    admin = console(TOKEN_A).open("/console/queues/default")
+    admin.answer = False
+    row(admin, job_id).get_by_role("button", name="Discard").click()
+    assert local.job(job_id)["discarded_at"] is None, "dismissed: nothing happens"
+    admin.answer = True
+
+    row(admin, job_id).get_by_role("button", name="Discard").click()
+
+    expect(admin.page.locator("main .notice")).to_contain_text(f"Discarded the dead letter of {job_id}")
+    assert admin.questions == 2 * [
+        f"Discard the dead letter of job {job_id} (demo.poison)? It leaves the default DLQ for good; "
+        "the job stays FAILED and a redrive will not run it."
+    ]
+    expect(row(admin, job_id)).to_have_count(0, timeout=RUN_S)
+    job = local.job(job_id)
+    assert (job["status"], job["discarded_at"] is not None) == ("FAILED", True)
+
+
+def test_selected_dead_letters_are_retried_and_discarded_together(console: OpenConsole, local: Local) -> None:
+    retried = [submit(local, "demo.poison", {"reason": "retry us", "first_run_only": True}) for _ in range(2)]
+    discarded = [dead_letter(local, reason="discard us") for _ in range(2)]
+    for job_id in retried:
+        local.wait_for_job(job_id, {"FAILED"}, timeout_s=30)
+    admin = console(TOKEN_A).open("/console/queues/default")
+    for job_id in retried + discarded:
+        expect(row(admin, job_id)).to_have_count(1)
+    admin.screenshot("dlq-table")
+
+    for job_id in retried:
+        row(admin, job_id).get_by_role("checkbox").check()
+    expect(admin.page.locator("main")).to_contain_text("2 selected")
+    admin.page.get_by_role("button", name="Retry selected").click()
+    expect(admin.page.locator("main .notice")).to_contain_text("Retried 2 of 2 jobs")
+    for job_id in discarded:
+        row(admin, job_id).get_by_role("checkbox").check()
+    admin.page.get_by_role("button", name="Discard selected").click()
+
+    expect(admin.page.locator("main .notice")).to_contain_text("Discarded the dead letters of 2 of 2 jobs")
+    assert admin.questions == [
+        "Run 2 selected jobs again, each with a fresh attempt budget? Their dead letters leave the default DLQ.",
+        "Discard the dead letters of 2 selected jobs? They leave the default DLQ for good; "
+        "the jobs stay FAILED and a redrive will not run them.",
+    ]
+    for job_id in retried:
+        assert local.wait_for_job(job_id, {"SUCCEEDED"}, timeout_s=30)["retries"] == 1
+    for job_id in discarded:
+        job = local.job(job_id)
+        assert (job["status"], job["discarded_at"] is not None) == ("FAILED", True)
+        expect(row(admin, job_id)).to_have_count(0, timeout=RUN_S)
 
 
 def test_the_overview_charts_the_last_hour_and_shows_the_alarms(console: OpenConsole, local: Local) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -70,6 +71,21 @@ def test_status_of_a_job(target: Target, capsys: pytest.CaptureFixture[str]) -> 
     assert code == OK
     assert job_id in out
     assert "SUCCEEDED" in out
+
+
+def test_status_of_a_failed_job_shows_its_attempts_error_and_traceback(
+    target: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job_id = target.submit("demo.poison", {"reason": "no such account"}).body["job_id"]
+    target.wait_for_job(job_id, {"FAILED"})
+
+    code = run(target, "status", job_id)
+
+    lines = capsys.readouterr().out.splitlines()
+    assert code == REFUSED, "a FAILED job's status exits 1"
+    assert "attempt 1        FAILED PermanentError: no such account" in lines
+    (frame,) = [line for line in lines if "offpath/jobs/demo.py:" in line]
+    assert re.fullmatch(r" {18}offpath/jobs/demo\.py:\d+ in poison", frame), frame
 
 
 def test_a_refused_request_exits_1_with_the_reason(target: Target, capsys: pytest.CaptureFixture[str]) -> None:
@@ -156,6 +172,33 @@ def test_retry_runs_a_cancelled_job_again(target: Target, capsys: pytest.Capture
 
     assert code == OK
     assert json.loads(capsys.readouterr().out)["status"] in {"QUEUED", "SCHEDULED"}
+
+
+@pytest.mark.needs("admin")
+def test_discard_removes_a_failed_jobs_dead_letter(target: Target, capsys: pytest.CaptureFixture[str]) -> None:
+    job_id = target.submit("demo.poison", {"reason": "cli discard"}).body["job_id"]
+    target.parked.add(job_id)
+    target.wait_for_job(job_id, {"FAILED"})
+    capsys.readouterr()
+
+    code = run(target, "discard", "default", job_id)
+    again = run(target, "discard", "default", job_id)
+
+    captured = capsys.readouterr()
+    assert (code, again) == (OK, REFUSED)
+    target.parked.discard(job_id)
+    assert "FAILED" in captured.out
+    assert "discarded_at" in captured.out
+    assert "404" in captured.err
+    assert target.job(job_id)["discarded_at"] is not None
+
+
+@pytest.mark.needs("admin")
+def test_discard_with_a_bad_queue_name_exits_1(target: Target, capsys: pytest.CaptureFixture[str]) -> None:
+    code = run(target, "discard", "no-such-queue", "0" * 32)
+
+    assert code == REFUSED
+    assert "422" in capsys.readouterr().err
 
 
 def test_job_types_alarms_and_stats_print_tables(target: Target, capsys: pytest.CaptureFixture[str]) -> None:

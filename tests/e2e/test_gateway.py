@@ -276,3 +276,115 @@ def test_a_function_that_raises_is_answered_500_in_the_envelope() -> None:
 
     assert answer.status == 500
     assert answer.body == {"error": {"code": "internal_error", "message": "internal error"}}
+
+
+# -- what the gateway answers before, or instead of, the function (hygiene) ------------------------
+
+
+def test_a_request_answered_503_while_it_waited_for_the_function_never_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+    import types
+
+    from offpath_local import gateway as gateway_module
+    from offpath_local.functions import ApiFunction
+
+    ran: list[str] = []
+    api = ApiFunction.__new__(ApiFunction)  # the api function's queue, in front of a handler that records its runs
+    api.name, api._services = "api", None
+    api._one_at_a_time = threading.Lock()
+    api._executor = ThreadPoolExecutor(2)
+    api._module = types.SimpleNamespace(
+        handler=lambda event, context, services: ran.append(event["body"]) or {"statusCode": 202, "body": "{}"}
+    )
+    monkeypatch.setattr(gateway_module, "INTEGRATION_TIMEOUT_S", 0.3)
+    server = Gateway(api.invoke, Authorizer({TENANT_A: TOKEN_A}), port=0)
+    server.start()
+    local = Local(server.url, Path(), Path())
+    try:
+        with api._one_at_a_time:  # the function is busy for longer than the integration timeout
+            refused = local.call("POST", "/jobs", token=TOKEN_A, body={"n": "refused"})
+        accepted = local.call("POST", "/jobs", token=TOKEN_A, body={"n": "accepted"})
+    finally:
+        server.stop()
+        api._executor.shutdown(wait=True)
+
+    assert refused.status == 503
+    assert refused.body["error"]["code"] == "unavailable"
+    assert accepted.status == 202
+    assert ran == ['{"n": "accepted"}']
+
+
+def test_a_request_without_a_valid_token_is_refused_before_its_body_is_read(
+    gateway: tuple[Gateway, list[dict[str, Any]]],
+) -> None:
+    server, invoked = gateway
+    request = "\r\n".join(["POST /jobs HTTP/1.1", "Host: 127.0.0.1", "Content-Length: 5000000", "", ""]).encode()
+
+    status, body = raw_exchange(server, request)  # the body is never sent: the answer cannot wait for it
+
+    assert status == 401
+    assert json.loads(body)["error"]["code"] == "unauthorized"
+    assert invoked == []
+
+
+def test_a_client_that_stops_sending_mid_request_is_disconnected() -> None:
+    server = Gateway(
+        lambda event, timeout_s: {"statusCode": 200}, Authorizer({TENANT_A: TOKEN_A}), port=0, client_timeout_s=0.5
+    )
+    server.start()
+    try:
+        with socket.create_connection((server.host, server.port), timeout=30) as conn:
+            conn.sendall(b"POST /jobs HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # and nothing more
+            closed = conn.recv(1024)
+    finally:
+        server.stop()
+
+    assert closed == b""
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "status"),
+    [
+        (b"GARBAGE\r\n\r\n", 400),
+        (b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"x" * 70000 + b"\r\n\r\n", 431),
+        (b"GET /" + b"x" * 70000 + b" HTTP/1.1\r\n\r\n", 414),
+        (b"get /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 501),
+        (b"GET /health HTTP/2.0\r\nHost: 127.0.0.1\r\n\r\n", 505),
+    ],
+    ids=["request-line", "header", "uri", "method", "version"],
+)
+def test_what_http_server_refuses_is_answered_in_the_json_envelope(
+    gateway: tuple[Gateway, list[dict[str, Any]]], request_bytes: bytes, status: int
+) -> None:
+    server, invoked = gateway
+
+    answered, body = raw_exchange(server, request_bytes)
+
+    assert answered == status
+    assert set(json.loads(body)["error"]) == {"code", "message"}
+    assert invoked == []
+
+
+def test_every_answer_says_nosniff(local: Local) -> None:
+    for path, token in (("/health", None), ("/jobs", TOKEN_A), ("/jobs/nope", TOKEN_A), ("/nowhere", None)):
+        answer = local.call("GET", path, token=token)
+        assert answer.headers.get("x-content-type-options") == "nosniff", (path, answer.status)
+
+
+@pytest.mark.parametrize(
+    ("host", "status"),
+    [("127.0.0.1:8000", 200), ("localhost:8000", 200), ("[::1]:8000", 200), ("rebound.example.com:8000", 403)],
+)
+def test_the_metrics_page_answers_only_a_local_host_name(host: str, status: int) -> None:
+    def pages(method: str, path: str) -> tuple[int, dict[str, str], bytes] | None:
+        return (200, {"content-type": "text/plain"}, b"offpath_jobs 1\n") if path == "/metrics" else None
+
+    server = Gateway(lambda event, timeout_s: {"statusCode": 200}, Authorizer({TENANT_A: TOKEN_A}), port=0, pages=pages)
+    server.start()
+    try:
+        answered, body = raw_exchange(server, f"GET /metrics HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+    finally:
+        server.stop()
+
+    assert answered == status
+    assert body == b"offpath_jobs 1\n" if status == 200 else json.loads(body)["error"]["code"] == "forbidden"

@@ -119,3 +119,22 @@ def test_a_scheduled_job_can_be_cancelled_before_it_runs(target: Target) -> None
     assert cancelled.status == 200
     assert cancelled.body["status"] == "CANCELLED"
     assert target.job(submitted.body["job_id"])["status"] == "CANCELLED"
+
+
+def test_a_callers_traceparent_is_the_jobs_trace_from_submit_to_its_end(target: Target) -> None:
+    trace = uuid.uuid4().hex
+    submitted = target.submit("demo.echo", {"n": 1}, headers={"traceparent": f"00-{trace}-00f067aa0ba902b7-01"})
+    assert submitted.status == 202
+    assert submitted.body["trace_id"] == trace
+
+    job = target.wait_for_job(submitted.body["job_id"], {"SUCCEEDED", "FAILED"})
+
+    assert (job["status"], job["trace_id"]) == ("SUCCEEDED", trace)
+
+
+def test_an_invalid_traceparent_is_ignored_and_the_job_gets_a_trace_of_its_own(target: Target) -> None:
+    submitted = target.submit("demo.echo", {"n": 1}, headers={"traceparent": "00-not-a-trace-01"})
+
+    assert submitted.status == 202
+    assert len(submitted.body["trace_id"]) == 32
+    assert submitted.body["trace_id"] != "not"

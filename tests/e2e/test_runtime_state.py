@@ -8,12 +8,15 @@ Ctrl-C or a service manager would.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -281,3 +284,123 @@ def _age(local: Local, name: str) -> float | None:
             age = q["oldest_age_s"]
             return None if age is None else float(age)
     return None
+
+
+def test_sigkill_under_load_loses_no_accepted_job_runs_no_finished_job_again_and_keeps_every_once_mark(
+    tmp_path: Path, instances: list[Instance]
+) -> None:
+    """A 202 means durable, a crash included: 4 clients submit 60 jobs (half record each run, half send an e-mail
+    guarded by `ctx.once`); SIGKILL when half are accepted; the restart on the same data directory finds every
+    accepted job and finishes it, runs none that had finished again, and sends no e-mail twice."""
+    from offpath_tools.ledger import EFFECTS_ENV, EFFECTS_FILE
+
+    data_dir = tmp_path / "data"
+    env = environment(**{EFFECTS_ENV: str(data_dir / EFFECTS_FILE), "OFFPATH_SWEEP_GRACE_S": "2"})
+    load = ("--load", "offpath_tools.ledger_jobs", *TEST_TIMINGS, "--quiet")
+    first = start(data_dir, tmp_path / "console-1.txt", *load, env=env)
+    instances.append(first)
+    accepted: dict[str, str] = {}  # job id -> the tag or e-mail address its effect names
+    killed = threading.Event()
+
+    def client(number: int) -> None:
+        for n in range(15):
+            name = f"c{number}-{n}"
+            job_type, payload = (
+                ("e2e.batch_effect", {"tag": name})
+                if n % 2
+                else ("send_welcome_email", {"user_id": name, "email": f"{name}@example.com"})
+            )
+            try:
+                answer = first.local.call("POST", "/jobs", token=TOKEN, body={"type": job_type, "payload": payload})
+            except OSError:
+                return  # the runtime is gone: this submit was never answered
+            if killed.is_set():
+                return
+            if answer.status == 202:
+                accepted[str(answer.body["job_id"])] = payload.get("tag") or payload["email"]
+
+    finished: set[str] = set()  # jobs a caller saw SUCCEEDED before the crash (what it reads is on disk)
+
+    def watcher() -> None:
+        while not killed.is_set():
+            for j in [j for j in list(accepted) if j not in finished]:
+                with contextlib.suppress(OSError):
+                    if job(first.local, j)["status"] == "SUCCEEDED" and not killed.is_set():
+                        finished.add(j)
+
+    threads = [threading.Thread(target=client, args=(number,)) for number in range(4)]
+    threads.append(threading.Thread(target=watcher))
+    for thread in threads:
+        thread.start()
+    wait_for(lambda: (len(accepted) >= 30 and len(finished) >= 5) or None, timeout_s=60)
+    killed.set()
+    first.process.kill()
+    first.process.wait(timeout=10)
+    for thread in threads:
+        thread.join(timeout=30)
+    effects_before = len((data_dir / EFFECTS_FILE).read_text().splitlines())
+
+    second = start(data_dir, tmp_path / "console-2.txt", *load, env=env)
+    instances.append(second)
+    local = second.local
+    views = {j: final(local, j, timeout_s=90) for j in accepted}
+
+    assert len(accepted) >= 30
+    assert {j: v["status"] for j, v in views.items()} == dict.fromkeys(accepted, "SUCCEEDED")
+    effects = [json.loads(line) for line in (data_dir / EFFECTS_FILE).read_text().splitlines()]
+    ran_again = [e["tag"] for e in effects[effects_before:] if e.get("effect") == "run"]
+    assert [accepted[j] for j in finished if accepted[j] in ran_again] == []
+    emails = Counter(e["to"] for e in effects if e.get("effect") == "welcome-email")
+    assert [to for to, sent in emails.items() if sent > 1] == []
+    assert second.stop()[0] == 0
+    print(f"accepted {len(accepted)}, finished before the kill {len(finished)}, e-mails {sum(emails.values())}")
+
+
+def test_a_truncated_snapshot_stops_the_start_with_an_error_naming_it_and_fresh(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    damaged = '{"format": 1, "queues": {}, "table": {"name": "offpath-jobs", "items": [{"pk": '
+    (data_dir / "state.json").write_text(damaged)
+
+    refused = subprocess.run(command(data_dir), cwd=ROOT, env=environment(), capture_output=True, text=True, timeout=60)
+
+    assert refused.returncode == 1
+    assert f"the saved state {data_dir / 'state.json'} cannot be read" in refused.stderr
+    assert "--fresh" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert (data_dir / "state.json").read_text() == damaged
+    assert not (data_dir / "local.json").exists()  # nothing was served
+
+
+def test_the_data_directory_is_private_and_the_emulator_answers_only_the_runtime(
+    tmp_path: Path, instances: list[Instance]
+) -> None:
+    import http.client
+
+    data_dir = tmp_path / "data"
+    running = start(data_dir, tmp_path / "console-1.txt")
+    instances.append(running)
+    job_id = submit(running.local, "demo.echo", {"private": True})
+    assert final(running.local, job_id)["status"] == "SUCCEEDED"
+    wait_for(lambda: (data_dir / "events.jsonl").exists() or None)
+    emulator = running.console.split("emulator   http://", 1)[1].split()[0]
+    host, port = emulator.split(":")
+
+    answers = []
+    for method, path, headers in (
+        ("POST", "/moto-api/reset", {}),
+        ("POST", "/", {"X-Amz-Target": "DynamoDB_20120810.DeleteTable", "Content-Type": "application/x-amz-json-1.0"}),
+    ):
+        connection = http.client.HTTPConnection(host, int(port), timeout=10)
+        connection.request(method, path, body=b'{"TableName": "offpath-jobs"}', headers=headers)
+        response = connection.getresponse()
+        answers.append((response.status, json.loads(response.read())["error"]["code"]))
+        connection.close()
+
+    assert answers == [(403, "forbidden"), (403, "forbidden")]
+    assert job(running.local, job_id)["status"] == "SUCCEEDED"  # nothing changed
+    assert oct(data_dir.stat().st_mode & 0o777) == "0o700"
+    modes = {p.name: oct(p.stat().st_mode & 0o777) for p in data_dir.iterdir() if p.is_file()}
+    assert {"events.jsonl", "offpath.log", "local.json", "lock"} <= set(modes)
+    assert {name: mode for name, mode in modes.items() if mode != "0o600"} == {}
+    assert running.stop()[0] == 0

@@ -27,6 +27,7 @@ EXPECTED_ROUTES = {
     "GET /openapi.json",
     "GET /health",
     "POST /queues/{name}/redrive",
+    "DELETE /queues/{name}/dead-letters/{job_id}",
     "POST /schedules/{name}/trigger",
     "GET /stats",
     "GET /alarms",

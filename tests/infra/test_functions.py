@@ -52,6 +52,8 @@ EXPECTED_ACTIONS = {
         "sqs:ListMessageMoveTasks",
         "sqs:ReceiveMessage",
         "sqs:DeleteMessage",
+        # One job's dead letter (a hand retry, a discard): the others it passed over are released.
+        "sqs:ChangeMessageVisibility",
         "cloudwatch:GetMetricData",
         "cloudwatch:ListMetrics",
         "cloudwatch:DescribeAlarms",
@@ -298,6 +300,9 @@ def test_grants_stay_on_the_resources_each_function_uses(default_stack: Synthesi
     assert grants("api")["dynamodb:Query"] == {f"<{table_id}.Arn>"}
     dlq_arns = {f"<{queues[f'offpath-{q}-dlq'][0]}.Arn>" for q in default_stack.registry.queues}
     assert grants("api")["sqs:StartMessageMoveTask"] == dlq_arns
+    # Finding one job's dead letter: receive, delete and release on the DLQs only, never on the job queues.
+    for action in ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"):
+        assert grants("api")[action] == dlq_arns, action
     group_schedules = "arn:<AWS::Partition>:scheduler:<AWS::Region>:<AWS::AccountId>:schedule/offpath-schedules/*"
     for kind in ("api",):
         assert grants(kind)["scheduler:CreateSchedule"] == {group_schedules}

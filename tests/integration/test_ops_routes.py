@@ -10,11 +10,13 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.awsrequest import AWSPreparedRequest
 
 from offpath.adapters.cloudwatch import CloudWatchAlarms
 from offpath.domain.operations import AlarmChange, AlarmState, MinuteStats
+from offpath.domain.ports import JobMessage
 from offpath.tenancy import SYSTEM_TENANT
-from tests.integration.conftest import Pipeline
+from tests.integration.conftest import Answer, Pipeline, operation_of
 
 ADMIN = ["offpath/admin"]
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
@@ -33,6 +35,13 @@ def failed_job(pipeline: Pipeline, **payload: Any) -> str:
     pipeline.drain()
     assert job_of(pipeline, job["job_id"])["status"] == "FAILED"
     return str(job["job_id"])
+
+
+def dlq_depth(pipeline: Pipeline, queue: str = "default") -> int:
+    """The queue's DLQ depth as GET /queues shows it."""
+    code, body, _ = pipeline.call("GET", "/queues", scopes=ADMIN)
+    assert code == 200, body
+    return int(next(q for q in body["queues"] if q["name"] == queue)["dlq_depth"])
 
 
 # -- POST /jobs/{id}/retry -------------------------------------------------------------------------
@@ -55,14 +64,68 @@ def test_a_failed_job_is_retried_by_hand_and_runs_again(pipeline: Pipeline) -> N
         {"recovered": True},
     )
     assert [(a["attempt"], a["outcome"]) for a in done["attempt_history"]] == [(1, "FAILED"), (1, "SUCCEEDED")]
-    assert done["attempt_history"][0]["error"] == "permanent error: broken"
+    assert done["attempt_history"][0]["error"]["message"] == "broken"
+    assert done["attempt_history"][0]["error"]["type"] == "PermanentError"
     assert pipeline.metrics.counts["JobsRetriedByHand"] == 1
 
 
-def test_a_stale_dlq_message_redriven_after_a_hand_retry_does_not_run_the_job_again(pipeline: Pipeline) -> None:
+def refuse_dlq_receives(request: AWSPreparedRequest) -> Answer | None:
+    """SQS refuses to receive from a DLQ (a 500): a hand retry cannot remove the job's dead letter."""
+    body = request.body.decode() if isinstance(request.body, bytes) else str(request.body or "")
+    if operation_of(request) == "AmazonSQS.ReceiveMessage" and "-dlq" in body:
+        return 500, {"Content-Type": "application/json"}, '{"__type": "InternalError", "message": "internal"}'
+    return None
+
+
+def test_a_hand_retry_removes_the_jobs_dead_letter_and_get_queues_shows_it(pipeline: Pipeline) -> None:
+    others = [failed_job(pipeline) for _ in range(3)]
+    job_id = failed_job(pipeline, first_run_only=True)
+    assert dlq_depth(pipeline) == 4
+
+    code, retried, _ = pipeline.call("POST", f"/jobs/{job_id}/retry")
+
+    assert (code, retried["status"]) == (202, "QUEUED")
+    assert dlq_depth(pipeline) == 3, "the retried job's dead letter is gone; the others are visible again at once"
+    assert sorted(m["job_id"] for m in pipeline.dlq_bodies()) == sorted(others)
+    pipeline.drain()
+    assert job_of(pipeline, job_id)["status"] == "SUCCEEDED"
+    assert pipeline.metrics.counts["DeadLettersRemoved"] == 1
+
+
+def test_a_hand_retry_stands_when_the_dead_letter_cannot_be_removed(pipeline: Pipeline, aws_answers: list[Any]) -> None:
+    job_id = failed_job(pipeline, first_run_only=True)
+    aws_answers.append(refuse_dlq_receives)
+
+    code, retried, _ = pipeline.call("POST", f"/jobs/{job_id}/retry")
+    aws_answers.clear()
+
+    assert (code, retried["status"]) == (202, "QUEUED")
+    assert dlq_depth(pipeline) == 1
+    assert pipeline.metrics.counts["DeadLetterRemovalFailed"] == 1
+    pipeline.drain()
+    assert job_of(pipeline, job_id)["status"] == "SUCCEEDED"
+
+
+def test_a_hand_retry_of_a_job_without_a_dead_letter_leaves_the_dlq_alone(pipeline: Pipeline) -> None:
+    other = failed_job(pipeline)
+    _, job, _ = pipeline.submit("demo.echo", {"n": 1})
+    pipeline.call("POST", f"/jobs/{job['job_id']}/cancel")
+
+    code, _, _ = pipeline.call("POST", f"/jobs/{job['job_id']}/retry")
+
+    assert code == 202
+    assert [m["job_id"] for m in pipeline.dlq_bodies()] == [other]
+
+
+def test_a_stale_dlq_message_redriven_after_a_hand_retry_does_not_run_the_job_again(
+    pipeline: Pipeline, aws_answers: list[Any]
+) -> None:
     job_id = failed_job(pipeline, first_run_only=True)
     assert [m["job_id"] for m in pipeline.dlq_bodies()] == [job_id]
+    # The removal misses (as in a DLQ deeper than the search's bound): the message stays behind.
+    aws_answers.append(refuse_dlq_receives)
     pipeline.call("POST", f"/jobs/{job_id}/retry")
+    aws_answers.clear()
     pipeline.drain()
     assert job_of(pipeline, job_id)["status"] == "SUCCEEDED"
     duplicates_before = pipeline.metrics.counts.get("DuplicateDeliveries", 0)
@@ -76,6 +139,103 @@ def test_a_stale_dlq_message_redriven_after_a_hand_retry_does_not_run_the_job_ag
     assert len(after["attempt_history"]) == 2, "the job ran once after the retry"
     assert pipeline.metrics.counts["DuplicateDeliveries"] == duplicates_before + 1
     assert pipeline.depth() == (0, 0), "the stale message was acknowledged"
+
+
+# -- DELETE /queues/{name}/dead-letters/{job_id} ---------------------------------------------------
+
+
+def test_a_discard_removes_the_dead_letter_and_the_job_stays_failed_marked_discarded(pipeline: Pipeline) -> None:
+    other = failed_job(pipeline)
+    job_id = failed_job(pipeline)
+
+    code, body, _ = pipeline.call("DELETE", f"/queues/default/dead-letters/{job_id}", scopes=ADMIN)
+
+    assert code == 200, body
+    assert (body["job_id"], body["status"]) == (job_id, "FAILED")
+    assert body["discarded_at"] is not None
+    assert [m["job_id"] for m in pipeline.dlq_bodies()] == [other]
+    assert dlq_depth(pipeline) == 1
+    job = job_of(pipeline, job_id)
+    assert (job["status"], job["discarded_at"]) == ("FAILED", body["discarded_at"])
+    assert job["error"] == "permanent error: broken"
+
+
+def test_a_redrive_after_a_discard_does_not_run_the_discarded_job(pipeline: Pipeline) -> None:
+    kept = failed_job(pipeline, first_run_only=True)
+    discarded = failed_job(pipeline, first_run_only=True)
+    pipeline.call("DELETE", f"/queues/default/dead-letters/{discarded}", scopes=ADMIN)
+
+    code, body, _ = pipeline.call("POST", "/queues/default/redrive", scopes=ADMIN)
+    pipeline.drain()
+
+    assert (code, body["redrive"]["moved"]) == (202, 1)
+    assert job_of(pipeline, kept)["status"] == "SUCCEEDED"
+    after = job_of(pipeline, discarded)
+    assert (after["status"], after["redrives"], len(after["attempt_history"])) == ("FAILED", 0, 1)
+
+
+def test_a_leftover_copy_of_a_discarded_jobs_message_is_acknowledged_without_running(pipeline: Pipeline) -> None:
+    job_id = failed_job(pipeline, first_run_only=True)
+    pipeline.call("DELETE", f"/queues/default/dead-letters/{job_id}", scopes=ADMIN)
+    # A copy the discard did not meet (a failure recorded twice, the copy beyond the search's bound).
+    pipeline.ports.queue.send_to_dlq("default", JobMessage(job_id, "demo.poison", "tenant-a"), reason="again")
+    duplicates_before = pipeline.metrics.counts.get("DuplicateDeliveries", 0)
+
+    code, body, _ = pipeline.call("POST", "/queues/default/redrive", scopes=ADMIN)
+    pipeline.drain()
+
+    assert (code, body["redrive"]["moved"]) == (202, 1)
+    after = job_of(pipeline, job_id)
+    assert (after["status"], after["redrives"], len(after["attempt_history"])) == ("FAILED", 0, 1)
+    assert pipeline.metrics.counts["DuplicateDeliveries"] == duplicates_before + 1
+    assert pipeline.depth() == (0, 0), "the copy was acknowledged"
+
+
+def test_a_hand_retry_of_a_discarded_job_clears_its_mark(pipeline: Pipeline) -> None:
+    job_id = failed_job(pipeline, first_run_only=True)
+    pipeline.call("DELETE", f"/queues/default/dead-letters/{job_id}", scopes=ADMIN)
+
+    code, retried, _ = pipeline.call("POST", f"/jobs/{job_id}/retry")
+    pipeline.drain()
+
+    assert (code, retried["status"], retried["discarded_at"]) == (202, "QUEUED", None)
+    assert job_of(pipeline, job_id)["status"] == "SUCCEEDED"
+
+
+def test_a_discard_is_for_admins_only(pipeline: Pipeline) -> None:
+    job_id = failed_job(pipeline)
+
+    own, _, _ = pipeline.call("DELETE", f"/queues/default/dead-letters/{job_id}")
+    other, body, _ = pipeline.call("DELETE", f"/queues/default/dead-letters/{job_id}", tenant="tenant-b")
+
+    assert (own, other, body["error"]["code"]) == (403, 403, "forbidden")
+    assert [m["job_id"] for m in pipeline.dlq_bodies()] == [job_id]
+    assert job_of(pipeline, job_id)["discarded_at"] is None
+
+
+def test_a_discard_of_a_job_without_a_dead_letter_is_not_found(pipeline: Pipeline) -> None:
+    failed = failed_job(pipeline)
+    _, done, _ = pipeline.submit("demo.echo", {"n": 1})
+    pipeline.drain()
+
+    unknown = pipeline.call("DELETE", f"/queues/default/dead-letters/{'f' * 32}", scopes=ADMIN)
+    not_failed = pipeline.call("DELETE", f"/queues/default/dead-letters/{done['job_id']}", scopes=ADMIN)
+    other_queue = pipeline.call("DELETE", f"/queues/critical/dead-letters/{failed}", scopes=ADMIN)
+
+    for code, body, _ in (unknown, not_failed, other_queue):
+        assert (code, body["error"]["code"]) == (404, "not_found")
+    assert [m["job_id"] for m in pipeline.dlq_bodies()] == [failed]
+
+
+@pytest.mark.parametrize(
+    ("path", "field"),
+    [("/queues/nope/dead-letters/" + "f" * 32, "name"), ("/queues/default/dead-letters/not-a-job-id", "job_id")],
+)
+def test_a_discard_with_a_bad_queue_or_job_id_is_refused(pipeline: Pipeline, path: str, field: str) -> None:
+    code, body, _ = pipeline.call("DELETE", path, scopes=ADMIN)
+
+    assert (code, body["error"]["code"], body["error"]["field"]) == (422, "invalid_request", field)
+    assert "nope" not in body["error"]["message"] and "not-a-job-id" not in body["error"]["message"]
 
 
 def test_a_cancelled_job_is_retried_and_runs_now(pipeline: Pipeline) -> None:

@@ -87,6 +87,12 @@ def test_every_v1_job_reads_as_it_was_written(upgraded: Pipeline) -> None:
     assert view_of(upgraded, "FAILED")["error"] == "permanent error: bad input"
 
 
+def test_a_v1_attempts_error_string_reads_as_an_error_without_type_or_traceback(upgraded: Pipeline) -> None:
+    (attempt,) = view_of(upgraded, "FAILED")["attempt_history"]
+
+    assert attempt["error"] == {"type": None, "message": "permanent error: bad input", "traceback": None}
+
+
 def test_v1_queued_and_retrying_jobs_succeed_when_their_messages_are_processed(upgraded: Pipeline) -> None:
     # The messages v1 sent for them are still on their queues when the new code starts.
     for label in ("QUEUED", "RETRYING", "KEYED"):

@@ -108,3 +108,17 @@ def test_the_meters_own_reads_are_not_counted_as_the_clients_calls(pipeline: Pip
 
     assert calls == {"DynamoDB.PutItem": 1}
     assert meter.usage.writes == 1
+
+
+def test_a_job_that_fails_once_with_a_traceback_then_succeeds_costs_one_write_unit_a_write(
+    pipeline: Pipeline, meter: CapacityMeter
+) -> None:
+    """The failed attempt's type, message and traceback (two frames) keep every write of the job item within
+    one KiB: submit, claim, retry, claim, success (docs/decisions.md, "Tracebacks")."""
+    _, job, _ = pipeline.submit("demo.flaky", {"fail_first": 1})
+    pipeline.drain()
+
+    assert pipeline.store.get(job["job_id"], tenant="tenant-a").status.value == "SUCCEEDED"  # type: ignore[union-attr]
+    assert [w.operation for w in meter.writes] == ["PutItem"] + ["UpdateItem"] * 4
+    assert max(w.after_bytes for w in meter.writes) < 1024
+    assert meter.usage.table_write_units == 5

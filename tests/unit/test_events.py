@@ -74,3 +74,22 @@ def test_an_event_id_is_stable_for_its_change_and_differs_between_changes() -> N
     failed = running.replace(status=JobStatus.FAILED, updated_at=START + timedelta(seconds=2))
     failed_ids = {event.id for event in events_of_change(running, failed)}
     assert len(failed_ids) == 2
+
+
+def test_only_a_running_jobs_new_progress_is_a_progress_event() -> None:
+    later = START + timedelta(seconds=5)
+    running = a_job(JobStatus.RUNNING, attempt=1, updated_at=START)
+    assert types(running, running.replace(lease_until=later, updated_at=later)) == []  # a lease renewed
+    done = a_job(JobStatus.SUCCEEDED, progress=Progress(1.0), updated_at=START)
+    assert types(done, done.replace(progress=None, updated_at=later)) == []
+
+
+def test_an_event_is_named_by_a_32_hex_digest_and_dated_by_its_write() -> None:
+    running = a_job(JobStatus.RUNNING, attempt=1, updated_at=START)
+    succeeded = running.replace(status=JobStatus.SUCCEEDED, updated_at=START + timedelta(seconds=2))
+
+    event = events_of_change(running, succeeded)[0]
+
+    assert event.id.startswith("evt_") and len(event.id) == 4 + 32
+    assert int(event.id[4:], 16) >= 0
+    assert event.time == START + timedelta(seconds=2)

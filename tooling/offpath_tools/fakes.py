@@ -32,7 +32,7 @@ from offpath.domain.errors import (
     StoreUnavailableError,
     TransitionError,
 )
-from offpath.domain.job import Job, JobStatus, Progress
+from offpath.domain.job import AttemptError, Job, JobStatus, Progress
 from offpath.domain.ports import (
     FILTERED_SCAN_PAGES,
     CreateOutcome,
@@ -180,21 +180,25 @@ class InMemoryJobStore:
             ),
         )
 
-    def record_retry(self, job: Job, *, error: str, now: datetime, next_attempt_at: datetime) -> None:
+    def record_retry(
+        self, job: Job, *, error: str, now: datetime, next_attempt_at: datetime, detail: AttemptError | None = None
+    ) -> None:
         self._fenced(
             "record_retry",
             job,
             lambda current: transitions.schedule_retry(
-                current, attempt=job.attempt, error=error, now=now, delay=next_attempt_at - now
+                current, attempt=job.attempt, error=error, now=now, delay=next_attempt_at - now, detail=detail
             ),
         )
 
-    def record_failure(self, job: Job, *, error: str, now: datetime, expires_at: datetime) -> None:
+    def record_failure(
+        self, job: Job, *, error: str, now: datetime, expires_at: datetime, detail: AttemptError | None = None
+    ) -> None:
         self._fenced(
             "record_failure",
             job,
             lambda current: transitions.fail(
-                current, attempt=job.attempt, error=error, now=now, retention=expires_at - now
+                current, attempt=job.attempt, error=error, now=now, retention=expires_at - now, detail=detail
             ),
         )
 
@@ -265,6 +269,11 @@ class InMemoryJobStore:
             job_id,
             tenant,
             lambda current: transitions.retry_by_hand(current, tenant=tenant, now=now, sweep_at=sweep_at),
+        )
+
+    def discard(self, job_id: str, *, tenant: str, now: datetime) -> Job:
+        return self._owned(
+            "discard", job_id, tenant, lambda current: transitions.discard(current, tenant=tenant, now=now)
         )
 
     def requeue_expired_lease(self, job: Job, *, now: datetime, sweep_at: datetime) -> Job:
@@ -405,6 +414,7 @@ class InMemoryJobQueue:
         self.depths: dict[str, int] = {}
         self.failing_depths: set[str] = set()
         self.depth_reads: list[str] = []
+        self.failing_dead_letter_removals = False
 
     def fail_sends(self, times: int | None = None) -> None:
         """The next `times` sends fail (None: every send from now on); DLQ sends are not affected."""
@@ -464,6 +474,15 @@ class InMemoryJobQueue:
     def send_to_dlq(self, queue: str, message: JobMessage, *, reason: str) -> None:
         with self._lock:
             self.dead_letters.append(DeadLetter(queue, message, reason))
+
+    def remove_dead_letter(self, queue: str, job_id: str) -> JobMessage | None:
+        """Removes every dead letter of the job on `queue`'s DLQ; `failing_dead_letter_removals` makes it fail."""
+        with self._lock:
+            if self.failing_dead_letter_removals:
+                raise QueueUnavailableError("SQS unavailable (injected)")
+            found = [d for d in self.dead_letters if d.queue == queue and d.message.job_id == job_id]
+            self.dead_letters = [d for d in self.dead_letters if d not in found]
+            return found[0].message if found else None
 
 
 # -- metrics ------------------------------------------------------------------------------------

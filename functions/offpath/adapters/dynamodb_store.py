@@ -51,6 +51,7 @@ from offpath.domain.errors import (
 from offpath.domain.job import (
     CANCEL,
     CLAIM,
+    DISCARD,
     ENQUEUE_SCHEDULED,
     FAIL,
     FAIL_EXPIRED_LEASE,
@@ -62,6 +63,7 @@ from offpath.domain.job import (
     RETRY,
     RETRY_BY_HAND,
     SUCCEED,
+    AttemptError,
     AttemptRecord,
     Facts,
     Guard,
@@ -379,17 +381,22 @@ class DynamoDbJobStore:
         )
         self._keep_key(job, now, expires_at)
 
-    def record_retry(self, job: Job, *, error: str, now: datetime, next_attempt_at: datetime) -> None:
+    def record_retry(
+        self, job: Job, *, error: str, now: datetime, next_attempt_at: datetime, detail: AttemptError | None = None
+    ) -> None:
         self._record_outcome(
             RETRY,
             job,
             now,
             "#e = :error, next_attempt_at = :next REMOVE lease_until",
             {":error": error, ":next": iso(next_attempt_at)},
+            detail=detail,
         )
 
-    def record_failure(self, job: Job, *, error: str, now: datetime, expires_at: datetime) -> None:
-        self._record_outcome(FAIL, job, now, FAILED_UPDATE, {":error": error, ":ttl": epoch(expires_at)})
+    def record_failure(
+        self, job: Job, *, error: str, now: datetime, expires_at: datetime, detail: AttemptError | None = None
+    ) -> None:
+        self._record_outcome(FAIL, job, now, FAILED_UPDATE, {":error": error, ":ttl": epoch(expires_at)}, detail=detail)
         self._keep_key(job, now, expires_at)
 
     def fail_expired_lease(self, job: Job, *, now: datetime, expires_at: datetime) -> None:
@@ -429,13 +436,14 @@ class DynamoDbJobStore:
         values: dict[str, Any],
         *,
         outcome: str | None = None,
+        detail: AttemptError | None = None,
     ) -> None:
         """Write how an attempt ended (SUCCEEDED, RETRYING or FAILED), fenced: only while that
         attempt still holds the job. The same write adds the attempt to the job's history: the fence
         makes `job`'s history the stored one."""
         error = values.get(":error")
         ended = outcome or (transition.to or job.status).value
-        history = job.history_with(ended, now, error if isinstance(error, str) else None)
+        history = job.history_with(ended, now, error if isinstance(error, str) else None, detail)
         try:
             self._write(
                 transition,
@@ -524,7 +532,7 @@ class DynamoDbJobStore:
                 sweep_at=sweep_at,
                 # ADD: a job written before hand retries were counted has no `retries` yet.
                 also=", attempt = :zero, resends = :zero "
-                "REMOVE #e, finished_at, expires_at, lease_until, next_attempt_at ADD retries :one",
+                "REMOVE #e, finished_at, expires_at, lease_until, next_attempt_at, discarded_at ADD retries :one",
                 values={":zero": 0, ":one": 1},
                 names={"#e": "error"},
             )
@@ -684,6 +692,21 @@ class DynamoDbJobStore:
                 # This cancel's own write, met by an SDK retry after its response was lost.
                 return current
             raise JobConflictError(current, f"a {current.status.value} job cannot be cancelled") from None
+
+    def discard(self, job_id: str, *, tenant: str, now: datetime) -> Job:
+        # FAILED stays FAILED: an SDK retry of this write meets its own result and simply writes it again.
+        try:
+            return self._write(
+                DISCARD,
+                tenant,
+                job_id,
+                Facts(now=now, tenant=tenant),
+                "SET updated_at = :now, discarded_at = :now",
+                {":now": iso(now)},
+            )
+        except ConditionFailed as failed:
+            current = _tenants_job(failed, job_id)
+            raise JobConflictError(current, f"job is {current.status.value}") from None
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -1042,6 +1065,8 @@ def to_item(job: Job) -> Item:
             "attempt_started_at": when(job.attempt_started_at),
             "attempts_json": attempts_json(job.attempt_history) if job.attempt_history else None,
             "tags": dict(job.tags) if job.tags else None,
+            "trace_id": job.trace_id,
+            "discarded_at": when(job.discarded_at),
         }
     )
 
@@ -1089,6 +1114,8 @@ def from_item(item: Mapping[str, Any]) -> Job:
         attempt_started_at=when("attempt_started_at"),
         attempt_history=attempts_from_json(plain.get("attempts_json")),
         tags=dict(plain.get("tags") or {}),
+        trace_id=plain.get("trace_id"),
+        discarded_at=when("discarded_at"),
     )
 
 
@@ -1101,6 +1128,9 @@ def attempts_json(history: tuple[AttemptRecord, ...]) -> str:
                 "finished_at": iso(record.finished_at),
                 "outcome": record.outcome,
                 "error": record.error,
+                # Written only when known (a reader of the release before ignores them).
+                **({"error_type": record.error_type} if record.error_type is not None else {}),
+                **({"traceback": record.traceback} if record.traceback is not None else {}),
             }
             for record in history
         ],
@@ -1117,10 +1147,28 @@ def attempts_from_json(text: str | None) -> tuple[AttemptRecord, ...]:
             started_at=parse_iso(entry["started_at"]) if entry.get("started_at") else None,
             finished_at=parse_iso(entry["finished_at"]),
             outcome=str(entry["outcome"]),
-            error=entry.get("error"),
+            error=message,
+            error_type=error_type,
+            traceback=entry.get("traceback"),
         )
         for entry in json.loads(text)
+        for error_type, message in (_error_of(entry),)
     )
+
+
+# An attempt error written before the type was kept apart: "ValueError: boom" (`logic.process._describe`). Only a
+# name that reads as an exception class counts ("flaky: ..." was a message of offpath's own errors, untyped).
+_TYPED_ERROR = re.compile(r"([A-Z][A-Za-z0-9_]*(?:Error|Exception|Timeout|Warning)): (.*)", re.DOTALL)
+
+
+def _error_of(entry: dict[str, Any]) -> tuple[str | None, str | None]:
+    """An attempt record's error type and message. A record written before types were kept (no `error_type`)
+    holds one string: its type is read from it when it starts with a class name and a colon, else None."""
+    message = entry.get("error")
+    if "error_type" in entry or not isinstance(message, str):
+        return entry.get("error_type"), message
+    typed = _TYPED_ERROR.fullmatch(message)
+    return (typed.group(1), typed.group(2)) if typed else (None, message)
 
 
 def encode_cursor(tenant: str, positions: list[str | Literal[False] | None]) -> str:

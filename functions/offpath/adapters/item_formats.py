@@ -76,7 +76,10 @@ def v2_adds_the_version(plain: Plain) -> Plain:
 
 
 def v3_adds_the_tags(plain: Plain) -> Plain:
-    """2 -> 3: a job may carry `tags` (a map of text); a job written before has none."""
+    """2 -> 3: a job may carry `tags` (a map of text), `trace_id` (its W3C trace) and `discarded_at` (its dead letter
+    discarded by an operator), and an attempt's error in
+    `attempts_json` may be an object (type, message, traceback); a job written before has no tags and no trace,
+    and its attempts' errors are text (read as a message without type or traceback, `attempts_from_json`)."""
     return plain
 
 

@@ -8,6 +8,7 @@ the messages in flight (docs/local.md, "Fair delivery"). Nothing changes for the
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -16,12 +17,15 @@ from botocore.config import Config
 
 from offpath.domain.errors import QueueUnavailableError, RedriveInProgressError
 from offpath.domain.ports import JobMessage
+from offpath.observability import TRACEPARENT_ATTRIBUTE, traceparent_of
 
 if TYPE_CHECKING:
     from mypy_boto3_cloudwatch.client import CloudWatchClient
     from mypy_boto3_sqs.client import SQSClient
 
     from offpath.domain.operations import QueueStats, RedriveTask
+
+logger = logging.getLogger(__name__)
 
 # total_max_attempts counts the first try: 3 attempts in all ("max_attempts" would mean 3 retries).
 SDK_CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 3}, connect_timeout=2, read_timeout=5)
@@ -44,6 +48,12 @@ def message_group_of(tenant: str) -> str:
 
 
 VISIBILITY_BATCH_LIMIT = 10
+# Finding one job's dead letter (a hand retry, a discard): at most this many receives of 10 messages each per
+# request; each receive long-polls for at most DEAD_LETTER_WAIT_S (so an empty answer means nothing is visible).
+DEAD_LETTER_RECEIVES = 10
+DEAD_LETTER_WAIT_S = 1
+# How long the messages passed over stay hidden if their release (visibility 0) is lost: the search's own bound.
+DEAD_LETTER_HOLD_S = 30
 # The messages waiting on a queue, as SQS counts them (each approximate; GetQueueAttributes): visible or delayed.
 DEPTH_ATTRIBUTES = ("ApproximateNumberOfMessages", "ApproximateNumberOfMessagesDelayed")
 
@@ -80,6 +90,7 @@ class SqsJobQueue:
             MessageBody=message.to_body(),
             DelaySeconds=max(0, min(MAX_DELAY_S, delay_s)),
             MessageGroupId=message_group_of(message.tenant),
+            **_trace_of(message),
         )
 
     def send_batch(self, queue: str, messages: list[JobMessage]) -> list[JobMessage]:
@@ -91,7 +102,12 @@ class SqsJobQueue:
                     self.client.send_message_batch,
                     QueueUrl=self.queue_urls[queue],
                     Entries=[
-                        {"Id": str(i), "MessageBody": m.to_body(), "MessageGroupId": message_group_of(m.tenant)}
+                        {
+                            "Id": str(i),
+                            "MessageBody": m.to_body(),
+                            "MessageGroupId": message_group_of(m.tenant),
+                            **_trace_of(m),
+                        }
                         for i, m in enumerate(chunk)
                     ],
                 )
@@ -148,6 +164,65 @@ class SqsJobQueue:
             MessageAttributes={REASON_ATTRIBUTE: {"DataType": "String", "StringValue": reason[:1000] or "failed"}},
             MessageGroupId=message_group_of(message.tenant),
         )
+
+    def remove_dead_letter(
+        self, queue: str, job_id: str, *, max_receives: int = DEAD_LETTER_RECEIVES
+    ) -> JobMessage | None:
+        """Delete the job's message from the queue's DLQ and return it (None: not found within `max_receives`
+        receives). The messages passed over are held (hidden) during the search, so each receive sees new ones,
+        and released at its end (visibility 0). The DLQ's depth is not asked first: SQS's count may lag a message
+        sent within the last minute. QueueUnavailableError when SQS cannot be reached (a release that fails is
+        only logged: those messages return after DEAD_LETTER_HOLD_S)."""
+        url = self.dlq_urls[queue]
+        held: list[str] = []
+        found: JobMessage | None = None
+        try:
+            for _ in range(max_receives):
+                response = _call(
+                    self.client.receive_message,
+                    QueueUrl=url,
+                    MaxNumberOfMessages=10,
+                    VisibilityTimeout=DEAD_LETTER_HOLD_S,
+                    WaitTimeSeconds=DEAD_LETTER_WAIT_S,
+                )
+                messages = response.get("Messages", [])
+                if not messages:
+                    break
+                for message in messages:
+                    job = _job_message(message.get("Body", ""))
+                    if job is not None and job.job_id == job_id:
+                        # Every copy of the job's message in this receive (a failure recorded twice leaves two).
+                        _call(self.client.delete_message, QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+                        found = found or job
+                    else:
+                        held.append(message["ReceiptHandle"])
+                if found is not None:
+                    break
+        finally:
+            self._release(url, held)
+        return found
+
+    def _release(self, url: str, receipt_handles: list[str]) -> None:
+        for start in range(0, len(receipt_handles), VISIBILITY_BATCH_LIMIT):
+            chunk = receipt_handles[start : start + VISIBILITY_BATCH_LIMIT]
+            try:
+                _call(
+                    self.client.change_message_visibility_batch,
+                    QueueUrl=url,
+                    Entries=[
+                        {"Id": str(i), "ReceiptHandle": handle, "VisibilityTimeout": 0}
+                        for i, handle in enumerate(chunk)
+                    ],
+                )
+            except QueueUnavailableError:
+                logger.warning("dead letters not released; they return by themselves", extra={"count": len(chunk)})
+
+
+def _job_message(body: str) -> JobMessage | None:
+    try:
+        return JobMessage.from_body(body)
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def _group_of_body(body: str) -> dict[str, str]:
@@ -358,3 +433,13 @@ class SqsRedriver:
     def _arn(self, url: str) -> str:
         response = _call(self.client.get_queue_attributes, QueueUrl=url, AttributeNames=["QueueArn"])
         return str(response["Attributes"]["QueueArn"])
+
+
+def _trace_of(message: JobMessage) -> dict[str, Any]:
+    """The message's `traceparent` attribute (the job's trace; its parent id derived from the job id, the span
+    that sent it), or nothing for a message without a trace."""
+    if message.trace_id is None:
+        return {}
+    span_id = hashlib.sha256(message.job_id.encode()).hexdigest()[:16]
+    value = traceparent_of(message.trace_id, span_id)
+    return {"MessageAttributes": {TRACEPARENT_ATTRIBUTE: {"DataType": "String", "StringValue": value}}}

@@ -28,6 +28,10 @@ class JobNotFoundError(OffpathError):
     pass
 
 
+class DeadLetterNotFoundError(OffpathError):
+    """No message of that job in the queue's DLQ (within the search's bound)."""
+
+
 class WebhookNotFoundError(Exception):
     """No webhook endpoint of that name for the tenant (here, not in logic.webhooks: the api's error answers
     name it without importing the webhook use cases, which only the webhook routes need)."""

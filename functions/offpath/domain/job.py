@@ -62,7 +62,19 @@ class AttemptRecord:
     started_at: datetime | None
     finished_at: datetime
     outcome: str  # SUCCEEDED, RETRYING, FAILED or LEASE_EXPIRED
-    error: str | None = None
+    error: str | None = None  # the error's message
+    error_type: str | None = None  # the exception's class name; None when no exception ended the attempt
+    traceback: str | None = None  # the job code's frames, bounded (logic/failure.py)
+
+
+@dataclass(frozen=True)
+class AttemptError:
+    """What ended an attempt, as the worker saw it: the exception's class name, its message (the job
+    author's own text) and the job code's frames."""
+
+    type: str | None
+    message: str
+    traceback: str | None = None
 
 
 # The attempt history is bounded so the job item (and every write unit it costs) stays small.
@@ -106,6 +118,11 @@ class Job:
     attempt_history: tuple[AttemptRecord, ...] = ()
     # The caller's `key: value` tags (domain/tags.py), sorted by key; empty for most jobs.
     tags: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # The W3C trace the job belongs to (32 hex): the submitter's, or one of its own. None for a job from before.
+    trace_id: str | None = None
+    # When an operator discarded the FAILED job's dead letter (DELETE /queues/{name}/dead-letters/{job_id}): a
+    # redriven copy of its message does not run it. A hand retry clears it.
+    discarded_at: datetime | None = None
 
     def replace(self, **changes: Any) -> Job:
         return dataclasses.replace(self, **changes)
@@ -113,16 +130,25 @@ class Job:
     def lease_expired(self, now: datetime) -> bool:
         return self.status is JobStatus.RUNNING and Guard.LEASE_EXPIRED.holds(self, Facts(now=now))
 
-    def history_with(self, outcome: str, now: datetime, error: str | None = None) -> tuple[AttemptRecord, ...]:
-        """The attempt history with this attempt's end added (the newest ATTEMPTS_KEPT)."""
+    def history_with(
+        self, outcome: str, now: datetime, error: str | None = None, detail: AttemptError | None = None
+    ) -> tuple[AttemptRecord, ...]:
+        """The attempt history with this attempt's end added (the newest ATTEMPTS_KEPT). With `detail` the
+        record keeps its type, message and traceback rather than `error`. Only the newest record keeps a
+        traceback (the item's size: docs/decisions.md, "Tracebacks")."""
+        if detail is not None:
+            error = detail.message
         record = AttemptRecord(
             attempt=self.attempt,
             started_at=self.attempt_started_at,
             finished_at=now,
             outcome=outcome,
             error=error[:ATTEMPT_ERROR_CHARS] if error is not None else None,
+            error_type=detail.type if detail is not None else None,
+            traceback=detail.traceback if detail is not None else None,
         )
-        return (*self.attempt_history, record)[-ATTEMPTS_KEPT:]
+        earlier = (dataclasses.replace(r, traceback=None) if r.traceback else r for r in self.attempt_history)
+        return (*earlier, record)[-ATTEMPTS_KEPT:]
 
     def same_submission(self, other: Job) -> bool:
         """Whether two submissions under one idempotency key asked for the same job: the tenant, the
@@ -301,6 +327,8 @@ RETRY_BY_HAND = Transition(
     sources=_from(JobStatus.FAILED, JobStatus.CANCELLED),
     guards=(Guard.SAME_TENANT,),
 )
+# An operator removed the FAILED job's dead letter (by the job's tenant, as its message names it): it stays FAILED.
+DISCARD = Transition("discard", to=None, sources=_from(JobStatus.FAILED), guards=(Guard.SAME_TENANT,))
 # The sweeper moves an unfinished job's next look on, fenced on the sweep time it saw, so two
 # overlapping sweeps act on a job once.
 RESCHEDULE_SWEEP = Transition(
@@ -319,6 +347,7 @@ TRANSITIONS = (
     ENQUEUE_SCHEDULED,
     REDRIVE,
     RETRY_BY_HAND,
+    DISCARD,
     RESCHEDULE_SWEEP,
 )
 
@@ -358,11 +387,13 @@ def succeed(job: Job, *, attempt: int, result: Any, now: datetime, retention: ti
     )
 
 
-def schedule_retry(job: Job, *, attempt: int, error: str, now: datetime, delay: timedelta) -> Job:
+def schedule_retry(
+    job: Job, *, attempt: int, error: str, now: datetime, delay: timedelta, detail: AttemptError | None = None
+) -> Job:
     RETRY.check(job, Facts(now=now, attempt=attempt))
     return job.replace(
         status=JobStatus.RETRYING,
-        attempt_history=job.history_with(JobStatus.RETRYING.value, now, error),
+        attempt_history=job.history_with(JobStatus.RETRYING.value, now, error, detail),
         error=error,
         lease_until=None,
         next_attempt_at=now + delay,
@@ -370,9 +401,11 @@ def schedule_retry(job: Job, *, attempt: int, error: str, now: datetime, delay: 
     )
 
 
-def fail(job: Job, *, attempt: int, error: str, now: datetime, retention: timedelta) -> Job:
+def fail(
+    job: Job, *, attempt: int, error: str, now: datetime, retention: timedelta, detail: AttemptError | None = None
+) -> Job:
     FAIL.check(job, Facts(now=now, attempt=attempt))
-    return _failed(job, error=error, now=now, retention=retention, outcome=JobStatus.FAILED.value)
+    return _failed(job, error=error, now=now, retention=retention, outcome=JobStatus.FAILED.value, detail=detail)
 
 
 def record_progress(job: Job, *, attempt: int, progress: Progress, now: datetime) -> Job:
@@ -386,10 +419,12 @@ def fail_expired_lease(job: Job, *, attempt: int, now: datetime, retention: time
     return _failed(job, error="lease expired", now=now, retention=retention, outcome=LEASE_EXPIRED_OUTCOME)
 
 
-def _failed(job: Job, *, error: str, now: datetime, retention: timedelta, outcome: str) -> Job:
+def _failed(
+    job: Job, *, error: str, now: datetime, retention: timedelta, outcome: str, detail: AttemptError | None = None
+) -> Job:
     return job.replace(
         status=JobStatus.FAILED,
-        attempt_history=job.history_with(outcome, now, error),
+        attempt_history=job.history_with(outcome, now, error, detail),
         error=error,
         lease_until=None,
         finished_at=now,
@@ -463,7 +498,14 @@ def retry_by_hand(job: Job, *, tenant: str, now: datetime, sweep_at: datetime) -
         retries=job.retries + 1,
         sweep_at=sweep_at,
         resends=0,
+        discarded_at=None,
     )
+
+
+def discard(job: Job, *, tenant: str, now: datetime) -> Job:
+    """A FAILED job whose dead letter was removed: marked discarded, still FAILED."""
+    DISCARD.check(job, Facts(now=now, tenant=tenant))
+    return job.replace(discarded_at=now, updated_at=now)
 
 
 def reschedule_sweep(job: Job, *, seen: datetime | None, sweep_at: datetime, resent: bool) -> Job:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
-from offpath.domain.job import Job, JobStatus, Progress
+from offpath.domain.job import AttemptError, Job, JobStatus, Progress
 
 if TYPE_CHECKING:
     from offpath.domain.clock import Clock
@@ -23,10 +23,12 @@ class JobMessage:
     job_id: str
     type: str
     tenant: str
+    # The job's trace, carried beside the body (the queue adapter's `traceparent` message attribute).
+    trace_id: str | None = field(default=None, compare=False)
 
     @classmethod
     def of(cls, job: Job) -> JobMessage:
-        return cls(job.job_id, job.type, job.tenant)
+        return cls(job.job_id, job.type, job.tenant, job.trace_id)
 
     def to_body(self) -> str:
         return json.dumps({"job_id": self.job_id, "type": self.type, "tenant": self.tenant}, separators=(",", ":"))
@@ -142,9 +144,14 @@ class JobStore(Protocol):
     # The outcome writes are fenced by the attempt number of the job they are given.
     def record_success(self, job: Job, *, result: Any, now: datetime, expires_at: datetime) -> None: ...
 
-    def record_retry(self, job: Job, *, error: str, now: datetime, next_attempt_at: datetime) -> None: ...
+    # `detail` (what ended the attempt: type, message, traceback) goes to the attempt's record; `error` to the job.
+    def record_retry(
+        self, job: Job, *, error: str, now: datetime, next_attempt_at: datetime, detail: AttemptError | None = None
+    ) -> None: ...
 
-    def record_failure(self, job: Job, *, error: str, now: datetime, expires_at: datetime) -> None: ...
+    def record_failure(
+        self, job: Job, *, error: str, now: datetime, expires_at: datetime, detail: AttemptError | None = None
+    ) -> None: ...
 
     def fail_expired_lease(self, job: Job, *, now: datetime, expires_at: datetime) -> None: ...
 
@@ -166,6 +173,10 @@ class JobStore(Protocol):
     def retry_by_hand(self, job_id: str, *, tenant: str, now: datetime, sweep_at: datetime) -> Job:
         """FAILED or CANCELLED -> QUEUED with a fresh attempt budget and the hand retry counted; another
         tenant's job is JobNotFoundError, any other state JobConflictError."""
+
+    def discard(self, job_id: str, *, tenant: str, now: datetime) -> Job:
+        """Mark a FAILED job's dead letter discarded (the job stays FAILED); another tenant's job is
+        JobNotFoundError, any other state JobConflictError."""
 
     def requeue_expired_lease(self, job: Job, *, now: datetime, sweep_at: datetime) -> Job: ...
 
@@ -200,6 +211,10 @@ class JobQueue(Protocol):
         counts). QueueUnavailableError when it cannot be read."""
 
     def send_to_dlq(self, queue: str, message: JobMessage, *, reason: str) -> None: ...
+
+    def remove_dead_letter(self, queue: str, job_id: str) -> JobMessage | None:
+        """Delete the job's message from the queue's DLQ and return it; None when it is not found within the
+        search's bound (a deep DLQ). QueueUnavailableError when the DLQ cannot be read."""
 
 
 class Metrics(Protocol):

@@ -295,7 +295,7 @@ def checked_url(url: str, *, allow_loopback: bool) -> SplitResult:
     host, no credentials, no fragment."""
     if len(url) > MAX_URL_LENGTH:
         raise RefusedUrlError(f"url is longer than {MAX_URL_LENGTH} characters")
-    if not url.isascii() or any(ch.isspace() or ord(ch) < 32 for ch in url):
+    if not url.isascii() or any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in url):
         raise RefusedUrlError("url must be ASCII without spaces or control characters")
     try:
         parts = urlsplit(url)

@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from offpath import collector, contract
 from offpath.adapters.cloudwatch import CloudWatchAlarms, CloudWatchStats
 from offpath.domain.errors import (
+    DeadLetterNotFoundError,
     IdempotencyConflictError,
     InvalidRequestError,
     ItemTooLargeError,
@@ -77,7 +78,7 @@ from offpath.logic.submit import (
     submit_job,
     unknown_job_type,
 )
-from offpath.observability import bind_request_id, configure_logging
+from offpath.observability import bind_invocation, bind_request_id, configure_logging, trace_id_of
 from offpath.settings import Settings
 from offpath.tenancy import is_admin, tenant_of
 
@@ -164,6 +165,7 @@ def build_services(settings: Settings, overrides: Overrides | None = None) -> Ap
 def handler(event: dict[str, Any], context: Any, services: ApiServices | None = None) -> dict[str, Any]:
     services = services or default_services()
     bind_request_id(event.get("requestContext", {}).get("requestId"))
+    bind_invocation(context)
     try:
         return router.resolve(event, services)
     finally:
@@ -229,6 +231,7 @@ def submit(request: Request, services: ApiServices) -> Response:
         run_at=body.run_at,
         submitter=_submitter(request),
         tags=body.tags,
+        trace_id=trace_id_of(request.header("traceparent")),
     )
     submitted = submit_job(submit_request, services.ports, services.policy)
     # The answer shows the job as GET /jobs/{id} does, payload included (a submit carries one payload: its
@@ -467,6 +470,16 @@ def redrive_queue(request: Request, services: ApiServices) -> BaseModel | Respon
     return RedriveView(redrive=RedriveTaskView.of(task))
 
 
+@handles("discardDeadLetter")
+def discard_dead_letter(request: Request, services: ApiServices) -> JobView:
+    name, job_id = request.path_parameters["name"], request.path_parameters["job_id"]
+    if name not in services.ports.registry.queues:
+        raise InvalidRequestError("name", f"name must be one of {', '.join(sorted(services.ports.registry.queues))}")
+    if len(job_id) != JOB_ID_LENGTH or not all(c in "0123456789abcdef" for c in job_id):
+        raise InvalidRequestError("job_id", "job_id must be 32 lowercase hexadecimal characters")
+    return JobView.of(queries.discard_dead_letter(name, job_id, ports=services.ports), with_payload=True)
+
+
 @handles("listSchedules")
 def list_schedules(request: Request, services: ApiServices) -> SchedulesView:
     from offpath.handlers.api_models_more import SchedulesView
@@ -665,6 +678,8 @@ def refusal(error: Exception) -> Response:
         return _error(404, "not_found", "no such schedule")
     if isinstance(error, RedriveInProgressError):
         return _error(409, "redrive_in_progress", "a redrive of this queue is already running")
+    if isinstance(error, DeadLetterNotFoundError):
+        return _error(404, "not_found", "no dead letter of this job in the queue's DLQ")
     if isinstance(error, JobNotFoundError):
         return _error(404, "not_found", "no such job")
     if isinstance(error, JobConflictError):

@@ -23,7 +23,7 @@ from pydantic import (
 )
 
 from offpath.domain.errors import InvalidRequestError
-from offpath.domain.job import Job, JobStatus
+from offpath.domain.job import AttemptRecord, Job, JobStatus
 from offpath.domain.tags import MAX_TAGS, TAG_KEY_PATTERN, TAG_VALUE_PATTERN
 from offpath.logic.submit import validation_error
 
@@ -67,6 +67,8 @@ JOB_EXAMPLE: dict[str, Any] = {
     "payload": {"user_id": "u-42", "email": "ada@example.com"},
     "attempt_history": [],
     "tags": {"plan": "pro", "signup-source": "web"},
+    "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736",
+    "discarded_at": None,
 }
 _DONE_EXAMPLE = {
     **JOB_EXAMPLE,
@@ -189,9 +191,23 @@ class Projection(BaseModel):
         return cls.model_validate(source, from_attributes=True)
 
 
-class AttemptView(Projection):
-    """One attempt's end (`outcome`: SUCCEEDED, RETRYING, FAILED or LEASE_EXPIRED); the error cut to 200
-    characters."""
+class AttemptErrorView(BaseModel):
+    """What ended an attempt: `type` the exception's class name (null when no exception did, as for an expired
+    lease), `message` its message cut to 200 characters, `traceback` the job code's last frames, innermost last,
+    one `path:line in function` a line (offpath's own frames cut away; at most 5 frames and 200 bytes; never a
+    value). Only the newest attempt keeps its traceback (the worker's log line has every attempt's); null
+    otherwise, or when no frame of the job's code was left."""
+
+    model_config = _LAZY
+
+    type: str | None = None
+    message: str
+    traceback: str | None = None
+
+
+class AttemptView(BaseModel):
+    """One attempt's end (`outcome`: SUCCEEDED, RETRYING, FAILED or LEASE_EXPIRED) and what ended it (`error`,
+    null when it succeeded)."""
 
     model_config = _LAZY
 
@@ -199,7 +215,23 @@ class AttemptView(Projection):
     started_at: Timestamp | None
     finished_at: Timestamp
     outcome: str
-    error: str | None = None
+    error: AttemptErrorView | None = None
+
+    @classmethod
+    def of(cls, record: AttemptRecord) -> AttemptView:
+        return cls(
+            attempt=record.attempt,
+            started_at=record.started_at,
+            finished_at=record.finished_at,
+            outcome=record.outcome,
+            error=AttemptErrorView(**error) if (error := _attempt_error(record)) is not None else None,
+        )
+
+
+def _attempt_error(record: AttemptRecord) -> dict[str, Any] | None:
+    if record.error is None:
+        return None
+    return {"type": record.error_type, "message": record.error, "traceback": record.traceback}
 
 
 class JobView(BaseModel):
@@ -230,6 +262,16 @@ class JobView(BaseModel):
     payload: dict[str, Any] | None = None
     attempt_history: list[AttemptView] = Field(default_factory=list)
     tags: dict[str, str] | None = Field(default=None, description="the tags given at submit, if any")
+    trace_id: str | None = Field(
+        default=None,
+        description="the W3C trace the job belongs to: the submitter's `traceparent` trace id, or one of its own; "
+        "the worker's log lines for the job carry it",
+    )
+    discarded_at: Timestamp | None = Field(
+        default=None,
+        description="when an operator removed the FAILED job's dead letter "
+        "(DELETE /queues/{name}/dead-letters/{job_id}); a hand retry clears it",
+    )
 
     @classmethod
     def of(cls, job: Job, *, with_payload: bool = False) -> JobView:
@@ -256,6 +298,8 @@ class JobView(BaseModel):
             payload=job.payload if with_payload else None,
             attempt_history=[AttemptView.of(record) for record in job.attempt_history],
             tags=dict(job.tags) if job.tags else None,
+            trace_id=job.trace_id,
+            discarded_at=job.discarded_at,
         )
 
     @classmethod
@@ -292,11 +336,13 @@ class JobView(BaseModel):
                     "started_at": _iso_or_none(record.started_at),
                     "finished_at": iso(record.finished_at),
                     "outcome": record.outcome,
-                    "error": record.error,
+                    "error": _attempt_error(record),
                 }
                 for record in job.attempt_history
             ],
             "tags": dict(job.tags) if job.tags else None,
+            "trace_id": job.trace_id,
+            "discarded_at": _iso_or_none(job.discarded_at),
         }
         return Dumped(cls, data)
 

@@ -82,6 +82,11 @@ def openapi_document(
         "enum": [jt.name for jt in job_types],
         "description": "a registered job type",
     }
+    components["QueueName"] = {
+        "type": "string",
+        "enum": sorted(registry.queues),
+        "description": "a queue class",
+    }
     paths: dict[str, Any] = {}
     for route in routes:
         paths.setdefault(route.path, {})[route.method.lower()] = _operation(route, documented, routes)

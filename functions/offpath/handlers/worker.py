@@ -11,7 +11,7 @@ from offpath import collector
 from offpath.adapters.sqs_queue import REASON_ATTRIBUTE
 from offpath.handlers.composition import Overrides, build_worker_ports, worker_policy
 from offpath.logic.process import Delivery, WorkerPolicy, WorkerPorts, process_batch
-from offpath.observability import configure_logging
+from offpath.observability import TRACEPARENT_ATTRIBUTE, bind_invocation, configure_logging
 from offpath.settings import Settings
 
 # Used when the invocation has no Lambda context (a direct call in tests); the worker never counts on more
@@ -46,8 +46,15 @@ def sent_at(record: dict[str, Any]) -> datetime | None:
         return None
 
 
+def _string_attribute(record: dict[str, Any], name: str) -> str | None:
+    """A String message attribute of an SQS record as Lambda hands it (`stringValue`), if it has one."""
+    value = ((record.get("messageAttributes") or {}).get(name) or {}).get("stringValue")
+    return value if isinstance(value, str) else None
+
+
 def handler(event: dict[str, Any], context: Any, services: WorkerServices | None = None) -> dict[str, Any]:
     services = services or default_services()
+    bind_invocation(context)
     deliveries = [
         Delivery(
             message_id=record["messageId"],
@@ -56,6 +63,7 @@ def handler(event: dict[str, Any], context: Any, services: WorkerServices | None
             receive_count=int(record.get("attributes", {}).get("ApproximateReceiveCount", "1")),
             redriven=REASON_ATTRIBUTE in (record.get("messageAttributes") or {}),
             sent_at=sent_at(record),
+            traceparent=_string_attribute(record, TRACEPARENT_ATTRIBUTE),
         )
         for record in event.get("Records", [])
     ]

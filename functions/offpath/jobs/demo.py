@@ -50,8 +50,13 @@ def sleep(payload: SleepPayload, ctx: JobContext) -> dict[str, Any]:
 @job("demo.flaky", payload=FlakyPayload, max_attempts=5, timeout_s=10, backoff_base_s=BASE_S, backoff_cap_s=CAP_S)
 def flaky(payload: FlakyPayload, ctx: JobContext) -> dict[str, Any]:
     if ctx.attempt <= payload.fail_first:
-        raise RuntimeError(f"flaky failure on attempt {ctx.attempt} of the first {payload.fail_first}")
+        _flaky_failure(ctx.attempt, payload.fail_first)
     return {"succeeded_on_attempt": ctx.attempt}
+
+
+def _flaky_failure(attempt: int, fail_first: int) -> None:
+    # Raised from a helper, so the attempt's traceback shows two frames of job code.
+    raise RuntimeError(f"flaky failure on attempt {attempt} of the first {fail_first}")
 
 
 @job("demo.poison", payload=PoisonPayload, max_attempts=3, timeout_s=10, backoff_base_s=BASE_S, backoff_cap_s=CAP_S)

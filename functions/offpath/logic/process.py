@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -54,11 +55,11 @@ from offpath.domain.errors import (
     QueueUnavailableError,
     StoreUnavailableError,
 )
-from offpath.domain.job import Job, JobStatus
+from offpath.domain.job import AttemptError, Job, JobStatus
 from offpath.domain.ports import JobMessage, JobQueue, JobStore, Metrics
 from offpath.domain.registry import LEASE_MARGIN_S, START_MARGIN_S, UNWRITTEN_BOUND_S, JobType, Registry
 from offpath.domain.timeout import JobTimeout, run_with_timeout
-from offpath.observability import bound_job_id
+from offpath.observability import bind_attempt, bind_trace_id, bound_job_id, current_trace_id, trace_id_of
 
 logger = logging.getLogger("offpath.worker")
 
@@ -79,6 +80,15 @@ UNWRITTEN_FIRST_RETRY_S = 2
 # A held message becomes visible this long after the lease ends, so that the claim it meets then finds the
 # lease expired (SQS counts whole seconds; a claim's lease is computed a few milliseconds after the hold's).
 HOLD_MARGIN_S = 1
+# An attempt's traceback keeps the job code's last TRACEBACK_FRAMES frames, at most TRACEBACK_BYTES bytes of them
+# (the newest frames kept), one `path:line in function` a frame: what an ordinary failure adds to the job item
+# without taking it past a KiB (a write unit); docs/decisions.md, "Tracebacks".
+TRACEBACK_FRAMES = 5
+TRACEBACK_BYTES = 200
+# offpath's own code (its frames are cut from a traceback) and, inside it, the job types' folder (kept).
+_FUNCTIONS_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
+_MACHINERY = os.path.join(_FUNCTIONS_ROOT, "offpath", "")
+_JOB_CODE = os.path.join(_MACHINERY, "jobs", "")
 
 
 @dataclass(frozen=True)
@@ -93,6 +103,8 @@ class Delivery:
     redriven: bool = False
     # When the message was sent (SQS's SentTimestamp); None when the record does not say.
     sent_at: datetime | None = None
+    # The W3C traceparent the message carries (its `traceparent` attribute), if any.
+    traceparent: str | None = None
 
 
 @dataclass(frozen=True)
@@ -174,7 +186,7 @@ def process_record(
         logger.error("message is not an offpath job message", extra={"message_id": delivery.message_id})
         ports.metrics.count("RecordsFailed", queue=policy.queue, job_type=UNKNOWN)
         return False
-    with bound_job_id(message.job_id):
+    with bound_job_id(message.job_id, trace_id_of(delivery.traceparent), message.tenant):
         try:
             return _process(delivery, message, ports, policy, _invocation_left(ports, policy, remaining_ms))
         except Exception:
@@ -258,7 +270,8 @@ def _claim_and_run(
     except JobConflictError as conflict:
         if conflict.job is None:
             return True
-        if conflict.job.status is JobStatus.FAILED and delivery.redriven:
+        # A redriven copy of a discarded job's message (one its discard did not meet) is acknowledged unrun.
+        if conflict.job.status is JobStatus.FAILED and delivery.redriven and conflict.job.discarded_at is None:
             try:
                 job = _redrive_and_claim(message, ports, policy, now, lease_until, sweep_at)
             except JobConflictError as again:
@@ -268,18 +281,36 @@ def _claim_and_run(
 
     # JobsStarted, QueueDelay, JobDuration and the outcomes' counts come from the table's stream (logic.notify).
     queue, job_type_name = job.queue, job.type
-    logger.info("job started", extra={"attempt": job.attempt, "job_type": job.type})
+    if current_trace_id() is None:
+        bind_trace_id(job.trace_id)  # a message sent without its trace: the job's own
+    bind_attempt(job.attempt)
+    logger.info(
+        "job started",
+        extra={
+            "attempt": job.attempt,
+            "job_type": job.type,
+            # The attempt as OpenTelemetry's messaging conventions name a consumer's span.
+            "span_name": f"process {queue}",
+            "messaging.system": "aws_sqs",
+            "messaging.operation.type": "process",
+            "messaging.operation.name": "process",
+            "messaging.destination.name": queue,
+            "messaging.message.id": delivery.message_id,
+        },
+    )
 
     try:
         result = _run(job, job_type, ports, remaining_ms)
     except PermanentError as error:
-        return _fail(job, f"permanent error: {_describe(error)}", ports, policy, remaining_ms)
+        return _fail(job, f"permanent error: {_describe(error)}", ports, policy, remaining_ms, attempt_error(error))
     except (Exception, JobTimeout) as error:  # every other error is retryable by contract
         if isinstance(error, JobTimeout):
             ports.metrics.count("JobsTimedOut", queue=queue, job_type=job_type_name)
+        detail = attempt_error(error)
         if job.attempt >= job.max_attempts:
-            return _fail(job, f"attempts exhausted ({job.attempt}): {_describe(error)}", ports, policy, remaining_ms)
-        return _retry(delivery, job, job_type, _describe(error), ports, policy, remaining_ms)
+            reason = f"attempts exhausted ({job.attempt}): {_describe(error)}"
+            return _fail(job, reason, ports, policy, remaining_ms, detail)
+        return _retry(delivery, job, job_type, _describe(error), ports, policy, remaining_ms, detail)
 
     finished = ports.clock.now()
     result_size = len(json.dumps(result, default=str).encode())
@@ -399,13 +430,14 @@ def _retry(
     ports: WorkerPorts,
     policy: WorkerPolicy,
     remaining_ms: Callable[[], int],
+    detail: AttemptError | None = None,
 ) -> bool:
     delay_s = round(job_type.backoff.delay(job.attempt, ports.rng))
     now = ports.clock.now()
     try:
         _write_outcome(
             lambda: ports.store.record_retry(
-                job, error=error, now=now, next_attempt_at=now + timedelta(seconds=delay_s)
+                job, error=error, now=now, next_attempt_at=now + timedelta(seconds=delay_s), detail=detail
             ),
             job,
             ports,
@@ -416,18 +448,30 @@ def _retry(
         logger.warning("a newer attempt owns this job; this attempt's failure is not recorded")
         return True
     ports.queue.change_visibility(job.queue, delivery.receipt_handle, min(MAX_VISIBILITY_S, delay_s))
-    logger.warning("job failed; retrying", extra={"attempt": job.attempt, "retry_in_s": delay_s, "error": error})
+    logger.warning(
+        "job failed; retrying",
+        extra={"attempt": job.attempt, "retry_in_s": delay_s, "error": error, **_traceback_of(detail)},
+    )
     return False
 
 
-def _fail(job: Job, reason: str, ports: WorkerPorts, policy: WorkerPolicy, remaining_ms: Callable[[], int]) -> bool:
+def _fail(
+    job: Job,
+    reason: str,
+    ports: WorkerPorts,
+    policy: WorkerPolicy,
+    remaining_ms: Callable[[], int],
+    detail: AttemptError | None = None,
+) -> bool:
     """The DLQ copy goes first: if the status write then fails, the message returns and the job is
     failed again (a second DLQ copy is harmless); the other order could lose the DLQ copy."""
     ports.queue.send_to_dlq(job.queue, JobMessage.of(job), reason=reason)
     now = ports.clock.now()
     try:
         _write_outcome(
-            lambda: ports.store.record_failure(job, error=reason, now=now, expires_at=now + policy.retention),
+            lambda: ports.store.record_failure(
+                job, error=reason, now=now, expires_at=now + policy.retention, detail=detail
+            ),
             job,
             ports,
             policy,
@@ -436,7 +480,7 @@ def _fail(job: Job, reason: str, ports: WorkerPorts, policy: WorkerPolicy, remai
     except JobConflictError:
         logger.warning("a newer attempt owns this job; this attempt's failure is not recorded")
         return True
-    logger.error("job failed", extra={"attempt": job.attempt, "error": reason})
+    logger.error("job failed", extra={"attempt": job.attempt, "error": reason, **_traceback_of(detail)})
     return True
 
 
@@ -468,6 +512,50 @@ def _not_claimed(delivery: Delivery, job: Job, ports: WorkerPorts, policy: Worke
 def _describe(error: BaseException) -> str:
     text = str(error) if isinstance(error, OffpathError | JobTimeout) else f"{type(error).__name__}: {error}"
     return text[:MAX_ERROR_LENGTH]
+
+
+def attempt_error(error: BaseException) -> AttemptError:
+    """What ended an attempt: the exception's class name, its message as the job author wrote it (the
+    record cuts it to ATTEMPT_ERROR_CHARS) and the job code's frames (see `job_traceback`)."""
+    return AttemptError(type=type(error).__name__, message=str(error), traceback=job_traceback(error))
+
+
+def job_traceback(error: BaseException) -> str | None:
+    """The job code's frames of an error's traceback, innermost last, one `path:line in function` a line
+    (paths relative to the functions' root): the frames inside offpath's machinery (the worker, the timeout,
+    everything in the package but its job types' folder) are cut away, then the last TRACEBACK_FRAMES kept, then
+    the oldest dropped until the text fits TRACEBACK_BYTES. Frames are read without their locals
+    (`capture_locals=False`) or source lines, so no payload value is in it; the exception's own line is not
+    either (the record keeps its type and message apart). None when no frame of the job's code is left."""
+    import traceback  # only on the failure path (logging has loaded it: no import at init)
+
+    walked = traceback.walk_tb(error.__traceback__)
+    frames = traceback.StackSummary.extract(walked, capture_locals=False, lookup_lines=False)
+    lines = [_frame_line(frame) for frame in frames if _is_job_code(frame.filename)][-TRACEBACK_FRAMES:]
+    while len(lines) > 1 and len("".join(lines).encode()) > TRACEBACK_BYTES:
+        lines.pop(0)
+    text = "".join(lines)
+    return text.encode()[-TRACEBACK_BYTES:].decode(errors="ignore") or None
+
+
+def _is_job_code(filename: str) -> bool:
+    path = _path_of(filename)
+    return not path.startswith(_MACHINERY) or path.startswith(_JOB_CODE)
+
+
+def _path_of(filename: str) -> str:
+    return filename if filename.startswith("<") else os.path.abspath(filename)
+
+
+def _frame_line(frame: Any) -> str:
+    path = _path_of(frame.filename)
+    shown = path[len(_FUNCTIONS_ROOT) :] if path.startswith(_FUNCTIONS_ROOT) else path
+    return f"{shown}:{frame.lineno} in {frame.name}\n"
+
+
+def _traceback_of(detail: AttemptError | None) -> dict[str, str]:
+    """A log line's `traceback` field (left out when there is none)."""
+    return {"traceback": detail.traceback} if detail is not None and detail.traceback else {}
 
 
 def _ms(delta: timedelta) -> float:

@@ -22,7 +22,7 @@ from typing import Any
 
 from offpath.domain.clock import Clock
 from offpath.domain.errors import OffpathError
-from offpath.domain.job import Job, JobStatus, Progress
+from offpath.domain.job import AttemptError, Job, JobStatus, Progress
 from offpath.domain.ports import CreateOutcome, Firing, JobPage, JobStore, KeyRecord, ScheduleState
 from offpath.domain.quotas import (
     COUNT_RETRY_AFTER_S,
@@ -192,11 +192,15 @@ class CountingStore:
         self.store.record_success(job, result=result, now=now, expires_at=expires_at)
         self._count(job.tenant, CLOSED, job.job_id)
 
-    def record_retry(self, job: Job, *, error: str, now: datetime, next_attempt_at: datetime) -> None:
-        self.store.record_retry(job, error=error, now=now, next_attempt_at=next_attempt_at)
+    def record_retry(
+        self, job: Job, *, error: str, now: datetime, next_attempt_at: datetime, detail: AttemptError | None = None
+    ) -> None:
+        self.store.record_retry(job, error=error, now=now, next_attempt_at=next_attempt_at, detail=detail)
 
-    def record_failure(self, job: Job, *, error: str, now: datetime, expires_at: datetime) -> None:
-        self.store.record_failure(job, error=error, now=now, expires_at=expires_at)
+    def record_failure(
+        self, job: Job, *, error: str, now: datetime, expires_at: datetime, detail: AttemptError | None = None
+    ) -> None:
+        self.store.record_failure(job, error=error, now=now, expires_at=expires_at, detail=detail)
         self._count(job.tenant, CLOSED, job.job_id)
 
     def fail_expired_lease(self, job: Job, *, now: datetime, expires_at: datetime) -> None:

@@ -74,6 +74,8 @@ class SubmitRequest:
     # Who submits: a tenant, an admin, or the system (a schedule firing). The job type decides who may.
     submitter: Submitter = "tenant"
     tags: Mapping[str, Any] | None = None
+    # The caller's trace (from a valid `traceparent`); without one the job starts a trace of its own.
+    trace_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -171,6 +173,7 @@ def build_job(
         schedule_name=request.schedule_name,
         sweep_at=due + policy.sweep_grace,
         tags=tags,
+        trace_id=request.trace_id or uuid.uuid4().hex,
     )
 
 

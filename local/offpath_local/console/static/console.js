@@ -147,7 +147,7 @@
   const session = {
     token: null,
     role: null, // "admin" or "tenant"
-    features: { retry: false, stats: false, alarms: false, webhooks: false },
+    features: { retry: false, stats: false, alarms: false, webhooks: false, discard: false },
 
     load() {
       const match = /(?:^#|&)token=([^&]*)/.exec(location.hash);
@@ -225,6 +225,7 @@
       stats: has(/^\/stats$/, "get"),
       alarms: has(/^\/alarms$/, "get"),
       webhooks: has(/^\/webhooks$/, "get"),
+      discard: has(/^\/queues\/\{[^}/]+\}\/dead-letters\/\{[^}/]+\}$/, "delete"),
     };
     if (!session.role) {
       // Admin routes answer 403 to tenants before anything else: GET /stats?minutes=1 reads one minute.
@@ -726,6 +727,7 @@
       ["Retried by hand", job.retries ? String(job.retries) : null],
       ["Tags", job.tags && Object.keys(job.tags).length ? h("span", { class: "tags" },
         Object.entries(job.tags).map(([k, v]) => link(`/jobs?tag=${encodeURIComponent(`${k}:${v}`)}`, h("span", { class: "tag mono" }, `${k}: ${v}`)))) : null],
+      ["Trace", job.trace_id ? h("span", { class: "mono" }, job.trace_id) : null],
     ].filter(([, v]) => v !== null && v !== undefined && v !== "");
     return h("div", null,
       actions,
@@ -747,7 +749,8 @@
     for (const a of history) {
       if (a.started_at) items.push([`Attempt ${a.attempt} started`, a.started_at, ""]);
       const text = OUTCOME_TEXT[a.outcome] || String(a.outcome || "ended");
-      items.push([`Attempt ${a.attempt} ${text}${a.error ? ": " + a.error : ""}`, a.finished_at, a.outcome === "SUCCEEDED" ? "good" : "bad"]);
+      items.push([`Attempt ${a.attempt} ${text}${a.error ? ": " + attemptError(a.error) : ""}`, a.finished_at,
+        a.outcome === "SUCCEEDED" ? "good" : "bad", a.error && a.error.traceback ? traceback(a.error.traceback) : null]);
     }
     if (job.status === "RUNNING") {
       items.push([`Attempt ${job.attempts} of ${job.max_attempts} running`, history.length ? null : job.started_at, ""]);
@@ -765,8 +768,19 @@
     } else {
       items.push([`Now ${job.status}`, job.updated_at, ""]);
     }
-    return h("ol", { class: "timeline" }, items.map(([text, at, cls]) =>
-      h("li", { class: cls || null }, h("div", null, text), at ? h("div", { class: "when" }, when(at)) : null)));
+    return h("ol", { class: "timeline" }, items.map(([text, at, cls, more]) =>
+      h("li", { class: cls || null }, h("div", null, text), at ? h("div", { class: "when" }, when(at)) : null, more || null)));
+  }
+
+  // An attempt's error: {type, message, traceback} (a plain string from an older api).
+  function attemptError(error) {
+    if (typeof error !== "object") return String(error);
+    return error.type ? `${error.type}: ${error.message}` : String(error.message);
+  }
+
+  // The job code's frames (innermost last), folded; shown as text, never as HTML.
+  function traceback(text) {
+    return h("details", { class: "traceback" }, h("summary", null, "Traceback"), h("pre", { class: "data mono" }, String(text)));
   }
 
   function queuesPage() {
@@ -786,6 +800,8 @@
     const dead = region();
     const message = h("div", { role: "status", "aria-live": "polite" });
     let deadLetters = 0;
+    // The dead letters ticked for "Retry selected" / "Discard selected" (job ids), kept across refreshes.
+    const selected = new Set();
     const redrive = h("button", { type: "button", class: "danger", on: { click: async () => {
       if (!ask(`Move all ${deadLetters} message${deadLetters === 1 ? "" : "s"} in the ${name} DLQ back to the queue? `
         + "Each of those jobs runs again, the ones that failed for good too.")) return;
@@ -843,28 +859,111 @@
           if (!cursor) break;
         }
       }
-      dead.show([failed, session.features.retry], () => h("div", null,
-        table(
-          [{ label: "Job" }, { label: "Type" }, { label: "Reason" }, { label: "Failed" }, { label: "" }],
-          failed.map((j) => [
+      // Discarded jobs have no dead letter any more: they stay on the job listing, not here.
+      const shown = failed.filter((j) => !j.discarded_at);
+      const ids = new Set(shown.map((j) => j.job_id));
+      for (const id of [...selected]) if (!ids.has(id)) selected.delete(id);
+      const canRetry = session.features.retry;
+      const canDiscard = session.features.discard;
+      dead.show([shown, canRetry, canDiscard], () => {
+        const count = h("span", { class: "note", "aria-live": "polite" });
+        const retrySelected = h("button", { type: "button", class: "secondary", on: { click: () => many("retry") } }, "Retry selected");
+        const discardSelected = h("button", { type: "button", class: "danger", on: { click: () => many("discard") } }, "Discard selected");
+        const boxes = [];
+        const sync = () => {
+          count.textContent = `${selected.size} selected`;
+          retrySelected.disabled = selected.size === 0;
+          discardSelected.disabled = selected.size === 0;
+        };
+        const all = h("input", { type: "checkbox", id: "select-all-dead", on: { change: () => {
+          for (const box of boxes) {
+            box.checked = all.checked;
+            if (all.checked) selected.add(box.value); else selected.delete(box.value);
+          }
+          sync();
+        } } });
+        const rows = shown.map((j) => {
+          const box = h("input", { type: "checkbox", value: j.job_id, "aria-label": `Select job ${j.job_id}`, on: { change: () => {
+            if (box.checked) selected.add(j.job_id); else selected.delete(j.job_id);
+            sync();
+          } } });
+          box.checked = selected.has(j.job_id);
+          boxes.push(box);
+          return [
+            canRetry || canDiscard ? box : "",
             link(`/jobs/${seg(j.job_id)}`, h("span", { class: "mono" }, j.job_id)),
             h("span", { class: "wrap" }, j.type),
             h("span", { class: "wrap" }, j.error || ""),
             when(j.finished_at),
-            session.features.retry
-              ? h("button", { type: "button", class: "secondary", on: { click: async (event) => {
-                if (!ask(`Run job ${j.job_id} (${j.type}) again, with a fresh attempt budget?`)) return;
-                event.target.disabled = true;
-                const r = await api("POST", `/jobs/${seg(j.job_id)}/retry`);
-                message.replaceChildren(r.ok ? h("div", { class: "notice" }, `Retried ${j.job_id}: ${r.body.status}`) : errorBox(r));
-                await refresh();
-              } } }, "Retry")
-              : "",
-          ]),
-          "No failed jobs in this queue.",
-        ),
-        h("p", { class: "note" }, "Failed jobs of the signed-in tenant and of the schedules in this queue; the DLQ count above is the queue's."),
-      ));
+            h("span", { class: "row-actions" },
+              canRetry
+                ? h("button", { type: "button", class: "secondary", on: { click: async (event) => {
+                  if (!ask(`Run job ${j.job_id} (${j.type}) again, with a fresh attempt budget? Its dead letter leaves the ${name} DLQ.`)) return;
+                  event.target.disabled = true;
+                  const r = await api("POST", `/jobs/${seg(j.job_id)}/retry`);
+                  message.replaceChildren(r.ok ? h("div", { class: "notice" }, `Retried ${j.job_id}: ${r.body.status}`) : errorBox(r));
+                  await refresh();
+                } } }, "Retry")
+                : "",
+              canDiscard
+                ? h("button", { type: "button", class: "danger", on: { click: async (event) => {
+                  if (!ask(`Discard the dead letter of job ${j.job_id} (${j.type})? It leaves the ${name} DLQ for good; `
+                    + "the job stays FAILED and a redrive will not run it.")) return;
+                  event.target.disabled = true;
+                  const r = await api("DELETE", `/queues/${seg(name)}/dead-letters/${seg(j.job_id)}`);
+                  message.replaceChildren(r.ok ? h("div", { class: "notice" }, `Discarded the dead letter of ${j.job_id}`) : errorBox(r));
+                  await refresh();
+                } } }, "Discard")
+                : ""),
+          ];
+        });
+        sync();
+        all.checked = shown.length > 0 && shown.every((j) => selected.has(j.job_id));
+        const bulk = canRetry || canDiscard
+          ? h("div", { class: "actions" },
+            h("label", { for: "select-all-dead", class: "select-all" }, all, "Select all"),
+            canRetry ? retrySelected : "", canDiscard ? discardSelected : "", count)
+          : "";
+        return h("div", null,
+          bulk,
+          table(
+            [{ label: "" }, { label: "Job" }, { label: "Type" }, { label: "Reason" }, { label: "Failed" }, { label: "" }],
+            rows,
+            "No failed jobs in this queue.",
+          ),
+          h("p", { class: "note" }, "Failed jobs of the signed-in tenant and of the schedules in this queue; the DLQ count above is the queue's."),
+        );
+      });
+    }
+
+    // Retry or discard every selected job, one request each, after one question that says how many.
+    async function many(action) {
+      const jobs = [...selected];
+      const n = jobs.length;
+      if (n === 0) return;
+      const plural = n === 1 ? "job" : "jobs";
+      const question = action === "retry"
+        ? `Run ${n} selected ${plural} again, each with a fresh attempt budget? Their dead letters leave the ${name} DLQ.`
+        : `Discard the dead letters of ${n} selected ${plural}? They leave the ${name} DLQ for good; `
+          + `the ${plural} stay FAILED and a redrive will not run them.`;
+      if (!ask(question)) return;
+      let done = 0;
+      const refused = [];
+      for (const id of jobs) {
+        const r = action === "retry"
+          ? await api("POST", `/jobs/${seg(id)}/retry`)
+          : await api("DELETE", `/queues/${seg(name)}/dead-letters/${seg(id)}`);
+        if (r.ok) {
+          done += 1;
+          selected.delete(id);
+        } else {
+          refused.push(`${id}: ${r.status}`);
+        }
+      }
+      const verb = action === "retry" ? "Retried" : "Discarded the dead letters of";
+      message.replaceChildren(h("div", { class: refused.length ? "error" : "notice" },
+        `${verb} ${done} of ${n} ${plural}`, refused.length ? ` (refused: ${refused.join(", ")})` : ""));
+      await refresh();
     }
     return { title: `Queue ${name}`, admin: true, node, refresh };
   }
