@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from offpath_tools.launcher import OffpathLocal
+from offpath_tools.launcher import OffpathLocal, free_loopback_port
 from offpath_tools.webhook_receiver import Receiver
 from tests.e2e import target as variables
 from tests.e2e.target import DEMO_TYPES, EMBEDDED, Response, Target, TargetError, not_applicable
@@ -175,9 +175,20 @@ class Hook:
     path: str
 
 
+# The port of the suite's webhook receiver on 127.0.0.1: an `offpath local` target accepts loopback receivers only
+# on the ports its operator named (`--webhook-port`), so a runtime the suite runs against names this one; a target
+# started elsewhere names it through OFFPATH_E2E_RECEIVER_PORT.
+RECEIVER_PORT_ENV = "OFFPATH_E2E_RECEIVER_PORT"
+
+
 @pytest.fixture(scope="session")
-def receiver() -> Iterator[Receiver]:
-    receiver = Receiver()
+def receiver_port() -> int:
+    return int(os.environ.get(RECEIVER_PORT_ENV) or free_loopback_port())
+
+
+@pytest.fixture(scope="session")
+def receiver(receiver_port: int) -> Iterator[Receiver]:
+    receiver = Receiver(port=receiver_port)
     try:
         yield receiver
     finally:
@@ -293,11 +304,12 @@ def tests_importable() -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Local]:
+def local(tmp_path_factory: pytest.TempPathFactory, receiver_port: int) -> Iterator[Local]:
     runtime = OffpathLocal.start(
         tmp_path_factory.mktemp("offpath-local"),
         tokens={TENANT_A: TOKEN_A, TENANT_B: TOKEN_B},
         admins=[TENANT_A],
+        webhook_ports=[receiver_port],
         load=["tests.e2e.local_schedules"],
         args=["--clock-speed", "60", "--clock-tick", "0.2", "--alarm-interval", "0.3"],
         env=tests_importable(),

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from offpath_tools.launcher import OffpathLocal
-from tests.e2e.conftest import ROOT, TENANT_A, TENANT_B, TOKEN_A, Local
+from offpath_tools.launcher import OffpathLocal, free_loopback_port
+from tests.e2e.conftest import RECEIVER_PORT_ENV, ROOT, TENANT_A, TENANT_B, TOKEN_A, Local
 from tests.e2e.conftest import TOKEN_B as TOKEN_B_VALUE
 from tests.e2e.target import RECEIVER_URL, SIGV4, TOKEN, TOKEN_B, URL, Target, TargetError
 
@@ -111,9 +111,13 @@ WEBHOOK_TESTS = (
 )
 
 
-def run_suite(url: str, *tests: str, token_b: str | None = TOKEN_B_VALUE) -> subprocess.CompletedProcess[str]:
+def run_suite(
+    url: str, *tests: str, token_b: str | None = TOKEN_B_VALUE, receiver_port: int | None = None
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OFFPATH_E2E_")}
     env.update({URL: url, TOKEN: TOKEN_A, **({TOKEN_B: token_b} if token_b else {}), **LEAN})
+    if receiver_port is not None:
+        env[RECEIVER_PORT_ENV] = str(receiver_port)
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *tests],
         cwd=ROOT,
@@ -127,12 +131,14 @@ def run_suite(url: str, *tests: str, token_b: str | None = TOKEN_B_VALUE) -> sub
 def test_against_a_shared_target_another_tenants_dead_letter_stays_and_no_endpoint_is_left(
     tmp_path: Path,
 ) -> None:
+    receiver_port = free_loopback_port()
     runtime = OffpathLocal.start(
         tmp_path,
         tokens={TENANT_A: TOKEN_A, TENANT_B: TOKEN_B_VALUE, BYSTANDER: BYSTANDER_TOKEN},
         admins=[TENANT_A],
         args=["--quiet"],
         cwd=ROOT,
+        webhook_ports=[receiver_port],
     )
     try:
         # Given another tenant's poison job parked in the default DLQ
@@ -145,7 +151,7 @@ def test_against_a_shared_target_another_tenants_dead_letter_stays_and_no_endpoi
         shared.wait_for(lambda: dlq_depth(shared) == 1 or None)
 
         # When the suite runs its redrive and webhook tests against the runtime's URL
-        done = run_suite(runtime.url, REDRIVE, *WEBHOOK_TESTS)
+        done = run_suite(runtime.url, REDRIVE, *WEBHOOK_TESTS, receiver_port=receiver_port)
 
         # Then the redrive was not applicable, and nothing of the bystander's (or anyone's) was touched
         out = done.stdout

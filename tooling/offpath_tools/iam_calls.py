@@ -95,6 +95,8 @@ def normalise(record: dict[str, Any]) -> Call:
             roles.add("bus:events")
         elif kind == "transact":
             roles.add(f"transact:{name}")
+        elif kind == "kms-key":
+            roles.add(f"key:{name}")
     return function, str(record["service"]), str(record["operation"]), tuple(sorted(roles))
 
 

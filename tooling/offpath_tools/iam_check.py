@@ -343,6 +343,9 @@ class Model:
             return self.stack.get_att(logical, "Arn") if logical else None
         if kind == "alarm":
             return f"arn:{PARTITION}:cloudwatch:{REGION}:{ACCOUNT}:alarm:{self.prefix}-NAME"
+        if kind == "key" and name == "webhook-secrets":
+            key = env.get("OFFPATH_WEBHOOK_SECRETS_KEY")
+            return str(key) if key else None
         if kind == "bus":
             bus = env.get("OFFPATH_EVENT_BUS_NAME")
             return f"arn:{PARTITION}:events:{REGION}:{ACCOUNT}:event-bus/{bus}" if bus else None
