@@ -649,7 +649,15 @@ class LocalRuntime:
 
     def _write_state(self) -> None:
         tenant = self.admins[0] if self.admins else self.first_tenant
-        state = {"url": self.url, "tenant": tenant, "token": self.tokens[tenant], "pid": os.getpid()}
+        # Private to its owner (0600, in a 0700 directory), as the token: the emulator's endpoint with its secret
+        # prefix, for the owner's own tools (`offpath smoke --aws-endpoint` against this runtime).
+        state = {
+            "url": self.url,
+            "tenant": tenant,
+            "token": self.tokens[tenant],
+            "pid": os.getpid(),
+            "emulator": self.emulator.endpoint,
+        }
         path = self.data_dir / STATE_FILE
         path.touch(mode=0o600, exist_ok=True)
         path.chmod(0o600)

@@ -19,7 +19,6 @@ from offpath_tools.ledger import TOKEN, LedgerRuntime
 from tests.e2e.conftest import ROOT, wait_for
 
 pytestmark = pytest.mark.needs("embedded")
-EMULATOR_LINE = re.compile(r"^\s*emulator\s+(http://127\.0\.0\.1:\d+)", re.MULTILINE)
 ALARM = "offpath-default-dlq-depth"
 CHECKS = ("health", "submit", "poison", "dlq", "alarm", "redrive", "dashboard", "cleanup")
 
@@ -30,15 +29,18 @@ def stand_in(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LedgerR
     data_dir: Path = tmp_path_factory.mktemp("smoke")
     local = LedgerRuntime.launch(data_dir, alarm_interval_s=0.3)
     try:
-        endpoint = wait_for(lambda: _emulator(local.console), timeout_s=10)
+        endpoint = wait_for(lambda: _emulator(data_dir), timeout_s=10)
         yield local, endpoint
     finally:
         local.stop()
 
 
-def _emulator(console: Path) -> str | None:
-    match = EMULATOR_LINE.search(console.read_text())
-    return match.group(1) if match else None
+def _emulator(data_dir: Path) -> str | None:
+    """The emulator's endpoint, secret prefix included: in the data directory's local.json, its owner's only."""
+    try:
+        return str(json.loads((data_dir / "local.json").read_text())["emulator"])
+    except (OSError, ValueError, KeyError):
+        return None
 
 
 def smoke(local: LedgerRuntime, endpoint: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:

@@ -43,6 +43,7 @@ def test_every_recorded_call_is_granted_and_every_grant_is_used_or_explained(def
         "delivery",
         "enqueue",
         "notifier",
+        "read",
         "sweeper",
         "worker-bulk",
         "worker-critical",

@@ -83,19 +83,21 @@ def test_a_sealed_secret_opens_only_for_its_own_tenant_and_endpoint(cipher: Secr
 def test_deliveries_verify_with_both_secrets_after_a_rotation(
     resources: Resources, clients: dict[str, Any], kms: KmsSecretCipher
 ) -> None:
+    # Now, not when the module was collected: a receiver checks the signature's time against its clock (5 minutes).
+    now = datetime.now(UTC)
     api_store = DynamoDbWebhookStore(resources.table_name, client=clients["dynamodb"], cipher=kms)
     old = new_secret()
     api_store.put_endpoint(
         "acme", Endpoint("orders", "https://example.com/h", ("job.succeeded",), secrets=(Secret(old),)), limit=10
     )
-    new = rotate_secret("acme", "orders", store=api_store, clock=ManualClock(NOW)).secret
+    new = rotate_secret("acme", "orders", store=api_store, clock=ManualClock(now)).secret
     # The delivery function: its own store and its own KMS client (it only decrypts).
     delivery_store = DynamoDbWebhookStore(
         resources.table_name, client=clients["dynamodb"], cipher=KmsSecretCipher(kms.key_id, SESSION.client("kms"))
     )
     sender = ScriptedSender()
-    ports = DeliveryPorts(delivery_store, RecordingDeliveryQueue(), sender, ManualClock(NOW), random.Random(1))
-    message = Delivery("acme", "orders", "evt_1", "job.succeeded", NOW, {"job_id": "j1"})
+    ports = DeliveryPorts(delivery_store, RecordingDeliveryQueue(), sender, ManualClock(now), random.Random(1))
+    message = Delivery("acme", "orders", "evt_1", "job.succeeded", now, {"job_id": "j1"})
 
     assert deliver(message, ports, ReceiverPolicy()).result == "delivered"
 
