@@ -75,7 +75,9 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
         items = [{"type": "e2e.batch_effect", "payload": {"tag": key}, "idempotency_key": key} for key in BATCH_KEYS]
         batch = api.call("POST", "/jobs/batch", {"jobs": items})
         assert batch.status == 207, batch.body
-        assert [r["status"] for r in batch.body["results"]] == [202] * len(BATCH_KEYS), batch.body
+        # Accepted, each: 202, or 200 where the client's retry of a slow answer replayed the keyed item.
+        assert all(r["status"] in (200, 202) for r in batch.body["results"]), batch.body
+        assert len({r["job"]["job_id"] for r in batch.body["results"]}) == len(BATCH_KEYS), batch.body
         batch_ids = [str(r["job"]["job_id"]) for r in batch.body["results"]]
         yield Scenario(local, api, welcome_id, batch_ids)
     finally:
