@@ -113,7 +113,7 @@ def test_smoke_reports_each_check_and_exits_1_on_a_failure_then_0_when_all_pass(
     # The redriven job succeeded: its message left the DLQ, and the alarm returns to OK.
     wait_for(
         lambda: cloudwatch.describe_alarms(AlarmNames=[ALARM])["MetricAlarms"][0]["StateValue"] == "OK" or None,
-        timeout_s=20,
+        timeout_s=60,
     )
 
     put_dashboard(endpoint)
@@ -141,7 +141,11 @@ def test_smoke_skips_the_redrive_when_the_dlq_held_other_messages(
     sqs = boto3.client("sqs", endpoint_url=endpoint, region_name="us-east-1")
     dlq = sqs.get_queue_url(QueueName="offpath-default-dlq")["QueueUrl"]
     depth = "ApproximateNumberOfMessages"
-    wait_for(lambda: int(sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=[depth])["Attributes"][depth]) or None)
+    # Three attempts with backoff, then the DLQ: seconds on a quiet machine, longer beside a loaded test run.
+    wait_for(
+        lambda: int(sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=[depth])["Attributes"][depth]) or None,
+        timeout_s=120,
+    )
 
     code, report = smoke(local, endpoint, capsys)
 
