@@ -147,7 +147,12 @@ class Schedules(Construct):
             on_failure=on_failure,
         )
         # The sweep index holds keys only: the due jobs are then read with BatchGetItem.
-        table.grant(self.sweeper, ["UpdateItem", "BatchGetItem"], query_indexes=(SWEEP_INDEX,))
+        # GetItem, PutItem, TransactWriteItems: a finished batch member's follow-ups (its count, the callbacks).
+        table.grant(
+            self.sweeper,
+            ["UpdateItem", "BatchGetItem", "GetItem", "PutItem", "TransactWriteItems"],
+            query_indexes=(SWEEP_INDEX,),
+        )
         self.sweeper.grant(["sqs:SendMessage"], queues.all_arns())
         # How many messages a queue holds, before re-sending its overdue jobs (a backlog is not a lost message).
         self.sweeper.grant(["sqs:GetQueueAttributes"], [queue.queue_arn for _, queue in sorted(queues.queues.items())])

@@ -223,6 +223,118 @@ WEBHOOK_ROUTES: tuple[Route, ...] = (
     ),
 )
 
+# -- batches (fan-out / fan-in): a tenant's own; another tenant's batch is not found -------------------------
+_BATCH_ID = Parameter("batch_id", "path", {"type": "string", "pattern": JOB_ID_PATTERN}, required=True)
+_NO_BATCH = Refusal(404, "no such batch (or another tenant's)", "not_found", "no such batch")
+_BATCH_KEY = Parameter(
+    "Idempotency-Key",
+    "header",
+    {"type": "string", "pattern": IDEMPOTENCY_KEY_PATTERN},
+    description="1 to 255 printable ASCII characters, the first and last not a space; the same key and request "
+    "give the same batch (or page of jobs)",
+)
+_BATCH_INVALID = Refusal(
+    422,
+    "invalid body, unknown type, a job's payload mismatch (`field`: jobs.<i>.payload...), key reuse",
+    "invalid_payload",
+    "jobs.0: payload.email: Field required",
+    "jobs.0.payload.email",
+)
+_BATCH_CONFLICT = Refusal(
+    409,
+    "the batch is sealed or cancelled (no more jobs), or a page of jobs is still being added (no seal yet)",
+    "conflict",
+    "the batch is sealed or cancelled: no more jobs can be added",
+)
+_BATCH_CURSOR = Parameter(
+    "cursor",
+    "query",
+    {"type": "string", "pattern": CURSOR_PATTERN},
+    description="the cursor of the previous page (only a cursor this listing returned is accepted)",
+)
+_BATCH_LIMIT = Parameter("limit", "query", {"type": "integer", "minimum": 1, "maximum": 100})
+BATCH_ROUTES: tuple[Route, ...] = (
+    Route(
+        "POST",
+        "/batches",
+        "createBatch",
+        "tenant",
+        "Submit a batch of up to 100 jobs with callbacks when all are final (`on_complete`) or all SUCCEEDED "
+        "(`on_success`); `open` batches take more pages of jobs until sealed",
+        answers=(
+            Answer(202, "BatchDetailView", "accepted"),
+            Answer(200, "BatchDetailView", "replay of an earlier request with the same key", ("Idempotent-Replayed",)),
+        ),
+        refusals=(_MALFORMED, _TOO_LARGE, _OVER_QUOTA, _BATCH_INVALID),
+        request="BatchCreateBody",
+        parameters=(_BATCH_KEY,),
+    ),
+    Route(
+        "GET",
+        "/batches",
+        "listBatches",
+        "tenant",
+        "The caller's batches, newest first, a page at a time",
+        answers=(Answer(200, "BatchPageView", "a page of batches, newest first"),),
+        refusals=(Refusal(422, "bad query", "invalid_request", "limit must be a whole number from 1 to 100", "limit"),),
+        parameters=(_BATCH_LIMIT, _BATCH_CURSOR),
+    ),
+    Route(
+        "GET",
+        "/batches/{batch_id}",
+        "getBatch",
+        "tenant",
+        "One batch: its counts, status and callback jobs",
+        answers=(Answer(200, "BatchDetailView", "the batch"),),
+        refusals=(_NO_BATCH,),
+        parameters=(_BATCH_ID,),
+    ),
+    Route(
+        "GET",
+        "/batches/{batch_id}/jobs",
+        "listBatchJobs",
+        "tenant",
+        "The batch's jobs (with their results), a page at a time",
+        answers=(Answer(200, "BatchJobsView", "a page of the batch's jobs"),),
+        refusals=(
+            _NO_BATCH,
+            Refusal(422, "bad query", "invalid_request", "limit must be a whole number from 1 to 100", "limit"),
+        ),
+        parameters=(_BATCH_ID, _BATCH_LIMIT, _BATCH_CURSOR),
+    ),
+    Route(
+        "POST",
+        "/batches/{batch_id}/jobs",
+        "addBatchJobs",
+        "tenant",
+        "Add a page of up to 100 jobs to an open batch",
+        answers=(Answer(202, "BatchDetailView", "added (a replay with the same key adds nothing)"),),
+        refusals=(_MALFORMED, _NO_BATCH, _BATCH_CONFLICT, _TOO_LARGE, _OVER_QUOTA, _BATCH_INVALID),
+        request="BatchJobsBody",
+        parameters=(_BATCH_ID, _BATCH_KEY),
+    ),
+    Route(
+        "POST",
+        "/batches/{batch_id}/seal",
+        "sealBatch",
+        "tenant",
+        "Seal an open batch: no more jobs; its callbacks run when due (sealing again is harmless)",
+        answers=(Answer(200, "BatchDetailView", "sealed"),),
+        refusals=(_NO_BATCH, _BATCH_CONFLICT),
+        parameters=(_BATCH_ID,),
+    ),
+    Route(
+        "POST",
+        "/batches/{batch_id}/cancel",
+        "cancelBatch",
+        "tenant",
+        "Cancel a batch: its jobs not started are cancelled, no more are added; the callbacks follow their rules",
+        answers=(Answer(200, "BatchDetailView", "cancelled"),),
+        refusals=(_NO_BATCH,),
+        parameters=(_BATCH_ID,),
+    ),
+)
+
 ROUTES: tuple[Route, ...] = (
     Route(
         "POST",
@@ -510,4 +622,5 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route("GET", "/health", "health", "public", "Liveness", answers=(Answer(200, "HealthView", "alive"),)),
     *WEBHOOK_ROUTES,
+    *BATCH_ROUTES,
 )

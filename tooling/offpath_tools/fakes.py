@@ -307,6 +307,17 @@ class InMemoryJobStore:
             except TransitionError:
                 raise JobConflictError(None, "another sweep handled the job") from None
 
+    def clear_followups(self, job: Job) -> None:
+        with self._lock:
+            self._enter("clear_followups", write=True)
+            current = self._jobs.get((job.tenant, job.job_id))
+            if current is None:
+                raise JobConflictError(None, "the job is gone")
+            try:
+                self._jobs[job.tenant, job.job_id] = transitions.followups_done(current, seen=job.sweep_at)
+            except TransitionError:
+                raise JobConflictError(None, "the job's follow-ups were cleared or it changed") from None
+
     def get_schedule_state(self, name: str) -> ScheduleState | None:
         with self._lock:
             self._enter("get_schedule_state", write=False)

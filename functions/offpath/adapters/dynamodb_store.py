@@ -53,6 +53,7 @@ from offpath.domain.job import (
     CLAIM,
     DISCARD,
     ENQUEUE_SCHEDULED,
+    FOLLOWUPS_DONE,
     FAIL,
     FAIL_EXPIRED_LEASE,
     LEASE_EXPIRED_OUTCOME,
@@ -441,6 +442,9 @@ class DynamoDbJobStore:
         """Write how an attempt ended (SUCCEEDED, RETRYING or FAILED), fenced: only while that
         attempt still holds the job. The same write adds the attempt to the job's history: the fence
         makes `job`'s history the stored one."""
+        if transition.to is not None and transition.to.is_final and job.has_followups:
+            update, kept = keep_in_sweep(update, job.job_id, job.followup_sweep_at(now))
+            values = {**values, **kept}
         error = values.get(":error")
         ended = outcome or (transition.to or job.status).value
         history = job.history_with(ended, now, error if isinstance(error, str) else None, detail)
@@ -520,6 +524,7 @@ class DynamoDbJobStore:
             also=", attempt = :zero, redrives = redrives + :one, resends = :zero REMOVE #e, finished_at, expires_at",
             values={":zero": 0, ":one": 1},
             names={"#e": "error"},
+            uncount=True,
         )
 
     def retry_by_hand(self, job_id: str, *, tenant: str, now: datetime, sweep_at: datetime) -> Job:
@@ -535,6 +540,7 @@ class DynamoDbJobStore:
                 "REMOVE #e, finished_at, expires_at, lease_until, next_attempt_at, discarded_at ADD retries :one",
                 values={":zero": 0, ":one": 1},
                 names={"#e": "error"},
+                uncount=True,
             )
         except JobConflictError as conflict:
             current = conflict.job
@@ -559,17 +565,31 @@ class DynamoDbJobStore:
         also: str = "",
         values: dict[str, Any] | None = None,
         names: dict[str, str] | None = None,
+        uncount: bool = False,
     ) -> Job:
+        """`uncount`: the job leaves a final state; a batch member counted in that state is uncounted in the same
+        transaction (its batch's count of the state - 1, its `batch_counted` mark removed), so the batch's counts
+        stay exact while it runs again. A plain job pays nothing for it: one write, whose condition also requires
+        no mark; a counted member fails it and takes the transaction."""
+        update = "SET #s = :status, updated_at = :now, sweep_pk = :shard, sweep_at = :sweep" + also
+        all_values = {":now": iso(now), ":shard": sweep_shard(job_id), ":sweep": iso(sweep_at), **(values or {})}
+        facts = Facts(now=now, tenant=tenant)
         try:
-            return self._write(
-                transition,
-                tenant,
-                job_id,
-                Facts(now=now, tenant=tenant),
-                "SET #s = :status, updated_at = :now, sweep_pk = :shard, sweep_at = :sweep" + also,
-                {":now": iso(now), ":shard": sweep_shard(job_id), ":sweep": iso(sweep_at), **(values or {})},
-                names=names,
-            )
+            if not uncount:
+                return self._write(transition, tenant, job_id, facts, update, all_values, names=names)
+            try:
+                return self._write(transition, tenant, job_id, facts, update, all_values, names=names, plain_only=True)
+            except ConditionFailed as failed:
+                current = from_item(failed.item) if failed.item else None
+                if current is None or not transition.allows(current, facts):
+                    raise
+                if current.batch_counted is None or current.batch_id is None:
+                    return self._write(transition, tenant, job_id, facts, update, all_values, names=names)
+                self._uncount_and_write(transition, current, facts, update, all_values, names or {})
+                found = self.get(job_id, tenant=tenant)
+                if found is None:
+                    raise JobNotFoundError(job_id) from None
+                return found
         except ConditionFailed as failed:
             current = _tenants_job(failed, job_id)
             raise JobConflictError(current, f"job is {current.status.value}") from None
@@ -666,15 +686,23 @@ class DynamoDbJobStore:
     # -- api --------------------------------------------------------------------------------
 
     def cancel(self, job_id: str, *, tenant: str, now: datetime, expires_at: datetime) -> Job:
+        update = "SET #s = :status, updated_at = :now, finished_at = :now, expires_at = :ttl REMOVE sweep_pk, sweep_at"
+        values: dict[str, Any] = {":now": iso(now), ":ttl": epoch(expires_at)}
         try:
-            cancelled = self._write(
-                CANCEL,
-                tenant,
-                job_id,
-                Facts(now=now, tenant=tenant),
-                "SET #s = :status, updated_at = :now, finished_at = :now, expires_at = :ttl REMOVE sweep_pk, sweep_at",
-                {":now": iso(now), ":ttl": epoch(expires_at)},
-            )
+            try:
+                # A plain job (no follow-ups) is cancelled by this one write; a batch member fails its condition
+                # and is cancelled by the next, which keeps it in the sweep index for its follow-ups.
+                cancelled = self._write(
+                    CANCEL, tenant, job_id, Facts(now=now, tenant=tenant), update, values, plain_only=True
+                )
+            except ConditionFailed as failed:
+                current = from_item(failed.item) if failed.item else None
+                if current is None or not current.has_followups:
+                    raise
+                kept_update, kept = keep_in_sweep(update, job_id, current.followup_sweep_at(now))
+                cancelled = self._write(
+                    CANCEL, tenant, job_id, Facts(now=now, tenant=tenant), kept_update, {**values, **kept}
+                )
             try:
                 self._keep_key(cancelled, now, expires_at)
             except StoreUnavailableError:
@@ -722,6 +750,7 @@ class DynamoDbJobStore:
         *,
         names: dict[str, str] | None = None,
         returns: Literal[True] = True,
+        plain_only: bool = False,
     ) -> Job: ...
 
     @overload
@@ -736,6 +765,7 @@ class DynamoDbJobStore:
         *,
         names: dict[str, str] | None = None,
         returns: Literal[False],
+        plain_only: bool = False,
     ) -> None: ...
 
     def _write(
@@ -749,12 +779,21 @@ class DynamoDbJobStore:
         *,
         names: dict[str, str] | None = None,
         returns: bool = True,
+        plain_only: bool = False,
     ) -> Job | None:
         """One conditional update of a job: `update` (which sets the status to `:status` when the
         transition changes it; the local runtime's fault injector finds the success write by it)
         under the transition's declared condition. On a failed condition
-        `ConditionFailed` carries the job as it was."""
+        `ConditionFailed` carries the job as it was. `plain_only`: the write also requires a job without
+        follow-ups (no batch) and not counted in a batch (`batch_counted`), so that a batch member fails the
+        condition and is written by the caller's variant for it."""
         condition = condition_of(transition, facts)
+        if plain_only:
+            condition = Condition(
+                f"({condition.expression}) AND attribute_not_exists(batch_id) AND attribute_not_exists(batch_counted)",
+                condition.names,
+                condition.values,
+            )
         if transition.to is not None:
             values = {**values, ":status": transition.to.value}
         clash = {name for name in values.keys() & condition.values.keys() if values[name] != condition.values[name]}
@@ -772,6 +811,48 @@ class DynamoDbJobStore:
             request["ReturnValues"] = "ALL_NEW"
         response = self._call(self.client.update_item, **request)
         return from_item(response["Attributes"]) if returns else None
+
+    def _uncount_and_write(
+        self, transition: Transition, job: Job, facts: Facts, update: str, values: dict[str, Any], names: dict[str, str]
+    ) -> None:
+        """The job's write (`transition`, its mark removed) and its batch's count of the marked state - 1, in one
+        transaction, fenced on the mark: ConditionFailed when the job changed meanwhile."""
+        assert job.batch_id is not None and job.batch_counted is not None
+        condition = condition_of(transition, facts)
+        if transition.to is not None:
+            values = {**values, ":status": transition.to.value}
+        head, removing, tail = update.partition(" REMOVE ")
+        update = f"{head} REMOVE batch_counted" + (f", {tail}" if removing else "")
+        job_update = {
+            "TableName": self.table_name,
+            "Key": job_key(job.tenant, job.job_id),
+            "UpdateExpression": update,
+            "ConditionExpression": f"({condition.expression}) AND batch_counted = :counted",
+            "ExpressionAttributeNames": {**condition.names, **names},
+            "ExpressionAttributeValues": attribute_values(
+                {**condition.values, **values, ":counted": job.batch_counted.value}
+            ),
+        }
+        batch_update = batch_count_update(self.table_name, job.tenant, job.batch_id, job.batch_counted, -1, values[":now"])
+        if not transact(self.client, [{"Update": job_update}, {"Update": batch_update}]):
+            raise ConditionFailed(self.client.get_item(
+                TableName=self.table_name, Key=job_key(job.tenant, job.job_id), ConsistentRead=True
+            ).get("Item") or {})
+
+    def clear_followups(self, job: Job) -> None:
+        """The finished job's follow-ups ran: out of the sweep index, fenced on the sweep time in `job`."""
+        try:
+            self._write(
+                FOLLOWUPS_DONE,
+                job.tenant,
+                job.job_id,
+                Facts(seen_sweep_at=job.sweep_at),
+                "REMOVE sweep_pk, sweep_at",
+                {},
+                returns=False,
+            )
+        except ConditionFailed:
+            raise JobConflictError(None, "the job's follow-ups were cleared or it changed") from None
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -1020,8 +1101,78 @@ def fraction_number(fraction: float) -> Decimal:
     return Decimal(repr(fraction))
 
 
+def keep_in_sweep(update: str, job_id: str, sweep_at: datetime | None) -> tuple[str, dict[str, Any]]:
+    """A final write's update (`SET ... REMOVE ..., sweep_pk, sweep_at`) made to keep the job in the sweep index at
+    `sweep_at` instead: its follow-ups run after it (logic/followups.py)."""
+    if sweep_at is None:
+        return update, {}
+    head, removing, tail = update.partition(" REMOVE ")
+    kept = [name.strip() for name in tail.split(",") if name.strip() not in ("sweep_pk", "sweep_at")] if removing else []
+    update = f"{head}, sweep_pk = :followup_shard, sweep_at = :followup_sweep"
+    if kept:
+        update += " REMOVE " + ", ".join(kept)
+    return update, {":followup_shard": sweep_shard(job_id), ":followup_sweep": iso(sweep_at)}
+
+
+BATCH_ITEM_PREFIX = "BATCH#"
+
+
+def batch_partition(tenant: str) -> str:
+    """A tenant's batches share one partition, sorted by id (time-ordered): the listing is one query."""
+    return f"{BATCH_ITEM_PREFIX}{tenant}"
+
+
+def batch_key(tenant: str, batch_id: str) -> Item:
+    return key_of(batch_partition(tenant), batch_id)
+
+
+def count_attribute(status: JobStatus) -> str:
+    """The batch item's count of members in a final state."""
+    return f"count_{status.value.lower()}"
+
+
+def batch_count_update(
+    table_name: str, tenant: str, batch_id: str, status: JobStatus, delta: int, now_text: Any
+) -> dict[str, Any]:
+    """The batch's part of a member's count (or uncount): its count of `status` moves by `delta`."""
+    return {
+        "TableName": table_name,
+        "Key": batch_key(tenant, batch_id),
+        "UpdateExpression": "ADD #c :delta SET updated_at = :now",
+        "ConditionExpression": f"attribute_exists({TABLE_PARTITION_KEY})",
+        "ExpressionAttributeNames": {"#c": count_attribute(status)},
+        "ExpressionAttributeValues": attribute_values({":delta": delta, ":now": now_text}),
+    }
+
+
+# How often a transaction that met another one on the same items (TransactionConflict) is tried again.
+TRANSACTION_TRIES = 5
+
+
+def transact(client: DynamoDBClient, items: list[dict[str, Any]]) -> bool:
+    """One TransactWriteItems: True when it was written, False when a condition failed (nothing written). A
+    conflict with another transaction is tried again a few times; then, or on any other error,
+    StoreUnavailableError."""
+    for _ in range(TRANSACTION_TRIES):
+        try:
+            client.transact_write_items(TransactItems=cast("Any", items))
+            return True
+        except botocore.exceptions.ClientError as error:
+            code = error.response.get("Error", {}).get("Code", "")
+            if code != "TransactionCanceledException":
+                raise StoreUnavailableError(f"DynamoDB {code or 'error'}") from error
+            reasons = [r.get("Code") for r in cast("Any", error.response).get("CancellationReasons", [])]
+            if "ConditionalCheckFailed" in reasons:
+                return False
+            if not reasons or any(r not in (None, "None", "TransactionConflict") for r in reasons):
+                raise StoreUnavailableError(f"DynamoDB transaction cancelled: {reasons}") from error
+        except botocore.exceptions.BotoCoreError as error:
+            raise StoreUnavailableError(f"DynamoDB unreachable: {type(error).__name__}") from error
+    raise StoreUnavailableError("DynamoDB transaction kept conflicting")
+
+
 def to_item(job: Job) -> Item:
-    swept = job.sweep_at is not None and not job.status.is_final
+    swept = job.sweep_at is not None and (not job.status.is_final or job.has_followups)
 
     def when(value: datetime | None) -> str | None:
         return iso(value) if value is not None else None
@@ -1067,6 +1218,9 @@ def to_item(job: Job) -> Item:
             "tags": dict(job.tags) if job.tags else None,
             "trace_id": job.trace_id,
             "discarded_at": when(job.discarded_at),
+            "batch_id": job.batch_id,
+            "batch_counted": job.batch_counted.value if job.batch_counted is not None else None,
+            "callback_of": job.callback_of,
         }
     )
 
@@ -1116,6 +1270,9 @@ def from_item(item: Mapping[str, Any]) -> Job:
         tags=dict(plain.get("tags") or {}),
         trace_id=plain.get("trace_id"),
         discarded_at=when("discarded_at"),
+        batch_id=plain.get("batch_id"),
+        batch_counted=JobStatus(plain["batch_counted"]) if plain.get("batch_counted") else None,
+        callback_of=plain.get("callback_of"),
     )
 
 

@@ -102,7 +102,24 @@ WEBHOOK_ENDPOINTS = ItemFormat(
 )
 WEBHOOK_LOG = ItemFormat("webhook delivery log", "WEBHOOKLOG#", version=2, upcasters=(v2_adds_the_version,))
 
-FORMATS = (JOB, KEY_RECORD, SCHEDULE_STATE, ONCE_MARK, QUOTA_RATE, QUOTA_USAGE, WEBHOOK_ENDPOINTS, WEBHOOK_LOG)
+# A batch (its counts and callbacks), a page of its members' ids, and a batch's idempotency key record.
+BATCH = ItemFormat("batch", "BATCH#", version=1, upcasters=())
+BATCH_PAGE = ItemFormat("batch page", "BATCHPAGE#", version=1, upcasters=())
+BATCH_KEY = ItemFormat("batch key record", "BATCHKEY#", version=1, upcasters=())
+
+FORMATS = (
+    JOB,
+    KEY_RECORD,
+    SCHEDULE_STATE,
+    ONCE_MARK,
+    QUOTA_RATE,
+    QUOTA_USAGE,
+    WEBHOOK_ENDPOINTS,
+    WEBHOOK_LOG,
+    BATCH,
+    BATCH_PAGE,
+    BATCH_KEY,
+)
 # Longest prefix first: `QUOTA#RATE#` before any shorter prefix it starts with.
 _BY_PREFIX = sorted(FORMATS, key=lambda f: len(f.prefix), reverse=True)
 

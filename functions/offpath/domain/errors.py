@@ -116,3 +116,15 @@ class TenantRefusedError(OffpathError):
 
 class MetricsUnavailableError(OffpathError):
     """CloudWatch (metrics or alarms) kept failing after bounded retries."""
+
+
+class BatchNotFoundError(OffpathError):
+    """No batch of that id for the tenant (another tenant's batch is none)."""
+
+
+class BatchConflictError(OffpathError):
+    """The batch cannot take that change now (jobs added to a sealed batch, a seal while a page is being added)."""
+
+
+class BatchKeyConflictError(OffpathError):
+    """An Idempotency-Key reused for another batch request."""

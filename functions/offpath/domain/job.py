@@ -40,6 +40,10 @@ class JobStatus(enum.StrEnum):
         return self in FINAL_STATES
 
 
+# How long a finished job with follow-ups stays in the sweep index: the sweeper runs its follow-ups when the worker
+# that finished it did not clear it by then (it died between the final write and the follow-ups).
+FOLLOWUP_GRACE = timedelta(seconds=30)
+
 # The outcome an attempt's record carries when its worker vanished and its lease ran out.
 LEASE_EXPIRED_OUTCOME = "LEASE_EXPIRED"
 
@@ -123,6 +127,23 @@ class Job:
     # When an operator discarded the FAILED job's dead letter (DELETE /queues/{name}/dead-letters/{job_id}): a
     # redriven copy of its message does not run it. A hand retry clears it.
     discarded_at: datetime | None = None
+    # The batch the job is a member of (logic/batches.py); None for a job submitted on its own.
+    batch_id: str | None = None
+    # The final state the batch's counts hold for this member (written with the count, in one transaction);
+    # None while it is not counted (unfinished, or retried by hand since).
+    batch_counted: JobStatus | None = None
+    # The batch whose callback (on_complete / on_success) this job is: its `ctx.batch` reads that batch.
+    callback_of: str | None = None
+
+    @property
+    def has_followups(self) -> bool:
+        """Whether the job's final state has follow-ups (logic/followups.py): then its final write keeps it in the
+        sweep index for FOLLOWUP_GRACE, and a plain job costs nothing extra."""
+        return self.batch_id is not None
+
+    def followup_sweep_at(self, now: datetime) -> datetime | None:
+        """The sweep time a final write gives the job: now + FOLLOWUP_GRACE with follow-ups, else none."""
+        return now + FOLLOWUP_GRACE if self.has_followups else None
 
     def replace(self, **changes: Any) -> Job:
         return dataclasses.replace(self, **changes)
@@ -329,6 +350,11 @@ RETRY_BY_HAND = Transition(
 )
 # An operator removed the FAILED job's dead letter (by the job's tenant, as its message names it): it stays FAILED.
 DISCARD = Transition("discard", to=None, sources=_from(JobStatus.FAILED), guards=(Guard.SAME_TENANT,))
+# A finished job's follow-ups ran (logic/followups.py): it leaves the sweep index, fenced on the sweep time its final
+# write (or the sweep that ran them) saw.
+FOLLOWUPS_DONE = Transition(
+    "followups_done", to=None, sources=_from(*sorted(FINAL_STATES)), guards=(Guard.SWEEP_FENCE,)
+)
 # The sweeper moves an unfinished job's next look on, fenced on the sweep time it saw, so two
 # overlapping sweeps act on a job once.
 RESCHEDULE_SWEEP = Transition(
@@ -349,6 +375,7 @@ TRANSITIONS = (
     RETRY_BY_HAND,
     DISCARD,
     RESCHEDULE_SWEEP,
+    FOLLOWUPS_DONE,
 )
 
 
@@ -383,7 +410,7 @@ def succeed(job: Job, *, attempt: int, result: Any, now: datetime, retention: ti
         finished_at=now,
         updated_at=now,
         expires_at=now + retention,
-        sweep_at=None,
+        sweep_at=job.followup_sweep_at(now),
     )
 
 
@@ -430,7 +457,7 @@ def _failed(
         finished_at=now,
         updated_at=now,
         expires_at=now + retention,
-        sweep_at=None,
+        sweep_at=job.followup_sweep_at(now),
     )
 
 
@@ -456,7 +483,7 @@ def cancel(job: Job, *, tenant: str, now: datetime, retention: timedelta) -> Job
         finished_at=now,
         updated_at=now,
         expires_at=now + retention,
-        sweep_at=None,
+        sweep_at=job.followup_sweep_at(now),
     )
 
 
@@ -512,3 +539,9 @@ def reschedule_sweep(job: Job, *, seen: datetime | None, sweep_at: datetime, res
     """The sweeper looked at the job: when to look again."""
     RESCHEDULE_SWEEP.check(job, Facts(seen_sweep_at=seen))
     return job.replace(sweep_at=sweep_at, resends=job.resends + (1 if resent else 0))
+
+
+def followups_done(job: Job, *, seen: datetime | None) -> Job:
+    """A finished job's follow-ups ran: out of the sweep index."""
+    FOLLOWUPS_DONE.check(job, Facts(seen_sweep_at=seen))
+    return job.replace(sweep_at=None)

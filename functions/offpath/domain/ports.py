@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from offpath.domain.job import AttemptError, Job, JobStatus, Progress
 
 if TYPE_CHECKING:
+    from offpath.domain.batch import BatchStore
     from offpath.domain.clock import Clock
     from offpath.domain.quotas import QuotaGate
     from offpath.domain.registry import Registry
@@ -184,6 +185,10 @@ class JobStore(Protocol):
         """Up to `limit` jobs whose sweep time has passed, through the sparse sweep index (never a scan),
         shared out round-robin across tenants (`domain.job.fair_share`)."""
 
+    def clear_followups(self, job: Job) -> None:
+        """A finished job's follow-ups ran: out of the sweep index, fenced on the sweep time in `job`;
+        JobConflictError if it was cleared (or changed) before."""
+
     def reschedule_sweep(self, job: Job, *, sweep_at: datetime, resent: bool) -> None:
         """Move the job's sweep time on, fenced on the sweep time in `job`; JobConflictError if
         another sweep got there first."""
@@ -249,3 +254,5 @@ class Ports:
     scheduler: JobScheduler | None = None
     # The tenants' quotas, asked before a job is written (None: no quota configured).
     quotas: QuotaGate | None = None
+    # Batches (logic/batches.py); None where no batch store is configured.
+    batches: BatchStore | None = None

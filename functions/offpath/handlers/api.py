@@ -18,6 +18,9 @@ from pydantic import BaseModel
 from offpath import collector, contract
 from offpath.adapters.cloudwatch import CloudWatchAlarms, CloudWatchStats
 from offpath.domain.errors import (
+    BatchConflictError,
+    BatchKeyConflictError,
+    BatchNotFoundError,
     DeadLetterNotFoundError,
     IdempotencyConflictError,
     InvalidRequestError,
@@ -381,6 +384,10 @@ def cancel_job(request: Request, services: ApiServices) -> JobView:
         retention=services.settings.retention,
         scheduler=services.ports.scheduler,
     )
+    if job.has_followups:
+        from offpath.logic.followups import finish_followups
+
+        finish_followups(job, services.ports)
     return JobView.of(job, with_payload=True)
 
 
@@ -611,6 +618,140 @@ def list_webhook_deliveries(request: Request, services: ApiServices) -> Deliveri
     return DeliveriesView(deliveries=[DeliveryAttemptView.of(a) for a in log.attempts], failing_since=log.failing_since)
 
 
+# -- batches (fan-out / fan-in) ------------------------------------------------------------------
+
+
+def _submit_requests(request: Request, jobs: list[SubmitBody]) -> list[SubmitRequest]:
+    submitter = _submitter(request)
+    trace_id = trace_id_of(request.header("traceparent"))
+    return [
+        SubmitRequest(
+            tenant=request.caller,
+            type=item.type,
+            payload=item.payload,
+            queue=item.queue,
+            run_at=item.run_at,
+            submitter=submitter,
+            tags=item.tags,
+            trace_id=trace_id,
+        )
+        for item in jobs
+    ]
+
+
+def _batch_key(request: Request) -> str | None:
+    from offpath.logic.submit import validate_idempotency_key
+
+    return validate_idempotency_key(request.header("idempotency-key"))
+
+
+@handles("createBatch")
+def create_batch(request: Request, services: ApiServices) -> Response:
+    from offpath.handlers.api_models_batches import BatchCreateBody, BatchDetailView
+    from offpath.logic import batches
+
+    body: BatchCreateBody = parse_body(BatchCreateBody, _decoded_json(request))
+    callbacks = {
+        name: batches.CallbackSpec(type=spec.type, payload=spec.payload)
+        for name, spec in (("on_complete", body.on_complete), ("on_success", body.on_success))
+        if spec is not None
+    }
+    submitted = batches.create_batch(
+        batches.BatchRequest(
+            tenant=request.caller,
+            jobs=_submit_requests(request, body.jobs),
+            callbacks=callbacks,
+            open=body.open,
+            idempotency_key=_batch_key(request),
+        ),
+        services.ports,
+        services.policy,
+    )
+    view = BatchDetailView.of(submitted.batch)
+    if submitted.replayed:
+        return Response(200, view, {"Idempotent-Replayed": "true"})
+    return Response(202, view)
+
+
+@handles("listBatches")
+def list_batches(request: Request, services: ApiServices) -> BaseModel:
+    from offpath.handlers.api_models_batches import BatchDetailView, BatchPageView
+    from offpath.logic import batches
+
+    listing = batches.list_batches(
+        request.caller, limit=_limit(request), cursor=request.query.get("cursor"), ports=services.ports
+    )
+    return BatchPageView(batches=[BatchDetailView.of(b) for b in listing.batches], cursor=listing.cursor)
+
+
+@handles("getBatch")
+def get_batch(request: Request, services: ApiServices) -> BaseModel:
+    from offpath.handlers.api_models_batches import BatchDetailView
+    from offpath.logic import batches
+
+    batch = batches.get_batch(request.path_parameters["batch_id"], tenant=request.caller, ports=services.ports)
+    return BatchDetailView.of(batch)
+
+
+@handles("listBatchJobs")
+def list_batch_jobs(request: Request, services: ApiServices) -> BaseModel:
+    from offpath.handlers.api_models_batches import BatchJobsView
+    from offpath.logic import batches
+
+    limit = _limit(request)
+    batch = batches.get_batch(request.path_parameters["batch_id"], tenant=request.caller, ports=services.ports)
+    jobs, cursor = batches.batch_jobs(batch, limit=limit, cursor=request.query.get("cursor"), ports=services.ports)
+    return BatchJobsView(jobs=[JobView.of(job) for job in jobs], cursor=cursor)
+
+
+@handles("addBatchJobs")
+def add_batch_jobs(request: Request, services: ApiServices) -> Response:
+    from offpath.handlers.api_models_batches import BatchDetailView, BatchJobsBody
+    from offpath.logic import batches
+
+    body: BatchJobsBody = parse_body(BatchJobsBody, _decoded_json(request))
+    batch = batches.add_jobs(
+        request.path_parameters["batch_id"],
+        tenant=request.caller,
+        jobs=_submit_requests(request, body.jobs),
+        idempotency_key=_batch_key(request),
+        ports=services.ports,
+        policy=services.policy,
+    )
+    return Response(202, BatchDetailView.of(batch))
+
+
+@handles("sealBatch")
+def seal_batch(request: Request, services: ApiServices) -> BaseModel:
+    from offpath.handlers.api_models_batches import BatchDetailView
+    from offpath.logic import batches
+
+    batch = batches.seal_batch(request.path_parameters["batch_id"], tenant=request.caller, ports=services.ports)
+    return BatchDetailView.of(batch)
+
+
+@handles("cancelBatch")
+def cancel_batch(request: Request, services: ApiServices) -> BaseModel:
+    from offpath.handlers.api_models_batches import BatchDetailView
+    from offpath.logic import batches
+
+    batch = batches.cancel_batch(
+        request.path_parameters["batch_id"],
+        tenant=request.caller,
+        ports=services.ports,
+        retention=services.settings.retention,
+    )
+    return BatchDetailView.of(batch)
+
+
+def _limit(request: Request) -> int:
+    limit_text = request.query.get("limit", "20")
+    # ASCII digits only, and few: "²".isdigit() and 5,000 digits both make int() raise.
+    if not (limit_text.isascii() and limit_text.isdigit() and len(limit_text) <= 3) or not 1 <= int(limit_text) <= 100:
+        raise InvalidRequestError("limit", "limit must be a whole number from 1 to 100")
+    return int(limit_text)
+
+
 def _checked_job_id(job_id: str) -> str:
     if len(job_id) != JOB_ID_LENGTH or not all(c in "0123456789abcdef" for c in job_id):
         raise JobNotFoundError("no such job")
@@ -630,6 +771,8 @@ def _error_body(error: Exception | None, key_field: str = HEADER_KEY) -> tuple[i
         return 413, ErrorBody(
             code="payload_too_large", message="the job is too large to store (DynamoDB's 400 KB item limit)"
         )
+    if isinstance(error, BatchKeyConflictError):
+        return 422, ErrorBody(code="idempotency_key_reused", message=str(error), field=HEADER_KEY)
     if isinstance(error, IdempotencyConflictError):
         return 422, ErrorBody(
             code="idempotency_key_reused",
@@ -657,6 +800,7 @@ def refusal(error: Exception) -> Response:
         | PayloadTooLargeError
         | ItemTooLargeError
         | IdempotencyConflictError
+        | BatchKeyConflictError
         | JobTypeForbiddenError,
     ):
         status, body = _error_body(error)
@@ -682,6 +826,10 @@ def refusal(error: Exception) -> Response:
         return _error(404, "not_found", "no dead letter of this job in the queue's DLQ")
     if isinstance(error, JobNotFoundError):
         return _error(404, "not_found", "no such job")
+    if isinstance(error, BatchNotFoundError):
+        return _error(404, "not_found", "no such batch")
+    if isinstance(error, BatchConflictError):
+        return _error(409, "conflict", str(error))
     if isinstance(error, JobConflictError):
         return _error(409, "conflict", str(error))
     if isinstance(error, StoreUnavailableError | QueueUnavailableError | MetricsUnavailableError):

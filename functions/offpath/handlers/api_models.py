@@ -272,6 +272,10 @@ class JobView(BaseModel):
         description="when an operator removed the FAILED job's dead letter "
         "(DELETE /queues/{name}/dead-letters/{job_id}); a hand retry clears it",
     )
+    batch_id: str | None = Field(default=None, description="the batch the job is a member of (POST /batches)")
+    callback_of: str | None = Field(
+        default=None, description="the batch whose callback (on_complete or on_success) this job is"
+    )
 
     @classmethod
     def of(cls, job: Job, *, with_payload: bool = False) -> JobView:
@@ -300,6 +304,8 @@ class JobView(BaseModel):
             tags=dict(job.tags) if job.tags else None,
             trace_id=job.trace_id,
             discarded_at=job.discarded_at,
+            batch_id=job.batch_id,
+            callback_of=job.callback_of,
         )
 
     @classmethod
@@ -343,6 +349,8 @@ class JobView(BaseModel):
             "tags": dict(job.tags) if job.tags else None,
             "trace_id": job.trace_id,
             "discarded_at": _iso_or_none(job.discarded_at),
+            "batch_id": job.batch_id,
+            "callback_of": job.callback_of,
         }
         return Dumped(cls, data)
 
@@ -421,9 +429,9 @@ def __getattr__(name: str) -> Any:
     a job read's cold start builds none of them (~25 ms of CPU; tests/unit/test_cold_imports.py)."""
     if name.startswith("__"):
         raise AttributeError(name)
-    from offpath.handlers import api_models_more
+    from offpath.handlers import api_models_batches, api_models_more
 
-    try:
-        return getattr(api_models_more, name)
-    except AttributeError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    for module in (api_models_more, api_models_batches):
+        if hasattr(module, name):
+            return getattr(module, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

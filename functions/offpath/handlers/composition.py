@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from offpath import snapstart
 from offpath.adapters import dynamodb_store, sqs_queue
+from offpath.adapters.dynamodb_batches import DynamoDbBatchStore
 from offpath.adapters.dynamodb_store import DynamoDbJobStore, from_item
 from offpath.adapters.sqs_queue import SqsJobQueue, SqsQueueMonitor, SqsRedriver
 from offpath.domain.clock import Clock, SystemClock
@@ -134,7 +135,12 @@ def build_ports(settings: Settings, service: str, overrides: Overrides | None = 
         metrics=o.metrics(service) if o.metrics else EmfMetrics(service, by_job_type=settings.metrics_by_job_type),
         scheduler=build_scheduler(settings, o),
         quotas=build_quota_gate(settings, clock, o),
+        batches=build_batch_store(settings, o),
     )
+
+
+def build_batch_store(settings: Settings, overrides: Overrides | None = None) -> DynamoDbBatchStore:
+    return DynamoDbBatchStore(settings.table_name, client=(overrides or Overrides()).dynamodb_client())
 
 
 def build_wait_slots(settings: Settings, overrides: Overrides | None = None) -> WaitSlots:
@@ -171,6 +177,7 @@ def build_worker_ports(settings: Settings, overrides: Overrides | None = None) -
         clock=o.clock or SystemClock(),
         metrics=o.metrics(service) if o.metrics else EmfMetrics(service, by_job_type=settings.metrics_by_job_type),
         rng=rng,
+        batches=build_batch_store(settings, o),
     )
 
 

@@ -56,7 +56,8 @@ from offpath.domain.errors import (
     StoreUnavailableError,
 )
 from offpath.domain.job import AttemptError, Job, JobStatus
-from offpath.domain.ports import JobMessage, JobQueue, JobStore, Metrics
+from offpath.domain.batch import BatchStore
+from offpath.domain.ports import JobMessage, JobQueue, JobStore, Metrics, Ports
 from offpath.domain.registry import LEASE_MARGIN_S, START_MARGIN_S, UNWRITTEN_BOUND_S, JobType, Registry
 from offpath.domain.timeout import JobTimeout, run_with_timeout
 from offpath.observability import bind_attempt, bind_trace_id, bound_job_id, current_trace_id, trace_id_of
@@ -134,6 +135,11 @@ class WorkerPorts:
     metrics: Metrics
     rng: random.Random = field(default_factory=random.Random)
     sleep: Callable[[float], None] = time.sleep
+    batches: BatchStore | None = None
+
+    def as_ports(self) -> Ports:
+        """The ports a job's follow-ups take (logic/followups.py)."""
+        return Ports(self.registry, self.store, self.queue, self.clock, self.metrics, batches=self.batches)
 
 
 def process_batch(
@@ -331,7 +337,21 @@ def _claim_and_run(
         logger.warning("a newer attempt owns this job; this attempt's result is discarded")
         return True
     logger.info("job succeeded", extra={"attempt": job.attempt})
+    _after_final(job.replace(status=JobStatus.SUCCEEDED, sweep_at=job.followup_sweep_at(finished)), ports)
     return True
+
+
+def _after_final(job: Job, ports: WorkerPorts) -> None:
+    """A job with follow-ups was written final: run them and clear its sweep time. An error leaves them to the
+    sweeper (the job stays in the sweep index), never to the job's message."""
+    if not job.has_followups:
+        return
+    from offpath.logic.followups import finish_followups
+
+    try:
+        finish_followups(job, ports.as_ports())
+    except Exception:
+        logger.exception("follow-ups failed; the sweeper runs them")
 
 
 def _claim(
@@ -481,6 +501,7 @@ def _fail(
         logger.warning("a newer attempt owns this job; this attempt's failure is not recorded")
         return True
     logger.error("job failed", extra={"attempt": job.attempt, "error": reason, **_traceback_of(detail)})
+    _after_final(job.replace(status=JobStatus.FAILED, sweep_at=job.followup_sweep_at(now)), ports)
     return True
 
 
@@ -503,6 +524,7 @@ def _not_claimed(delivery: Delivery, job: Job, ports: WorkerPorts, policy: Worke
         except JobConflictError:
             return True
         logger.error("job failed: its last attempt's lease expired")
+        _after_final(job.replace(status=JobStatus.FAILED, sweep_at=job.followup_sweep_at(now)), ports)
         return True
     # Not claimable for a reason that may pass (for example RETRYING with its delay still running
     # after a duplicate delivery): look again later.

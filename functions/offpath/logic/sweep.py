@@ -75,6 +75,8 @@ class SweepReport:
     backlog: int = 0
     # Jobs whose sweep raised (and the due-jobs query, if it failed): each stays due for the next sweep.
     errors: int = 0
+    # Finished jobs whose follow-ups the sweep ran (their worker stopped between the final write and them).
+    followups: int = 0
 
     @property
     def stuck(self) -> int:
@@ -180,6 +182,14 @@ def _sweep_one(
     job: Job, ports: Ports, policy: SweepPolicy, now: datetime, report: SweepReport, backlog: Backlog | None = None
 ) -> None:
     status = job.status
+    if status.is_final:
+        # A finished job with follow-ups whose worker did not clear it (it died after the final write).
+        from offpath.logic.followups import finish_followups
+
+        finish_followups(job, ports)
+        report.followups += 1
+        logger.warning("finished job's follow-ups run by the sweep")
+        return
     if status is JobStatus.RUNNING:
         if not job.lease_expired(now):
             assert job.lease_until is not None
@@ -197,6 +207,10 @@ def _sweep_one(
             ports.queue.send_to_dlq(job.queue, JobMessage.of(job), reason="lease expired")
             ports.store.fail_expired_lease(job, now=now, expires_at=now + policy.retention)
             report.failed += 1
+            if job.has_followups:
+                from offpath.logic.followups import finish_followups
+
+                finish_followups(job.replace(status=JobStatus.FAILED, sweep_at=job.followup_sweep_at(now)), ports)
             logger.error("lease expired on the last attempt; job failed")
         return
     if status is JobStatus.SCHEDULED:
