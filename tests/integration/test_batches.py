@@ -76,7 +76,13 @@ def test_a_batch_is_accepted_with_its_counts_and_its_jobs_name_it(pipeline: Pipe
 
     assert status == 202
     assert batch["status"] == "RUNNING"
-    assert (batch["total"], batch["pending"], batch["succeeded"], batch["failed"], batch["cancelled"]) == (3, 3, 0, 0, 0)
+    assert (batch["total"], batch["pending"], batch["succeeded"], batch["failed"], batch["cancelled"]) == (
+        3,
+        3,
+        0,
+        0,
+        0,
+    )
     assert batch["on_complete_job_id"] is None
     members = all_jobs(pipeline, batch["batch_id"])
     assert sorted(m["status"] for m in members) == ["QUEUED"] * 3
@@ -141,7 +147,9 @@ def test_the_same_key_replays_the_same_batch(pipeline: Pipeline) -> None:
     body = {"jobs": echo_jobs(2), "on_complete": ON_COMPLETE}
     status, first, _ = create(pipeline, body, headers={"content-type": "application/json", "Idempotency-Key": "k-1"})
     assert status == 202
-    status, again, headers = create(pipeline, body, headers={"content-type": "application/json", "Idempotency-Key": "k-1"})
+    status, again, headers = create(
+        pipeline, body, headers={"content-type": "application/json", "Idempotency-Key": "k-1"}
+    )
 
     assert status == 200
     assert headers["Idempotent-Replayed"] == "true"

@@ -54,6 +54,9 @@ def test_the_item_kinds_and_their_current_versions() -> None:
         "quota usage counter": ("QUOTA#USE#", 2),
         "webhook endpoints": ("WEBHOOKS#", 3),
         "webhook delivery log": ("WEBHOOKLOG#", 2),
+        "batch": ("BATCH#", 1),
+        "batch page": ("BATCHPAGE#", 1),
+        "batch key record": ("BATCHKEY#", 1),
     }
 
 

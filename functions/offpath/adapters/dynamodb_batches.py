@@ -275,7 +275,10 @@ class DynamoDbBatchStore:
                 "KeyConditionExpression": f"{TABLE_PARTITION_KEY} = :p"
                 + (f" AND {TABLE_SORT_KEY} >= :s" if first and page_id is not None else ""),
                 "ExpressionAttributeValues": attribute_values(
-                    {":p": page_partition(batch.tenant, batch.batch_id), **({":s": page_id} if first and page_id else {})}
+                    {
+                        ":p": page_partition(batch.tenant, batch.batch_id),
+                        **({":s": page_id} if first and page_id else {}),
+                    }
                 ),
                 "ConsistentRead": True,
                 "Limit": PAGES_READ,
@@ -402,7 +405,9 @@ def batch_from_item(item: Mapping[str, Any]) -> Batch:
 
 def page_from_item(item: Mapping[str, Any]) -> BatchPage:
     plain = BATCH_PAGE.read(plain_values(item))
-    return BatchPage(str(plain[TABLE_SORT_KEY]), tuple(str(i) for i in plain.get("job_ids", [])), bool(plain["written"]))
+    return BatchPage(
+        str(plain[TABLE_SORT_KEY]), tuple(str(i) for i in plain.get("job_ids", [])), bool(plain["written"])
+    )
 
 
 def _encoded(text: str) -> str:

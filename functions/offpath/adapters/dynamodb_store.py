@@ -833,11 +833,16 @@ class DynamoDbJobStore:
                 {**condition.values, **values, ":counted": job.batch_counted.value}
             ),
         }
-        batch_update = batch_count_update(self.table_name, job.tenant, job.batch_id, job.batch_counted, -1, values[":now"])
+        batch_update = batch_count_update(
+            self.table_name, job.tenant, job.batch_id, job.batch_counted, -1, values[":now"]
+        )
         if not transact(self.client, [{"Update": job_update}, {"Update": batch_update}]):
-            raise ConditionFailed(self.client.get_item(
-                TableName=self.table_name, Key=job_key(job.tenant, job.job_id), ConsistentRead=True
-            ).get("Item") or {})
+            raise ConditionFailed(
+                self.client.get_item(
+                    TableName=self.table_name, Key=job_key(job.tenant, job.job_id), ConsistentRead=True
+                ).get("Item")
+                or {}
+            )
 
     def clear_followups(self, job: Job) -> None:
         """The finished job's follow-ups ran: out of the sweep index, fenced on the sweep time in `job`."""
@@ -1107,7 +1112,9 @@ def keep_in_sweep(update: str, job_id: str, sweep_at: datetime | None) -> tuple[
     if sweep_at is None:
         return update, {}
     head, removing, tail = update.partition(" REMOVE ")
-    kept = [name.strip() for name in tail.split(",") if name.strip() not in ("sweep_pk", "sweep_at")] if removing else []
+    kept = (
+        [name.strip() for name in tail.split(",") if name.strip() not in ("sweep_pk", "sweep_at")] if removing else []
+    )
     update = f"{head}, sweep_pk = :followup_shard, sweep_at = :followup_sweep"
     if kept:
         update += " REMOVE " + ", ".join(kept)
@@ -1172,7 +1179,7 @@ def transact(client: DynamoDBClient, items: list[dict[str, Any]]) -> bool:
 
 
 def to_item(job: Job) -> Item:
-    swept = job.sweep_at is not None and (not job.status.is_final or job.has_followups)
+    swept = job.sweep_at is not None
 
     def when(value: datetime | None) -> str | None:
         return iso(value) if value is not None else None

@@ -69,6 +69,8 @@ JOB_EXAMPLE: dict[str, Any] = {
     "tags": {"plan": "pro", "signup-source": "web"},
     "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736",
     "discarded_at": None,
+    "batch_id": None,
+    "callback_of": None,
 }
 _DONE_EXAMPLE = {
     **JOB_EXAMPLE,

@@ -9,7 +9,34 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from offpath.domain.batch import MAX_PAGE, Batch, BatchStatus
 from offpath.domain.job import JobStatus
-from offpath.handlers.api_models import _LAZY, JobView, SubmitBody, Timestamp
+from offpath.handlers.api_models import _DONE_EXAMPLE, _LAZY, JobView, SubmitBody, Timestamp, _examples
+
+BATCH_EXAMPLE: dict[str, Any] = {
+    "batch_id": "019ad4c2a1f04e5b8c7d6e5f4a3b2c1d",
+    "status": "COMPLETE",
+    "total": 3,
+    "pending": 0,
+    "succeeded": 2,
+    "failed": 1,
+    "cancelled": 0,
+    "counts": {"SUCCEEDED": 2, "FAILED": 1},
+    "pages_being_added": 0,
+    "created_at": "2026-12-01T09:00:00Z",
+    "updated_at": "2026-12-01T09:00:05Z",
+    "sealed_at": "2026-12-01T09:00:00Z",
+    "cancelled_at": None,
+    "on_complete": {"type": "reports.summarise", "payload": {"report": "r-7"}},
+    "on_success": None,
+    "on_complete_job_id": "019ad4c2a5e0d1e6f7a8b9c0d1e2f3a4",
+    "on_success_job_id": None,
+    "parent_job_id": None,
+}
+
+
+class BatchJobBody(SubmitBody):
+    """One job of a batch: as POST /jobs takes it (its key is the request's, for the whole page)."""
+
+    model_config = _LAZY
 
 
 class CallbackBody(BaseModel):
@@ -28,7 +55,7 @@ class BatchCreateBody(BaseModel):
 
     model_config = ConfigDict(extra="forbid", defer_build=True)
 
-    jobs: list[SubmitBody] = Field(default_factory=list, max_length=MAX_PAGE)
+    jobs: list[BatchJobBody] = Field(default_factory=list, max_length=MAX_PAGE)
     on_complete: CallbackBody | None = None
     on_success: CallbackBody | None = None
     open: bool = False
@@ -37,7 +64,7 @@ class BatchCreateBody(BaseModel):
 class BatchJobsBody(BaseModel):
     model_config = ConfigDict(extra="forbid", defer_build=True)
 
-    jobs: list[SubmitBody] = Field(min_length=1, max_length=MAX_PAGE)
+    jobs: list[BatchJobBody] = Field(min_length=1, max_length=MAX_PAGE)
 
 
 class BatchDetailView(BaseModel):
@@ -45,7 +72,7 @@ class BatchDetailView(BaseModel):
     (OPEN until sealed; then RUNNING, COMPLETE when every job is final, SUCCEEDED when every job SUCCEEDED), and its
     callback jobs' ids once they were submitted."""
 
-    model_config = _LAZY
+    model_config = _examples(BATCH_EXAMPLE)
 
     batch_id: str
     status: BatchStatus
@@ -97,7 +124,7 @@ class BatchDetailView(BaseModel):
 class BatchPageView(BaseModel):
     """The caller's batches, newest first; `cursor` is null on the last page."""
 
-    model_config = _LAZY
+    model_config = _examples({"batches": [BATCH_EXAMPLE], "cursor": None})
 
     batches: list[BatchDetailView]
     cursor: str | None
@@ -106,7 +133,7 @@ class BatchPageView(BaseModel):
 class BatchJobsView(BaseModel):
     """A page of the batch's jobs (their results on them); `cursor` is null on the last page."""
 
-    model_config = _LAZY
+    model_config = _examples({"jobs": [{**_DONE_EXAMPLE, "batch_id": BATCH_EXAMPLE["batch_id"]}], "cursor": None})
 
     jobs: list[JobView]
     cursor: str | None

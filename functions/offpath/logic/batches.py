@@ -333,9 +333,7 @@ def callback_job_id(batch: Batch, name: str) -> str:
     return derived_job_id(batch.created_at, batch.tenant, batch.batch_id, name)
 
 
-def _callback_job(
-    spec: CallbackSpec, tenant: str, name: str, ports: Ports, policy: SubmitPolicy, now: datetime
-) -> Job:
+def _callback_job(spec: CallbackSpec, tenant: str, name: str, ports: Ports, policy: SubmitPolicy, now: datetime) -> Job:
     try:
         return build_job(SubmitRequest(tenant=tenant, type=spec.type, payload=spec.payload), ports, policy, now)
     except InvalidRequestError as error:
@@ -343,7 +341,9 @@ def _callback_job(
 
 
 def callback_specs(raw: Mapping[str, Any]) -> dict[str, CallbackSpec]:
-    return {name: CallbackSpec(type=spec["type"], payload=dict(spec.get("payload") or {})) for name, spec in raw.items()}
+    return {
+        name: CallbackSpec(type=spec["type"], payload=dict(spec.get("payload") or {})) for name, spec in raw.items()
+    }
 
 
 def with_counts(batch: Batch) -> dict[str, Any]:
