@@ -46,6 +46,14 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
 
 KEY_DIGEST_CHARS = 32
+# A batch that takes more jobs: it exists, and is neither sealed nor cancelled.
+OPEN_BATCH = " AND ".join(
+    (
+        f"attribute_exists({TABLE_PARTITION_KEY})",
+        "attribute_not_exists(sealed_at)",
+        "attribute_not_exists(cancelled_at)",
+    )
+)
 PAGES_READ = 20
 
 
@@ -203,8 +211,7 @@ class DynamoDbBatchStore:
                     "TableName": self.table_name,
                     "Key": batch_key(batch.tenant, batch.batch_id),
                     "UpdateExpression": "ADD open_pages :one SET updated_at = :now",
-                    "ConditionExpression": f"attribute_exists({TABLE_PARTITION_KEY}) AND attribute_not_exists(sealed_at)"
-                    " AND attribute_not_exists(cancelled_at)",
+                    "ConditionExpression": OPEN_BATCH,
                     "ExpressionAttributeValues": attribute_values({":one": 1, ":now": iso(now)}),
                 }
             },

@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -621,7 +621,7 @@ def list_webhook_deliveries(request: Request, services: ApiServices) -> Deliveri
 # -- batches (fan-out / fan-in) ------------------------------------------------------------------
 
 
-def _submit_requests(request: Request, jobs: list[SubmitBody]) -> list[SubmitRequest]:
+def _submit_requests(request: Request, jobs: Sequence[SubmitBody]) -> list[SubmitRequest]:
     submitter = _submitter(request)
     trace_id = trace_id_of(request.header("traceparent"))
     return [
@@ -647,12 +647,13 @@ def _batch_key(request: Request) -> str | None:
 
 @handles("createBatch")
 def create_batch(request: Request, services: ApiServices) -> Response:
+    from offpath.domain.batch import CallbackSpec
     from offpath.handlers.api_models_batches import BatchCreateBody, BatchDetailView
     from offpath.logic import batches
 
     body: BatchCreateBody = parse_body(BatchCreateBody, _decoded_json(request))
     callbacks = {
-        name: batches.CallbackSpec(type=spec.type, payload=spec.payload)
+        name: CallbackSpec(type=spec.type, payload=spec.payload)
         for name, spec in (("on_complete", body.on_complete), ("on_success", body.on_success))
         if spec is not None
     }

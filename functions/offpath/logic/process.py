@@ -45,6 +45,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from offpath.domain.backoff import Backoff
+from offpath.domain.batch import BatchStore
 from offpath.domain.clock import Clock
 from offpath.domain.context import JobContext
 from offpath.domain.errors import (
@@ -56,7 +57,6 @@ from offpath.domain.errors import (
     StoreUnavailableError,
 )
 from offpath.domain.job import AttemptError, Job, JobStatus
-from offpath.domain.batch import BatchStore
 from offpath.domain.ports import JobMessage, JobQueue, JobStore, Metrics, Ports
 from offpath.domain.registry import LEASE_MARGIN_S, START_MARGIN_S, UNWRITTEN_BOUND_S, JobType, Registry
 from offpath.domain.timeout import JobTimeout, run_with_timeout
