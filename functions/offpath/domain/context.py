@@ -3,16 +3,79 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import Any, Protocol
 
+from offpath.domain.batch import Batch
 from offpath.domain.clock import Clock
 from offpath.domain.job import Job, Progress
 from offpath.domain.ports import JobStore
 from offpath.tenancy import SYSTEM_TENANT
 
 ONCE_RETENTION = timedelta(days=30)
+
+
+class BatchGateway(Protocol):
+    """What a job's context asks of batches (logic/batches.py:JobBatches gives it)."""
+
+    def read(self, batch_id: str, *, tenant: str) -> Batch: ...
+
+    def jobs(self, batch: Batch, *, cursor: str | None) -> tuple[list[Job], str | None]: ...
+
+    def submit(
+        self,
+        parent: Job,
+        jobs: Sequence[Mapping[str, Any]],
+        *,
+        on_complete: Mapping[str, Any] | None,
+        on_success: Mapping[str, Any] | None,
+        key: str,
+    ) -> Batch: ...
+
+
+class BatchContext:
+    """`ctx.batch`: the batch a callback is for (or a member's own batch): its id and counts as they were read, and
+    its jobs a page at a time (their results stay on them)."""
+
+    def __init__(self, batch: Batch, gateway: BatchGateway) -> None:
+        self.batch = batch
+        self.batch_id = batch.batch_id
+        self.total = batch.total
+        self.pending = batch.pending
+        self.counts = dict(batch.counts)
+        self._gateway = gateway
+
+    def count(self, status: str) -> int:
+        return int(self.counts.get(status, 0))
+
+    @property
+    def succeeded(self) -> int:
+        return self.count("SUCCEEDED")
+
+    @property
+    def failed(self) -> int:
+        return self.count("FAILED")
+
+    @property
+    def cancelled(self) -> int:
+        return self.count("CANCELLED")
+
+    def jobs(self) -> Iterator[Job]:
+        """Every job of the batch, read a page (100) at a time."""
+        cursor: str | None = None
+        while True:
+            page, cursor = self._gateway.jobs(self.batch, cursor=cursor)
+            yield from page
+            if cursor is None:
+                return
+
+    def results(self) -> Iterator[tuple[str, str, Any]]:
+        """(job id, status, result) of every job of the batch, a page at a time."""
+        for job in self.jobs():
+            yield job.job_id, job.status.value, job.result
+
+
 ACROSS_JOBS_RETENTION = timedelta(days=400)
 
 
@@ -26,7 +89,10 @@ class JobContext:
         remaining_ms: Callable[[], int],
         logger: logging.LoggerAdapter[Any] | Any,
         shared_across_tenants: bool = False,
+        batches: BatchGateway | None = None,
     ) -> None:
+        self._job = job
+        self._batches = batches
         self.job_id = job.job_id
         self.attempt = job.attempt
         self.max_attempts = job.max_attempts
@@ -68,3 +134,26 @@ class JobContext:
         scope = f"tenant:{self._marks_tenant}" if across_jobs else self.job_id
         retention = ACROSS_JOBS_RETENTION if across_jobs else ONCE_RETENTION
         return self._store.mark_once(scope, name, now=now, expires_at=now + retention)
+
+    @property
+    def batch(self) -> BatchContext | None:
+        """The batch this job is a callback of (or a member of), read now; None for a job of no batch."""
+        batch_id = self._job.callback_of or self._job.batch_id
+        if batch_id is None or self._batches is None:
+            return None
+        return BatchContext(self._batches.read(batch_id, tenant=self.tenant), self._batches)
+
+    def submit_batch(
+        self,
+        jobs: Sequence[Mapping[str, Any]],
+        *,
+        key: str,
+        on_complete: Mapping[str, Any] | None = None,
+        on_success: Mapping[str, Any] | None = None,
+    ) -> BatchContext:
+        """Submit a batch of up to 100 jobs (each `{"type", "payload"}`) with its callbacks, idempotently: its id
+        derives from this job and `key`, so a retried attempt gets the same batch and no job twice."""
+        if self._batches is None:
+            raise RuntimeError("no batch store configured")
+        batch = self._batches.submit(self._job, jobs, on_complete=on_complete, on_success=on_success, key=key)
+        return BatchContext(batch, self._batches)

@@ -17,9 +17,7 @@ member's final state and submits the batch's callbacks exactly once.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
-import json
 import logging
 import uuid
 from collections.abc import Mapping, Sequence
@@ -340,22 +338,49 @@ def _callback_job(spec: CallbackSpec, tenant: str, name: str, ports: Ports, poli
         raise InvalidRequestError(f"{name}.{error.field}", f"{name}: {error}", code=error.code) from None
 
 
-def callback_specs(raw: Mapping[str, Any]) -> dict[str, CallbackSpec]:
-    return {
-        name: CallbackSpec(type=spec["type"], payload=dict(spec.get("payload") or {})) for name, spec in raw.items()
-    }
+class JobBatches:
+    """Batches as a job's context sees them (domain/context.py:BatchGateway): read one, page through its jobs,
+    submit one from inside a job (idempotently, by the job and a key)."""
 
+    PAGE = 100
 
-def with_counts(batch: Batch) -> dict[str, Any]:
-    """The batch's counts as the API shows them."""
-    return {
-        "total": batch.total,
-        "pending": batch.pending,
-        "succeeded": batch.count(JobStatus.SUCCEEDED),
-        "failed": batch.count(JobStatus.FAILED),
-        "cancelled": batch.count(JobStatus.CANCELLED),
-        "counts": dict(batch.counts),
-    }
+    def __init__(self, ports: Ports, policy: SubmitPolicy | None = None) -> None:
+        self.ports = ports
+        self.policy = policy or SubmitPolicy()
 
+    def read(self, batch_id: str, *, tenant: str) -> Batch:
+        return get_batch(batch_id, tenant=tenant, ports=self.ports)
 
-__all__ = ["BatchRequest", "create_batch", "dataclasses", "json"]
+    def jobs(self, batch: Batch, *, cursor: str | None) -> tuple[list[Job], str | None]:
+        return batch_jobs(batch, limit=self.PAGE, cursor=cursor, ports=self.ports)
+
+    def submit(
+        self,
+        parent: Job,
+        jobs: Sequence[Mapping[str, Any]],
+        *,
+        on_complete: Mapping[str, Any] | None,
+        on_success: Mapping[str, Any] | None,
+        key: str,
+    ) -> Batch:
+        callbacks = {
+            name: CallbackSpec(type=str(spec["type"]), payload=dict(spec.get("payload") or {}))
+            for name, spec in (("on_complete", on_complete), ("on_success", on_success))
+            if spec is not None
+        }
+        requests = [
+            SubmitRequest(
+                tenant=parent.tenant,
+                type=str(spec["type"]),
+                payload=dict(spec.get("payload") or {}),
+                queue=spec.get("queue"),
+                run_at=spec.get("run_at"),
+                tags=spec.get("tags"),
+                trace_id=parent.trace_id,
+            )
+            for spec in jobs
+        ]
+        request = BatchRequest(
+            tenant=parent.tenant, jobs=requests, callbacks=callbacks, idempotency_key=key, parent=parent
+        )
+        return create_batch(request, self.ports, self.policy).batch

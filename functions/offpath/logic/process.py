@@ -47,7 +47,7 @@ from pydantic import ValidationError
 from offpath.domain.backoff import Backoff
 from offpath.domain.batch import BatchStore
 from offpath.domain.clock import Clock
-from offpath.domain.context import JobContext
+from offpath.domain.context import BatchGateway, JobContext
 from offpath.domain.errors import (
     JobConflictError,
     JobNotFoundError,
@@ -410,6 +410,7 @@ def _run(job: Job, job_type: JobType, ports: WorkerPorts, remaining_ms: Callable
         remaining_ms=remaining_ms,
         logger=logging.getLogger(f"offpath.jobs.{job.type}"),
         shared_across_tenants=job_type.shared_across_tenants,
+        batches=_job_batches(ports) if ports.batches is not None else None,
     )
     started = ports.clock.now()
     result = run_with_timeout(lambda: job_type.function(payload, context), job_type.timeout_s)
@@ -417,6 +418,12 @@ def _run(job: Job, job_type: JobType, ports: WorkerPorts, remaining_ms: Callable
         # Returned after its deadline (it caught the timeout and carried on): it timed out all the same.
         raise JobTimeout(job_type.timeout_s)
     return result
+
+
+def _job_batches(ports: WorkerPorts) -> BatchGateway:
+    from offpath.logic.batches import JobBatches
+
+    return JobBatches(ports.as_ports())
 
 
 def _write_outcome(
