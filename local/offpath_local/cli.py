@@ -159,6 +159,11 @@ def _parser() -> argparse.ArgumentParser:
     jobs.add_argument("--tenant", choices=["system"], help="admin: system lists the jobs that schedules made")
     jobs.add_argument("--tag", metavar="KEY:VALUE", help="only the jobs with this tag")
 
+    batches = commands.add_parser("batches", parents=[client], help="your batches, newest first; with an id, one batch")
+    batches.add_argument("batch_id", nargs="?", help="a batch: its counts, progress, callbacks and its jobs")
+    batches.add_argument("--limit", type=int, default=20, help="batches (or, with an id, its jobs) shown")
+    batches.add_argument("--cursor")
+
     commands.add_parser("queues", parents=[client], help="depth, in flight, oldest age and DLQ depth per queue")
 
     redrive = commands.add_parser("redrive", parents=[client], help="move a queue's DLQ messages back (admin)")
@@ -450,6 +455,8 @@ def run_client(args: argparse.Namespace) -> int:
             if answer.body.get("cursor"):
                 out.write(f"more: --cursor {answer.body['cursor']}\n")
         return OK
+    if command == "batches":
+        return _batches(client, args, out)
     if command == "queues":
         answer = client.call("GET", "/queues")
         if not answer.ok:
@@ -543,6 +550,84 @@ def run_client(args: argparse.Namespace) -> int:
 
 
 Rows = tuple[list[str], list[list[Any]]]
+BAR_WIDTH = 30
+
+
+def _batches(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
+    """`offpath batches`: the caller's batches; `offpath batches ID`: one batch with a progress bar, its callbacks
+    and a page of its jobs."""
+    query = {"limit": str(args.limit), **({"cursor": args.cursor} if args.cursor else {})}
+    if args.batch_id is None:
+        answer = client.call("GET", "/batches", query=query)
+        if not answer.ok:
+            return _refused(answer)
+        if args.json:
+            _json(answer.body, out)
+            return OK
+        _table(out, *_batch_rows(answer.body))
+        if answer.body.get("cursor"):
+            out.write(f"more: --cursor {answer.body['cursor']}\n")
+        return OK
+    path = f"/batches/{_path_part(args.batch_id)}"
+    answer = client.call("GET", path)
+    if not answer.ok:
+        return _refused(answer)
+    jobs = client.call("GET", f"{path}/jobs", query=query)
+    if not jobs.ok:
+        return _refused(jobs)
+    if args.json:
+        _json({"batch": answer.body, "jobs": jobs.body}, out)
+        return OK
+    _print_batch(answer.body, jobs.body, out)
+    return OK
+
+
+def _batch_rows(body: dict[str, Any]) -> Rows:
+    return (
+        ["BATCH_ID", "STATUS", "TOTAL", "PENDING", "SUCCEEDED", "FAILED", "CANCELLED", "CREATED"],
+        [
+            [
+                b["batch_id"],
+                b["status"],
+                b["total"],
+                b["pending"],
+                b["succeeded"],
+                b["failed"],
+                b["cancelled"],
+                b["created_at"],
+            ]
+            for b in body.get("batches", [])
+        ],
+    )
+
+
+def progress_bar(done: int, total: int, width: int = BAR_WIDTH) -> str:
+    """`[#######.......]  7/20` (an empty batch shows an empty bar)."""
+    filled = width * done // total if total else 0
+    return f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total}"
+
+
+def _print_batch(batch: dict[str, Any], jobs: dict[str, Any], out: TextIO) -> None:
+    finished = batch["total"] - batch["pending"]
+    out.write(f"batch      {batch['batch_id']}\n")
+    out.write(f"status     {batch['status']}\n")
+    out.write(f"progress   {progress_bar(finished, batch['total'])}\n")
+    counts = ", ".join(f"{name.lower()} {n}" for name, n in sorted(batch.get("counts", {}).items())) or "none final"
+    out.write(f"counts     pending {batch['pending']}; {counts}\n")
+    for name in ("on_complete", "on_success"):
+        spec = batch.get(name)
+        if spec is None:
+            continue
+        job_id = batch.get(f"{name}_job_id") or "not yet"
+        out.write(f"{name:<10} {spec['type']}: {job_id}\n")
+    out.write("\n")
+    _table(
+        out,
+        ["JOB_ID", "TYPE", "STATUS", "ATTEMPTS"],
+        [[j["job_id"], j["type"], j["status"], f"{j['attempts']}/{j['max_attempts']}"] for j in jobs.get("jobs", [])],
+    )
+    if jobs.get("cursor"):
+        out.write(f"more: --cursor {jobs['cursor']}\n")
 
 
 def _listing(

@@ -6,6 +6,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import pytest
+
+from offpath_local.cli import main
 from tests.e2e.target import Target
 
 
@@ -47,3 +50,43 @@ def test_a_batch_with_a_poison_job_completes_once_and_never_succeeds(target: Tar
     assert [j["job_id"] for j in listed if j.get("callback_of") == batch_id] == [batch["on_complete_job_id"]]
     again = target.call("GET", f"/batches/{batch_id}").body
     assert (again["status"], again["on_success_job_id"]) == ("COMPLETE", None)
+
+
+def test_the_command_line_lists_batches_and_shows_one_with_its_progress(
+    target: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    created = target.call(
+        "POST",
+        "/batches",
+        body={
+            "jobs": [{"type": "demo.echo", "payload": {"n": i}} for i in range(3)],
+            "on_success": {"type": "demo.echo", "payload": {"callback": "success"}},
+        },
+    )
+    batch_id = created.body["batch_id"]
+    done = target.wait_for(
+        lambda: (lambda b: b if b["on_success_job_id"] else None)(target.call("GET", f"/batches/{batch_id}").body),
+        timeout_s=60,
+    )
+    options = ["--api", target.url, *(["--token", target.token] if target.token else [])]
+
+    assert main(["batches", *options, "--limit", "5"]) == 0
+    listed = capsys.readouterr().out
+    assert main(["batches", *options, batch_id]) == 0
+    shown = capsys.readouterr().out
+
+    assert listed.splitlines()[0].split() == [
+        "BATCH_ID",
+        "STATUS",
+        "TOTAL",
+        "PENDING",
+        "SUCCEEDED",
+        "FAILED",
+        "CANCELLED",
+        "CREATED",
+    ]
+    assert f"{batch_id}  SUCCEEDED  3" in listed
+    assert f"progress   [{'#' * 30}] 3/3" in shown
+    assert "counts     pending 0; succeeded 3" in shown
+    assert f"on_success demo.echo: {done['on_success_job_id']}" in shown
+    assert sum(1 for line in shown.splitlines() if "demo.echo  SUCCEEDED" in line) == 3

@@ -40,3 +40,12 @@ def test_alarms_in_alarm_come_first() -> None:
 
     assert header == ["STATE", "ALARM", "SINCE", "REASON"]
     assert [row[1] for row in rows] == ["a-firing", "b-firing", "c-nodata", "a-ok"]
+
+
+def test_a_batch_progress_bar_fills_with_its_finished_jobs() -> None:
+    from offpath_local.cli import progress_bar
+
+    assert progress_bar(0, 4, width=8) == "[........] 0/4"
+    assert progress_bar(1, 4, width=8) == "[##......] 1/4"
+    assert progress_bar(4, 4, width=8) == "[########] 4/4"
+    assert progress_bar(0, 0, width=8) == "[........] 0/0"
