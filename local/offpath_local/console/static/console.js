@@ -728,6 +728,8 @@
       ["Tags", job.tags && Object.keys(job.tags).length ? h("span", { class: "tags" },
         Object.entries(job.tags).map(([k, v]) => link(`/jobs?tag=${encodeURIComponent(`${k}:${v}`)}`, h("span", { class: "tag mono" }, `${k}: ${v}`)))) : null],
       ["Trace", job.trace_id ? h("span", { class: "mono" }, job.trace_id) : null],
+      ["Batch", job.batch_id ? link(`/batches/${seg(job.batch_id)}`, h("span", { class: "mono", id: "job-batch" }, job.batch_id)) : null],
+      ["Callback of batch", job.callback_of ? link(`/batches/${seg(job.callback_of)}`, h("span", { class: "mono" }, job.callback_of)) : null],
     ].filter(([, v]) => v !== null && v !== undefined && v !== "");
     return h("div", null,
       actions,
@@ -1184,10 +1186,117 @@
     return { title: `Webhook ${name}`, node, refresh };
   }
 
+  // -- batches: the caller's batches, and one batch with its progress, counts, callbacks and jobs ------------
+
+  function batchesTable(batches) {
+    return table(
+      [{ label: "Batch" }, { label: "Status" }, { label: "Done", cls: "num" }, { label: "Succeeded", cls: "num" },
+        { label: "Failed", cls: "num" }, { label: "Cancelled", cls: "num" }, { label: "Created" }],
+      batches.map((b) => [
+        link(`/batches/${seg(b.batch_id)}`, h("span", { class: "mono" }, b.batch_id)),
+        badge(b.status), `${b.total - b.pending}/${b.total}`, String(b.succeeded), String(b.failed),
+        String(b.cancelled), when(b.created_at),
+      ]),
+      "No batches yet.",
+    );
+  }
+
+  function batchesPage() {
+    const list = region();
+    const cursors = [null];
+    let page = 0;
+    const older = h("button", { type: "button", class: "secondary", disabled: true, on: { click: () => { page += 1; refresh(); } } }, "Older");
+    const newer = h("button", { type: "button", class: "secondary", disabled: true, on: { click: () => { page = Math.max(0, page - 1); refresh(); } } }, "Newer");
+    const node = h("section", null, h("h1", null, "Batches"), list, h("div", { class: "pager" }, newer, older));
+
+    async function refresh() {
+      const answer = await api("GET", "/batches", { query: { limit: "20", cursor: cursors[page] } });
+      if (!answer.ok) {
+        list.show(["error", answer.status], () => errorBox(answer));
+        return;
+      }
+      const batches = answer.body.batches || [];
+      cursors[page + 1] = answer.body.cursor || null;
+      older.disabled = !answer.body.cursor;
+      newer.disabled = page === 0;
+      list.show([page, batches], () => batchesTable(batches));
+    }
+    return { title: "Batches", node, refresh };
+  }
+
+  function batchPage(params) {
+    const id = params[0];
+    const body = region();
+    const jobs = region();
+    const message = h("div", { role: "status", "aria-live": "polite" });
+    const cursors = [null];
+    let page = 0;
+    const older = h("button", { type: "button", class: "secondary", disabled: true, on: { click: () => { page += 1; refresh(); } } }, "Older");
+    const newer = h("button", { type: "button", class: "secondary", disabled: true, on: { click: () => { page = Math.max(0, page - 1); refresh(); } } }, "Newer");
+    const node = h("section", null, h("h1", null, "Batch ", h("span", { class: "mono" }, id)), message, body,
+      h("h2", null, "Jobs"), jobs, h("div", { class: "pager" }, newer, older));
+
+    async function cancel(batch) {
+      if (!ask(`Cancel batch ${batch.batch_id}? Its ${batch.pending} jobs not finished will not start; running ones finish.`)) return;
+      const answer = await api("POST", `/batches/${seg(id)}/cancel`);
+      message.replaceChildren(answer.ok ? h("div", { class: "notice" }, `Cancel: ${answer.body.status}`) : errorBox(answer));
+      await refresh();
+    }
+
+    function view(batch) {
+      const done = batch.total - batch.pending;
+      const callback = (name) => {
+        if (!batch[name]) return null;
+        const jobId = batch[`${name}_job_id`];
+        return h("span", null, h("span", { class: "mono" }, batch[name].type), ": ",
+          jobId ? link(`/jobs/${seg(jobId)}`, h("span", { class: "mono", id: `batch-${name}` }, jobId)) : "not yet submitted");
+      };
+      const counts = Object.entries(batch.counts || {}).map(([k, v]) => `${k.toLowerCase()} ${v}`).join(", ");
+      const fields = [
+        ["Status", badge(batch.status)],
+        ["Progress", h("div", { class: "progress" },
+          h("progress", { id: "batch-progress", max: String(batch.total || 1), value: String(done) }), ` ${done} of ${batch.total}`)],
+        ["Counts", h("span", { id: "batch-counts" }, `pending ${batch.pending}${counts ? ", " + counts : ""}`)],
+        ["On complete", callback("on_complete")],
+        ["On success", callback("on_success")],
+        ["Created", when(batch.created_at)],
+        ["Sealed", batch.sealed_at ? when(batch.sealed_at) : "open: jobs may still be added"],
+        ["Cancelled", batch.cancelled_at ? when(batch.cancelled_at) : null],
+        ["Submitted by job", batch.parent_job_id ? link(`/jobs/${seg(batch.parent_job_id)}`, h("span", { class: "mono" }, batch.parent_job_id)) : null],
+      ].filter(([, v]) => v !== null && v !== undefined && v !== "");
+      const actions = h("div", { class: "actions" });
+      if (!batch.cancelled_at && batch.pending > 0) {
+        actions.append(h("button", { type: "button", class: "danger", on: { click: () => cancel(batch) } }, "Cancel batch"));
+      }
+      return h("div", null, actions, h("dl", { class: "fields" }, fields.map(([k, v]) => [h("dt", null, k), h("dd", null, v)])));
+    }
+
+    async function refresh() {
+      const answer = await api("GET", `/batches/${seg(id)}`);
+      if (!answer.ok) {
+        body.show(["error", answer.status], () => errorBox(answer));
+        return;
+      }
+      body.show([answer.body], () => view(answer.body));
+      const listed = await api("GET", `/batches/${seg(id)}/jobs`, { query: { limit: "20", cursor: cursors[page] } });
+      if (!listed.ok) {
+        jobs.show(["error", listed.status], () => errorBox(listed));
+        return;
+      }
+      cursors[page + 1] = listed.body.cursor || null;
+      older.disabled = !listed.body.cursor;
+      newer.disabled = page === 0;
+      jobs.show([page, listed.body.jobs], () => jobsTable(listed.body.jobs || []));
+    }
+    return { title: `Batch ${id}`, node, refresh };
+  }
+
   const ROUTES = [
     [/^\/?$/, overviewPage],
     [/^\/jobs\/?$/, jobsPage],
     [/^\/jobs\/([^/]+)$/, jobPage],
+    [/^\/batches\/?$/, batchesPage],
+    [/^\/batches\/([^/]+)$/, batchPage],
     [/^\/queues\/?$/, queuesPage],
     [/^\/queues\/([^/]+)$/, queuePage],
     [/^\/schedules\/?$/, schedulesPage],
@@ -1199,6 +1308,7 @@
   const NAV = [
     ["", "Overview", true],
     ["/jobs", "Jobs", false],
+    ["/batches", "Batches", false],
     ["/queues", "Queues", true],
     ["/schedules", "Schedules", true],
     ["/alarms", "Alarms", true],
