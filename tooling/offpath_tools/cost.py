@@ -1067,3 +1067,75 @@ def realtime_cost(watched_share: float, config: Config | None = None) -> Realtim
         + minutes * price("websocket_connection_minute")
     )
     return Realtime(watched_share, appsync, websocket)
+
+
+# -- batches (fan-out / fan-in): what a member and a callback add (docs/decisions.md, "Batches") --------------
+
+
+@dataclass(frozen=True)
+class BatchCost:
+    """What one batch member, and one callback, add over the same job submitted without a batch (`POST
+    /jobs/batch`). A plain job adds nothing. Sizes come from the store's own item serialisers."""
+
+    member_write_units: float
+    member_read_units: float
+    callback_write_units: float
+    per_member: float  # dollars
+    per_callback: float
+
+    @property
+    def per_million_members(self) -> float:
+        return self.per_member * MILLION
+
+
+def batch_cost(config: Config, *, page_size: int = 100) -> BatchCost:
+    """A page of `page_size` members: reserved and written (two transactions of the page item and the batch
+    item, each unit doubled); per member: its count (a transaction of the job item and the batch item), the clear
+    of its sweep time (the job item and its sweep index entry) and one consistent read of the batch; per callback:
+    its job's put (with its sweep index entry) and the batch's callback id."""
+    from datetime import UTC, datetime
+
+    from offpath.adapters.dynamodb_batches import batch_to_item, page_to_item
+    from offpath.adapters.dynamodb_store import to_item
+    from offpath.domain.batch import Batch, CallbackSpec
+    from offpath.domain.ids import new_job_id
+    from offpath.domain.job import Job, JobStatus
+    from offpath_tools.write_units import item_size
+
+    now = datetime(2026, 12, 1, tzinfo=UTC)
+    spec = CallbackSpec("reports.summarise", {"report": "r-7"})
+    batch = Batch(new_job_id(now), "tenant-a", now, now, total=page_size, callbacks={"on_complete": spec})
+    ids = [new_job_id(now) for _ in range(page_size)]
+    payload = {"p": "x" * max(0, (config.payload_bytes or 100) - 8)}
+    job = Job(
+        job_id=ids[0],
+        tenant="tenant-a",
+        type="reports.row",
+        queue="default",
+        payload=payload,
+        payload_hash="0" * 64,
+        status=JobStatus.SUCCEEDED,
+        created_at=now,
+        updated_at=now,
+        max_attempts=3,
+        attempt=1,
+        result={"r": "x" * max(0, (config.result_bytes or 100) - 8)},
+        batch_id=batch.batch_id,
+        trace_id="0" * 32,
+    )
+    job_units = write_units_for(item_size(to_item(job)))
+    batch_units = write_units_for(item_size(batch_to_item(batch)))
+    page_units = write_units_for(item_size(page_to_item(batch, "0" * 32, ids, now)))
+    transaction = 2
+    per_page = 2 * transaction * (page_units + batch_units)
+    member = per_page / page_size + transaction * (job_units + batch_units) + (job_units + 1)
+    reads = read_units_for(item_size(batch_to_item(batch)), consistent=True)
+    callback = job_units + 1 + batch_units
+    wru_price, rru_price = dynamodb_unit_prices(config)
+    return BatchCost(
+        member_write_units=member,
+        member_read_units=reads,
+        callback_write_units=callback,
+        per_member=member * wru_price + reads * rru_price,
+        per_callback=callback * wru_price,
+    )

@@ -29,6 +29,7 @@ from offpath_tools.cost import (
     TARGET_PER_MILLION,
     Config,
     alternatives,
+    batch_cost,
     cheapest,
     describe,
     estimate,
@@ -148,6 +149,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     except (ValueError, FileNotFoundError) as error:
         print(f"offpath cost: {error}", file=sys.stderr)
         return USAGE
+    batches = batch_cost(config)
     if args.json:
         result = estimate(measured, config)
         cheapest_config = cheapest(config)
@@ -166,6 +168,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
             "alternatives": [asdict(a) for a in alternatives(measured, config)],
             "quotas": args.quotas,
             "quotas_per_million_jobs": quota_cost_per_job(config, args.quotas, readers=args.quota_readers) * MILLION,
+            "batches": {**asdict(batches), "per_million_members": batches.per_million_members, "plain_job_extra": 0.0},
         }
         out.write(json.dumps(document, indent=2) + "\n")
         return 0
@@ -175,7 +178,25 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out.write(
         f"\nquotas ({args.quotas}): {money(quotas * MILLION)} per million jobs, {monthly} "
         "a month on top of the above (DynamoDB: 1 write unit per submit for the rate, 2 per job for the open "
-        "count, 1 per delayed job, 8 read units per count read; --quotas, docs/decisions.md)\n"
+        "count, 1 per delayed job, 8 read units per count read; --quotas, docs/decisions.md)\n\n"
+    )
+    _table(
+        out,
+        ["BATCHES (over the same jobs without a batch; a plain job: 0 extra)", "WRITE UNITS", "READ UNITS", "COST"],
+        [
+            [
+                "per member (its page, its count, its sweep time cleared)",
+                f"{batches.member_write_units:g}",
+                f"{batches.member_read_units:g}",
+                f"{money(batches.per_million_members)} per million members",
+            ],
+            [
+                "per callback (on_complete, on_success)",
+                f"{batches.callback_write_units:g}",
+                "0",
+                f"{money(batches.per_callback * MILLION)} per million callbacks",
+            ],
+        ],
     )
     return 0
 

@@ -194,16 +194,7 @@ class DynamoDbBatchStore:
     # -- pages ------------------------------------------------------------------------------
 
     def reserve_page(self, batch: Batch, page_id: str, job_ids: Sequence[str], *, now: datetime) -> BatchPage:
-        page_item = attribute_values(
-            {
-                TABLE_PARTITION_KEY: page_partition(batch.tenant, batch.batch_id),
-                TABLE_SORT_KEY: page_id,
-                **BATCH_PAGE.stamp,
-                "job_ids": list(job_ids),
-                "written": False,
-                "created_at": iso(now),
-            }
-        )
+        page_item = page_to_item(batch, page_id, job_ids, now)
         items: list[dict[str, Any]] = [
             {"Put": {"TableName": self.table_name, "Item": page_item, "ConditionExpression": NEW_ITEM}},
             {
@@ -372,6 +363,19 @@ def batch_to_item(batch: Batch) -> Item:
     }
     plain.update({name: value for name, value in optional.items() if value is not None})
     return attribute_values(plain)
+
+
+def page_to_item(batch: Batch, page_id: str, job_ids: Sequence[str], now: datetime) -> Item:
+    return attribute_values(
+        {
+            TABLE_PARTITION_KEY: page_partition(batch.tenant, batch.batch_id),
+            TABLE_SORT_KEY: page_id,
+            **BATCH_PAGE.stamp,
+            "job_ids": list(job_ids),
+            "written": False,
+            "created_at": iso(now),
+        }
+    )
 
 
 def key_item(batch: Batch) -> dict[str, str]:
