@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from offpath.adapters.sqs_queue import REASON_ATTRIBUTE, SEND_BATCH_LIMIT, _call
 from offpath.adapters.sqs_queue import default_client as default_sqs_client
+from offpath.domain.batch import batch_summary
 from offpath.domain.errors import QueueUnavailableError
 from offpath.domain.events import JobEvent
 from offpath.domain.webhooks import SQS_BATCH_BYTES, SQS_MESSAGE_BYTES, Delivery, iso_z, utf8_bytes
@@ -99,13 +100,17 @@ def byte_batches(sizes: Sequence[int], *, count: int, limit: int) -> list[list[i
 
 def event_detail(event: JobEvent, job_view: dict[str, Any]) -> dict[str, Any]:
     """What an event carries on the bus (and in the embedded runtime's events.jsonl): never the payload."""
-    return {
+    detail = {
         "id": event.id,
         "type": event.type.value,
         "time": iso_z(event.time),
         "tenant": event.tenant,
         "job": job_view,
     }
+    if event.batch is not None:
+        # A batch event: the batch, and (as `job`) the member whose count completed it.
+        detail["batch"] = batch_summary(event.batch)
+    return detail
 
 
 class EventBridgeSink:

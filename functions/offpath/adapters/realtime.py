@@ -76,6 +76,8 @@ class AppSyncEventsSink:
     def publish(self, events: Sequence[JobEvent]) -> None:
         by_channel: dict[str, list[str]] = {}
         for event in events:
+            if event.batch is not None:
+                continue  # a batch event: the job channels carry the jobs' own events only
             document = json.dumps(event_document(event), separators=(",", ":"))
             by_channel.setdefault(channel_of(event.tenant, event.job.job_id), []).append(document)
         for channel, documents in by_channel.items():

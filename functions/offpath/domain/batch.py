@@ -156,6 +156,20 @@ class BatchStore(Protocol):
         """The tenant's jobs by id, in that order (those that exist)."""
 
 
+def batch_summary(batch: Batch) -> dict[str, Any]:
+    """A batch as its notices carry it (batch.completed, batch.succeeded): its id, status and counts, and its
+    callback jobs' ids."""
+    return {
+        "batch_id": batch.batch_id,
+        "status": batch.status.value,
+        "total": batch.total,
+        "pending": batch.pending,
+        "counts": dict(batch.counts),
+        "on_complete_job_id": batch.callback_jobs.get(ON_COMPLETE),
+        "on_success_job_id": batch.callback_jobs.get(ON_SUCCESS),
+    }
+
+
 def page_id_of(key: str) -> str:
     import hashlib
 

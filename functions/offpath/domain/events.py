@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from offpath.domain.batch import Batch
 from offpath.domain.job import Job, JobStatus
 
 
@@ -32,6 +33,10 @@ class EventType(enum.StrEnum):
     # With job.failed: every failed job's message is parked in its queue's dead-letter queue.
     DEAD_LETTERED = "job.dead_lettered"
     CANCELLED = "job.cancelled"
+    # A batch's every job is final (sealed); every job SUCCEEDED. Once each per batch (their ids derive from the
+    # batch), like the batch's on_complete and on_success callbacks.
+    BATCH_COMPLETED = "batch.completed"
+    BATCH_SUCCEEDED = "batch.succeeded"
 
 
 # The event a job's arrival in a state is.
@@ -58,6 +63,42 @@ class JobEvent:
     time: datetime
     tenant: str
     job: Job
+    # A batch event: the batch as read when the member `job` was counted (`job` is the member whose count the
+    # notifier saw complete it).
+    batch: Batch | None = None
+
+
+def counted_in_batch(old: Job | None, new: Job | None) -> bool:
+    """Whether the change is a batch member's count (its `batch_counted` mark set): after it, the batch may be
+    complete."""
+    return (
+        new is not None
+        and new.batch_id is not None
+        and new.batch_counted is not None
+        and (old is None or old.batch_counted is None)
+    )
+
+
+def batch_events(member: Job, batch: Batch) -> list[JobEvent]:
+    """The batch's events its state is, as read after a member's count: batch.completed once it is complete,
+    batch.succeeded once every job SUCCEEDED. Their ids derive from the batch alone, so a batch read complete
+    after several counts (records handled late) is one event, and a receiver drops the copies."""
+    kinds = [
+        kind
+        for kind, due in ((EventType.BATCH_COMPLETED, batch.complete), (EventType.BATCH_SUCCEEDED, batch.succeeded))
+        if due
+    ]
+    return [
+        JobEvent(
+            id=f"evt_{hashlib.sha256(f'batch|{batch.batch_id}|{kind}'.encode()).hexdigest()[:32]}",
+            type=kind,
+            time=batch.updated_at,
+            tenant=batch.tenant,
+            job=member,
+            batch=batch,
+        )
+        for kind in kinds
+    ]
 
 
 def events_of_change(old: Job | None, new: Job | None) -> list[JobEvent]:

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from offpath.adapters.deliveries import SqsDeliveryQueue
     from offpath.adapters.dynamodb_quotas import DynamoDbQuotaCounters
     from offpath.adapters.webhook_http import Connector
+    from offpath.domain.batch import Batch
     from offpath.domain.events import EventSink
     from offpath.domain.quotas import QuotaCounters
     from offpath.domain.webhooks import DeliveryQueue, Resolver, SecretCipher, WebhookStore
@@ -245,6 +246,8 @@ class NotifierServices:
     sinks: list[EventSink]
     # The jobs' lifecycle metrics (logic.notify.publish_metrics); None publishes none.
     metrics: Metrics | None = None
+    # A batch by its tenant and id, read after a member's count for the batch events (None: none are made).
+    read_batch: Callable[[str, str], Batch | None] | None = None
 
 
 @dataclass
@@ -338,7 +341,13 @@ def build_notifier_services(settings: Settings, overrides: Overrides | None = No
         # The stack's realtime API (AppSync Events): browsers subscribed to the jobs' channels.
         sinks.append(AppSyncEventsSink(settings.realtime_url))
     metrics = o.metrics("notifier") if o.metrics else EmfMetrics("notifier", by_job_type=settings.metrics_by_job_type)
-    return NotifierServices(read_item=from_item, sinks=sinks, metrics=metrics)
+    batches = build_batch_store(settings, o)
+    return NotifierServices(
+        read_item=from_item,
+        sinks=sinks,
+        metrics=metrics,
+        read_batch=lambda tenant, batch_id: batches.get(batch_id, tenant=tenant),
+    )
 
 
 def build_delivery_ports(settings: Settings, overrides: Overrides | None = None) -> DeliveryPorts:

@@ -29,7 +29,10 @@ def build_services(settings: Settings, overrides: Overrides | None = None) -> No
 
 def handler(event: dict[str, Any], context: Any, services: NotifierServices | None = None) -> dict[str, Any]:
     services = services or default_services()
-    changes = [change_of(StreamRecord.of(record), services.read_item) for record in event.get("Records", [])]
+    changes = [
+        change_of(StreamRecord.of(record), services.read_item, services.read_batch)
+        for record in event.get("Records", [])
+    ]
     failed = notify(changes, services.sinks)
     if services.metrics is not None:
         publish_metrics(changes, services.metrics, failed)

@@ -13,8 +13,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from offpath.domain.batch import Batch, batch_summary
 from offpath.domain.clock import Clock
-from offpath.domain.events import EventSink, EventType, JobEvent, events_of_change
+from offpath.domain.events import EventSink, EventType, JobEvent, batch_events, counted_in_batch, events_of_change
 from offpath.domain.job import Job, JobStatus
 from offpath.domain.ports import Metrics
 from offpath.domain.webhooks import Delivery, DeliveryQueue, EndpointCache, WebhookStore, inlined
@@ -22,6 +23,8 @@ from offpath.domain.webhooks import Delivery, DeliveryQueue, EndpointCache, Webh
 logger = logging.getLogger("offpath.notifier")
 
 ItemReader = Callable[[Mapping[str, Any]], Job]
+# A batch read by its tenant and id (None: gone), for the batch events after a member's count.
+BatchReader = Callable[[str, str], "Batch | None"]
 # The job as a delivery shows it (the API's job view); `with_payload` when the endpoint asks for it.
 JobRenderer = Callable[[Job, bool], dict[str, Any]]
 
@@ -51,7 +54,7 @@ class Change:
     events: tuple[JobEvent, ...] = ()
 
 
-def change_of(record: StreamRecord, read_item: ItemReader) -> Change:
+def change_of(record: StreamRecord, read_item: ItemReader, read_batch: BatchReader | None = None) -> Change:
     """The record's job images, each deserialised once for both its events and its metrics. An image the
     store cannot read leaves the change empty (logged by its sequence number): one bad record never blocks the
     stream."""
@@ -61,7 +64,13 @@ def change_of(record: StreamRecord, read_item: ItemReader) -> Change:
     except Exception:
         logger.error("a stream record's job image could not be read; left out", extra={"seq": record.sequence_number})
         return Change(record.sequence_number, None, None)
-    return Change(record.sequence_number, old, new, tuple(events_of_change(old, new)))
+    events = events_of_change(old, new)
+    if read_batch is not None and new is not None and new.batch_id is not None and counted_in_batch(old, new):
+        # A member was counted: the batch's events, if it is complete now (one consistent read, per member).
+        batch = read_batch(new.tenant, new.batch_id)
+        if batch is not None:
+            events += batch_events(new, batch)
+    return Change(record.sequence_number, old, new, tuple(events))
 
 
 def events_of_record(record: StreamRecord, read_item: ItemReader) -> list[JobEvent]:
@@ -71,7 +80,13 @@ def events_of_record(record: StreamRecord, read_item: ItemReader) -> list[JobEve
 def notify(changes: Sequence[Change], sinks: Sequence[EventSink]) -> str | None:
     """Publishes the changes' events to every sink; returns the sequence number of the first change whose
     events could not be published (None: all were)."""
-    per_change = [list(change.events) for change in changes]
+    # A batch's event, read complete after several of its members' counts in one batch of records, goes out once.
+    seen: set[str] = set()
+    per_change = []
+    for change in changes:
+        kept = [e for e in change.events if e.batch is None or e.id not in seen]
+        seen.update(e.id for e in kept if e.batch is not None)
+        per_change.append(kept)
     everything = [event for events in per_change for event in events]
     if not everything:
         return None
@@ -170,6 +185,13 @@ class WebhookFanout:
         if deliveries:
             self.queue.send(deliveries)
 
+    def _data(self, event: JobEvent, include_payload: bool) -> dict[str, Any]:
+        view = self.render(event.job, include_payload)
+        if event.batch is None:
+            return view
+        # A batch event: the batch, and (as `job`) the member whose count completed it.
+        return {"batch": batch_summary(event.batch), "job": view}
+
     def deliveries(self, events: Sequence[JobEvent]) -> list[Delivery]:
         now = self.clock.now()
         out: list[Delivery] = []
@@ -183,7 +205,7 @@ class WebhookFanout:
                             event_id=event.id,
                             type=event.type.value,
                             timestamp=event.time,
-                            data=inlined(self.render(event.job, endpoint.include_payload)),
+                            data=inlined(self._data(event, endpoint.include_payload)),
                         )
                     )
         return out
