@@ -314,3 +314,19 @@ def test_followups_run_twice_count_once(pipeline: Pipeline) -> None:
     again = batch_of(pipeline, batch["batch_id"])
     assert (again["total"], again["succeeded"], again["pending"]) == (1, 1, 0)
     assert len(jobs_of_type(pipeline, "callback")) == 1
+
+
+def test_a_redriven_member_leaves_the_failed_count_and_its_success_calls_back(pipeline: Pipeline) -> None:
+    jobs = [*echo_jobs(1), {"type": "demo.poison", "payload": {"reason": "bad row", "first_run_only": True}}]
+    _, batch, _ = create(pipeline, {"jobs": jobs, "on_success": ON_SUCCESS})
+    pipeline.drain()
+    assert batch_of(pipeline, batch["batch_id"])["failed"] == 1
+
+    code, _, _ = pipeline.call("POST", "/queues/default/redrive", scopes=["offpath/admin"])
+    pipeline.drain()
+    pipeline.drain()
+
+    assert code == 202
+    done = batch_of(pipeline, batch["batch_id"])
+    assert (done["status"], done["succeeded"], done["failed"], done["pending"]) == ("SUCCEEDED", 2, 0, 0)
+    assert job_of(pipeline, done["on_success_job_id"])["status"] == "SUCCEEDED"
