@@ -12,7 +12,8 @@ tests/integration (test_scheduling.py, test_submit_api.py):
 - A listing's `cursor` is only accepted from the listing that handed it out (422 invalid_cursor otherwise): a
   cursor that fits the document's pattern is replaced by one of the real cursors in FUZZ_CURSORS (a JSON list,
   set by the test from the pages of the jobs it seeded). Those are the caller's own listing's: a request that
-  lists another tenant's jobs (`tenant=system`, admins) is sent for its first page, without a cursor.
+  lists another tenant's jobs (`tenant=system`, admins), or another listing (batches, a batch's jobs), is sent for
+  its first page, without a cursor.
 
 - A webhook receiver's URL is refused unless its host resolves to allowed addresses (the embedded runtime
   resolves no names and allows only 127.0.0.1, on the ports its operator named), and a tenant has at most 10
@@ -81,7 +82,7 @@ def before_call(context: Any, case: Any, kwargs: dict[str, Any]) -> None:
     if isinstance(key, str) and _KEY.fullmatch(key):
         case.headers["Idempotency-Key"] = f"{key[:200]}~{next(_sent)}"
     cursor = (case.query or {}).get("cursor")
-    if isinstance(cursor, str) and _CURSOR.fullmatch(cursor) and "tenant" in case.query:
+    if isinstance(cursor, str) and _CURSOR.fullmatch(cursor) and ("tenant" in case.query or case.path != "/jobs"):
         del case.query["cursor"]
     elif isinstance(cursor, str) and _CURSOR.fullmatch(cursor):
         real = next(_cursors)

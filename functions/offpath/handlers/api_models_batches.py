@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from offpath.domain.batch import MAX_PAGE, Batch, BatchStatus
 from offpath.domain.job import JobStatus
@@ -58,7 +58,7 @@ class BatchCreateBody(BaseModel):
     jobs: list[BatchJobBody] = Field(default_factory=list, max_length=MAX_PAGE)
     on_complete: CallbackBody | None = None
     on_success: CallbackBody | None = None
-    open: bool = False
+    open: StrictBool = False
 
 
 class BatchJobsBody(BaseModel):

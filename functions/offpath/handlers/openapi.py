@@ -162,18 +162,23 @@ def _operation(route: Route, documented: dict[str, type[BaseModel]], routes: lis
 def _links(model: type[BaseModel], routes: list[Route]) -> dict[str, Any]:
     """An answer that always names a job (a required, non-null `job_id`) links to every route of that job:
     each route whose one path parameter is `job_id`."""
-    field = model.model_fields.get("job_id")
-    if field is None or field.annotation is not str:
-        return {}
-    return {
-        route.operation: {
-            "operationId": route.operation,
-            "parameters": {"job_id": "$response.body#/job_id"},
-            "description": f"{route.summary}: the job this answer names",
-        }
-        for route in routes
-        if route.path_parameters == ("job_id",)
-    }
+    links: dict[str, Any] = {}
+    for name, what in (("job_id", "job"), ("batch_id", "batch")):
+        field = model.model_fields.get(name)
+        if field is None or field.annotation is not str:
+            continue
+        links.update(
+            {
+                route.operation: {
+                    "operationId": route.operation,
+                    "parameters": {name: f"$response.body#/{name}"},
+                    "description": f"{route.summary}: the {what} this answer names",
+                }
+                for route in routes
+                if route.path_parameters == (name,)
+            }
+        )
+    return links
 
 
 def _refused(refusal: Refusal) -> dict[str, Any]:
@@ -200,7 +205,48 @@ def _documented_models(job_types: list[JobType]) -> dict[str, type[BaseModel]]:
     variants = tuple(_variant(job_type) for job_type in job_types)
     union: Any = variants[0] if len(variants) == 1 else Annotated[Union[variants], Field(discriminator="type")]  # noqa: UP007
     submit = create_model("SubmitBody", __base__=RootModel[union], __doc__=SUBMIT_DOC)
-    return {"SubmitBody": submit}
+    return {"SubmitBody": submit, **_batch_models(job_types, union)}
+
+
+def _batch_models(job_types: list[JobType], union: Any) -> dict[str, type[BaseModel]]:
+    """The batch routes' bodies as precise as POST /jobs's: each job one of the job types' variants, each callback
+    a job type's name with that type's payload."""
+    from offpath.domain.batch import MAX_PAGE
+    from offpath.handlers.api_models_batches import BatchCreateBody, BatchJobsBody, CallbackBody
+
+    callbacks = tuple(_callback_variant(job_type, CallbackBody) for job_type in job_types)
+    callback: Any = (
+        callbacks[0] if len(callbacks) == 1 else Annotated[Union[callbacks], Field(discriminator="type")]  # noqa: UP007
+    )
+    create = create_model(
+        "BatchCreateBody",
+        __base__=BatchCreateBody,
+        __doc__=BatchCreateBody.__doc__,
+        jobs=(list[union], Field(default_factory=list, max_length=MAX_PAGE)),
+        on_complete=(callback | None, None),
+        on_success=(callback | None, None),
+    )
+    add = create_model(
+        "BatchJobsBody",
+        __base__=BatchJobsBody,
+        __doc__=BatchJobsBody.__doc__,
+        jobs=(list[union], Field(min_length=1, max_length=MAX_PAGE)),
+    )
+    return {"BatchCreateBody": create, "BatchJobsBody": add}
+
+
+def _callback_variant(job_type: JobType, base: type[BaseModel]) -> type[BaseModel]:
+    payload_model = job_type.payload_model
+    required = any(field.is_required() for field in payload_model.model_fields.values())
+    payload: Any = (payload_model, ...) if required else (payload_model, Field(default_factory=dict))
+    name = "".join(part.capitalize() for part in job_type.name.replace(".", "_").split("_")) + "Callback"
+    return create_model(
+        name,
+        __base__=base,
+        __doc__=f"A {job_type.name} job as a batch's callback.",
+        type=(Literal[job_type.name], Field(description="the job type")),  # type: ignore[arg-type]
+        payload=payload,
+    )
 
 
 SUBMIT_DOC = "A job to run: `type` names a registered job type, and `payload` follows that type's own schema."
