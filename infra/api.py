@@ -211,8 +211,7 @@ class JobApi(Construct):
         api = self.handler
         # Query on the table itself: a listing reads the tenant's partitions (no listing index). BatchGetItem:
         # the quota counters' shards.
-        # TransactWriteItems: a batch's page with its count, a hand retry of a member with its uncount.
-        table.grant(api, ["PutItem", "GetItem", "UpdateItem", "BatchGetItem", "TransactWriteItems"], query_table=True)
+        table.grant(api, ["PutItem", "GetItem", "UpdateItem", "BatchGetItem"], query_table=True)
         # Submits, retries and a redrive's copies go to the job queues, never to a DLQ (make iam-check).
         job_queues = [queue.queue_arn for _, queue in sorted(queues.queues.items())]
         api.grant(["sqs:SendMessage", "sqs:GetQueueAttributes"], job_queues)

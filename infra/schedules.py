@@ -147,12 +147,9 @@ class Schedules(Construct):
             on_failure=on_failure,
         )
         # The sweep index holds keys only: the due jobs are then read with BatchGetItem.
-        # GetItem, PutItem, TransactWriteItems: a finished batch member's follow-ups (its count, the callbacks).
-        table.grant(
-            self.sweeper,
-            ["UpdateItem", "BatchGetItem", "GetItem", "PutItem", "TransactWriteItems"],
-            query_indexes=(SWEEP_INDEX,),
-        )
+        # GetItem and PutItem: a finished batch member's follow-ups (its batch read, a callback job written; its count
+        # is a transaction of two updates, which needs UpdateItem only).
+        table.grant(self.sweeper, ["UpdateItem", "BatchGetItem", "GetItem", "PutItem"], query_indexes=(SWEEP_INDEX,))
         self.sweeper.grant(["sqs:SendMessage"], queues.all_arns())
         # How many messages a queue holds, before re-sending its overdue jobs (a backlog is not a lost message).
         self.sweeper.grant(["sqs:GetQueueAttributes"], [queue.queue_arn for _, queue in sorted(queues.queues.items())])

@@ -48,11 +48,9 @@ class Workers(Construct):
                 memory_mb=WORKER_MEMORY_MB,
                 environment={"OFFPATH_QUEUE_CLASS": name},
             )
-            # GetItem, TransactWriteItems: a finished batch member's follow-ups (its count, then its batch read);
-            # BatchGetItem and Query on the table: a job's ctx.batch pages through its batch's jobs.
-            table.grant(
-                worker, ["UpdateItem", "PutItem", "GetItem", "TransactWriteItems", "BatchGetItem"], query_table=True
-            )
+            # GetItem: a finished batch member's follow-ups (its count is a transaction of updates: UpdateItem; then
+            # its batch read); BatchGetItem and Query on the table: a job's ctx.batch pages through its batch's jobs.
+            table.grant(worker, ["UpdateItem", "PutItem", "GetItem", "BatchGetItem"], query_table=True)
             queue = queues.queues[name]
             source = event_sources.SqsEventSource(
                 queue,

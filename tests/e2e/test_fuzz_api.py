@@ -20,7 +20,7 @@ the paths with parameters they are (the check takes a 404 there), and test_gatew
 method (TRACE and QUERY included).
 
 Generation draws from dictionaries of real values too: the registered job types, the queue classes and
-schedules, and the ids of jobs seeded in every state.
+schedules, the ids of jobs seeded in every state, and of an open and a sealed batch.
 
 Reproducible and bounded: derandomized generation, no example database, at most FUZZ_MAX_EXAMPLES (10) cases per
 operation in the fuzzing phase, plus the coverage phase's boundary cases and the stateful phase: about 800
@@ -93,6 +93,12 @@ def _toml(value: Any) -> str:
 
 # The seeded jobs' ids by their keys, as the runtime answered them (ids are not derived from keys).
 SEEDED_IDS: dict[str, str] = {}
+# Batches the runtime holds before the fuzzer starts: an open one (pages may be added to it) and a sealed one.
+SEEDED_BATCHES: dict[str, dict[str, Any]] = {
+    "fuzz-open-batch": {"jobs": [{"type": "demo.echo", "payload": {"n": 1}}], "open": True},
+    "fuzz-sealed-batch": {"jobs": [{"type": "demo.echo", "payload": {"n": 2}}]},
+}
+SEEDED_BATCH_IDS: list[str] = []
 
 
 def schemathesis_config() -> str:
@@ -103,11 +109,13 @@ def schemathesis_config() -> str:
         "queues": sorted(registry.queues),
         "names": sorted(registry.queues) + sorted(registry.schedules) + SEEDED_WEBHOOKS,
         "job_ids": [SEEDED_IDS[key] for key in SEEDED_JOBS],
+        "batch_ids": SEEDED_BATCH_IDS,
     }
     parameters = {
         "body.jobs[*].type": ("job_types", 0.7),
         "body.jobs[*].queue": ("queues", 0.2),
         "path.job_id": ("job_ids", 0.7),
+        "path.batch_id": ("batch_ids", 0.7),
         "path.name": ("names", 0.7),
     }
     # API Gateway answers an undeclared method on these paths 404, not the 405 unsupported_method expects.
@@ -178,6 +186,8 @@ def _seed_jobs(url: str) -> None:
     for key, job in SEEDED_JOBS.items():
         body = {**job, "run_at": _iso(now + job["run_at"])} if "run_at" in job else job
         SEEDED_IDS[key] = str(_request(url, "POST", "/jobs", body, {"Idempotency-Key": key})["job_id"])
+    for key, batch in SEEDED_BATCHES.items():
+        SEEDED_BATCH_IDS.append(str(_request(url, "POST", "/batches", batch, {"Idempotency-Key": key})["batch_id"]))
     for key, statuses in SEEDED_STATES.items():
         path = f"/jobs/{SEEDED_IDS[key]}"
         if statuses is None:

@@ -15,6 +15,13 @@ from tests.infra.stacks import EXTENDED_CONTEXT, Synthesized, cdk_json_context, 
 from tests.infra.template_view import of_type, render
 
 EXPECTED_ROUTES = {
+    "POST /batches",
+    "GET /batches",
+    "GET /batches/{batch_id}",
+    "GET /batches/{batch_id}/jobs",
+    "POST /batches/{batch_id}/jobs",
+    "POST /batches/{batch_id}/seal",
+    "POST /batches/{batch_id}/cancel",
     "POST /jobs",
     "POST /jobs/batch",
     "GET /jobs",

@@ -130,7 +130,8 @@ def create_batch(request: BatchRequest, ports: Ports, policy: SubmitPolicy) -> B
     if replayed and stored.fingerprint != batch.fingerprint:
         raise BatchKeyConflictError("the key was already used with another batch request")
     if request.jobs:
-        stored = _add_page(stored, request.jobs, FIRST_PAGE_KEY, ports, policy)
+        # A batch sealed next is read by its seal: no read of it here.
+        stored = _add_page(stored, request.jobs, FIRST_PAGE_KEY, ports, policy, read_after=request.open)
     if not request.open:
         stored = seal_batch(stored.batch_id, tenant=request.tenant, ports=ports)
     return BatchSubmitted(stored, replayed=replayed)
@@ -151,7 +152,15 @@ def add_jobs(
     return _add_page(batch, jobs, idempotency_key or uuid.uuid4().hex, ports, policy)
 
 
-def _add_page(batch: Batch, jobs: Sequence[SubmitRequest], key: str, ports: Ports, policy: SubmitPolicy) -> Batch:
+def _add_page(
+    batch: Batch,
+    jobs: Sequence[SubmitRequest],
+    key: str,
+    ports: Ports,
+    policy: SubmitPolicy,
+    *,
+    read_after: bool = True,
+) -> Batch:
     store = batches_of(ports)
     now = ports.clock.now()
     page_id = page_id_of(key)
@@ -164,6 +173,8 @@ def _add_page(batch: Batch, jobs: Sequence[SubmitRequest], key: str, ports: Port
     if not page.written:
         _write_members(members, ports)
         store.write_page(batch, page, now=now)
+    if not read_after:
+        return batch
     found = store.get(batch.batch_id, tenant=batch.tenant)
     if found is None:
         raise BatchNotFoundError(batch.batch_id)
