@@ -75,6 +75,10 @@ EXPECTED_ACTIONS = {
     "worker": {
         "dynamodb:UpdateItem",
         "dynamodb:PutItem",
+        # A batch member's follow-ups read its batch; a job's ctx.batch pages through its batch's jobs.
+        "dynamodb:GetItem",
+        "dynamodb:BatchGetItem",
+        "dynamodb:Query",
         # The event source mapping's grant on its own queue (ChangeMessageVisibility: the retry backoff, and the
         # batch held until its lease ends with ChangeMessageVisibilityBatch, which this action allows).
         "sqs:ReceiveMessage",
@@ -94,6 +98,9 @@ EXPECTED_ACTIONS = {
         "dynamodb:Query",
         "dynamodb:UpdateItem",
         "dynamodb:BatchGetItem",
+        # A finished batch member's follow-ups: its batch read, a callback job written.
+        "dynamodb:GetItem",
+        "dynamodb:PutItem",
         "sqs:SendMessage",
         "sqs:GetQueueAttributes",
     },
@@ -285,9 +292,11 @@ def test_grants_stay_on_the_resources_each_function_uses(default_stack: Synthesi
 
     for name in default_stack.registry.queues:
         worker = grants(f"worker-{name}")
+        # Its DLQ; its own queue (a fresh copy of a message on its last receives) and every other job queue (a
+        # batch's callback job goes to its type's queue).
         assert worker["sqs:SendMessage"] == {
             f"<{queues[f'offpath-{name}-dlq'][0]}.Arn>",
-            f"<{queues[f'offpath-{name}'][0]}.Arn>",  # a fresh copy of a message on its last receives
+            *(f"<{queues[f'offpath-{q}'][0]}.Arn>" for q in default_stack.registry.queues),
         }
         assert worker["sqs:ReceiveMessage"] == {f"<{queues[f'offpath-{name}'][0]}.Arn>"}
         assert worker["dynamodb:UpdateItem"] == {f"<{table_id}.Arn>"}
