@@ -57,6 +57,7 @@ EXPECTED = {
     "retry_by_hand": (S.QUEUED, {S.FAILED: (), S.CANCELLED: ()}, (G.SAME_TENANT,)),
     "discard": (None, {S.FAILED: ()}, (G.SAME_TENANT,)),
     "reschedule_sweep": (None, UNFINISHED, (G.SWEEP_FENCE,)),
+    "followed_up": (None, {S.SUCCEEDED: (), S.FAILED: (), S.CANCELLED: ()}, (G.SWEEP_FENCE,)),
 }
 
 

@@ -170,15 +170,43 @@ class InMemoryJobStore:
             self._jobs[tenant, job_id] = claimed
             return claimed
 
-    def record_success(self, job: Job, *, result: Any, now: datetime, expires_at: datetime) -> None:
+    def record_success(
+        self,
+        job: Job,
+        *,
+        result: Any,
+        now: datetime,
+        expires_at: datetime,
+        followup_at: datetime | None = None,
+        next_job_id: str | None = None,
+    ) -> None:
         stored = json.loads(json.dumps(result, default=str))
         self._fenced(
             "record_success",
             job,
             lambda current: transitions.succeed(
-                current, attempt=job.attempt, result=stored, now=now, retention=expires_at - now
+                current,
+                attempt=job.attempt,
+                result=stored,
+                now=now,
+                retention=expires_at - now,
+                followup_at=followup_at,
+                next_job_id=next_job_id,
             ),
         )
+
+    def clear_followups(self, job: Job) -> None:
+        with self._lock:
+            self._enter("clear_followups", write=True)
+            if job.sweep_at is None:
+                raise JobConflictError(job, "the job has no sweep time")
+            current = self._jobs.get((job.tenant, job.job_id))
+            if current is None:
+                raise JobConflictError(None, "the job's follow-ups were cleared, or it runs again")
+            try:
+                self._jobs[job.tenant, job.job_id] = transitions.followed_up(current, seen=job.sweep_at)
+            except TransitionError:
+                raise JobConflictError(None, "the job's follow-ups were cleared, or it runs again") from None
 
     def record_retry(
         self, job: Job, *, error: str, now: datetime, next_attempt_at: datetime, detail: AttemptError | None = None
@@ -287,9 +315,7 @@ class InMemoryJobStore:
     def due_for_sweep(self, *, now: datetime, limit: int) -> list[Job]:
         with self._lock:
             self._enter("due_for_sweep", write=False)
-            due = [
-                j for j in self._jobs.values() if j.sweep_at is not None and not j.status.is_final and j.sweep_at <= now
-            ]
+            due = [j for j in self._jobs.values() if j.sweep_at is not None and j.sweep_at <= now]
             return transitions.fair_share(due, limit)
 
     def reschedule_sweep(self, job: Job, *, sweep_at: datetime, resent: bool) -> None:

@@ -55,6 +55,7 @@ from offpath.domain.job import (
     ENQUEUE_SCHEDULED,
     FAIL,
     FAIL_EXPIRED_LEASE,
+    FOLLOWED_UP,
     LEASE_EXPIRED_OUTCOME,
     RECORD_PROGRESS,
     REDRIVE,
@@ -371,15 +372,47 @@ class DynamoDbJobStore:
                 return current
             raise JobConflictError(current, f"job is {current.status.value}") from None
 
-    def record_success(self, job: Job, *, result: Any, now: datetime, expires_at: datetime) -> None:
-        self._record_outcome(
-            SUCCEED,
-            job,
-            now,
-            "result_json = :result, finished_at = :now, expires_at = :ttl REMOVE lease_until, #e, sweep_pk, sweep_at",
-            {":result": json.dumps(result, default=str), ":ttl": epoch(expires_at)},
-        )
+    def record_success(
+        self,
+        job: Job,
+        *,
+        result: Any,
+        now: datetime,
+        expires_at: datetime,
+        followup_at: datetime | None = None,
+        next_job_id: str | None = None,
+    ) -> None:
+        sets = "result_json = :result, finished_at = :now, expires_at = :ttl"
+        values: dict[str, Any] = {":result": json.dumps(result, default=str), ":ttl": epoch(expires_at)}
+        if followup_at is None:
+            update = f"{sets} REMOVE lease_until, #e, sweep_pk, sweep_at"
+        else:
+            # The job has follow-ups (logic/followups.py): it stays in the sweep index until they ran, and a chain's
+            # next job's id is fixed here, once ever.
+            sets += ", sweep_pk = :shard, sweep_at = :sweep"
+            values |= {":shard": sweep_shard(job.job_id), ":sweep": iso(followup_at)}
+            if next_job_id is not None:
+                sets += ", next_job_id = if_not_exists(next_job_id, :next)"
+                values[":next"] = next_job_id
+            update = f"{sets} REMOVE lease_until, #e"
+        self._record_outcome(SUCCEED, job, now, update, values)
         self._keep_key(job, now, expires_at)
+
+    def clear_followups(self, job: Job) -> None:
+        if job.sweep_at is None:
+            raise JobConflictError(job, "the job has no sweep time")
+        try:
+            self._write(
+                FOLLOWED_UP,
+                job.tenant,
+                job.job_id,
+                Facts(seen_sweep_at=job.sweep_at),
+                "REMOVE sweep_pk, sweep_at",
+                {},
+                returns=False,
+            )
+        except ConditionFailed:
+            raise JobConflictError(None, "the job's follow-ups were cleared, or it runs again") from None
 
     def record_retry(
         self, job: Job, *, error: str, now: datetime, next_attempt_at: datetime, detail: AttemptError | None = None
@@ -1067,6 +1100,9 @@ def to_item(job: Job) -> Item:
             "tags": dict(job.tags) if job.tags else None,
             "trace_id": job.trace_id,
             "discarded_at": when(job.discarded_at),
+            "then_json": payload_json(job.then) if job.then is not None else None,
+            "parent_job_id": job.parent_job_id,
+            "next_job_id": job.next_job_id,
         }
     )
 
@@ -1116,6 +1152,9 @@ def from_item(item: Mapping[str, Any]) -> Job:
         tags=dict(plain.get("tags") or {}),
         trace_id=plain.get("trace_id"),
         discarded_at=when("discarded_at"),
+        then=json.loads(plain["then_json"]) if plain.get("then_json") else None,
+        parent_job_id=plain.get("parent_job_id"),
+        next_job_id=plain.get("next_job_id"),
     )
 
 

@@ -7,6 +7,7 @@ listing queries its partitions newest first by id (offpath.adapters.dynamodb_sto
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 from datetime import UTC, datetime, timedelta
 
@@ -24,3 +25,10 @@ def new_job_id(created_at: datetime) -> str:
 def created_millis(job_id: str) -> int:
     """The creation time (milliseconds since the epoch) an id made by `new_job_id` carries."""
     return int(job_id[:TIME_HEX], 16)
+
+
+def derived_job_id(created_at: datetime, *parts: str) -> str:
+    """A reproducible id: `created_at`'s millis, then 80 bits of sha256 over the parts."""
+    millis = (created_at - EPOCH) // timedelta(milliseconds=1)
+    digest = hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
+    return f"{millis:0{TIME_HEX}x}{digest[:RANDOM_HEX]}"

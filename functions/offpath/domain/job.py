@@ -123,6 +123,13 @@ class Job:
     # When an operator discarded the FAILED job's dead letter (DELETE /queues/{name}/dead-letters/{job_id}): a
     # redriven copy of its message does not run it. A hand retry clears it.
     discarded_at: datetime | None = None
+    # A chain (docs/workflows.md): the job to submit when this one succeeds, `{"type", "payload", "then"?}` as
+    # validated at submit (domain/chain.py); None for a job that ends no chain.
+    then: Mapping[str, Any] | None = None
+    # The job whose success (a chain) or whose `ctx.submit` made this one; None for a job a caller submitted.
+    parent_job_id: str | None = None
+    # The chain's next job: its id is fixed by this job's SUCCEED write (once ever), the job made right after.
+    next_job_id: str | None = None
 
     def replace(self, **changes: Any) -> Job:
         return dataclasses.replace(self, **changes)
@@ -162,7 +169,9 @@ class Job:
         job's fingerprint is what it was before tags). Kept on the key's record (one text)."""
         run_at = self.run_at.astimezone(UTC).isoformat() if self.run_at is not None else ""
         tags = "|" + json.dumps(dict(sorted(self.tags.items())), separators=(",", ":")) if self.tags else ""
-        return f"{self.payload_hash}|{self.queue}|{run_at}{tags}"
+        # A chain's steps (only when there are some: a job without one keeps the fingerprint it had before).
+        then = "|then:" + json.dumps(self.then, sort_keys=True, separators=(",", ":")) if self.then else ""
+        return f"{self.payload_hash}|{self.queue}|{run_at}{tags}{then}"
 
 
 def payload_json(payload: Any) -> str:
@@ -334,6 +343,9 @@ DISCARD = Transition("discard", to=None, sources=_from(JobStatus.FAILED), guards
 RESCHEDULE_SWEEP = Transition(
     "reschedule_sweep", to=None, sources=_from(*sorted(UNFINISHED_STATES)), guards=(Guard.SWEEP_FENCE,)
 )
+# A final job's follow-ups ran (logic/followups.py): it leaves the sweep index, fenced on the sweep time its final
+# write (or the sweep that ran them) saw, so a hand retry's newer entry is never removed.
+FOLLOWED_UP = Transition("followed_up", to=None, sources=_from(*sorted(FINAL_STATES)), guards=(Guard.SWEEP_FENCE,))
 
 TRANSITIONS = (
     CLAIM,
@@ -349,6 +361,7 @@ TRANSITIONS = (
     RETRY_BY_HAND,
     DISCARD,
     RESCHEDULE_SWEEP,
+    FOLLOWED_UP,
 )
 
 
@@ -372,9 +385,21 @@ def claim(job: Job, *, tenant: str, now: datetime, lease: timedelta, sweep_at: d
     )
 
 
-def succeed(job: Job, *, attempt: int, result: Any, now: datetime, retention: timedelta) -> Job:
+def succeed(
+    job: Job,
+    *,
+    attempt: int,
+    result: Any,
+    now: datetime,
+    retention: timedelta,
+    followup_at: datetime | None = None,
+    next_job_id: str | None = None,
+) -> Job:
+    """RUNNING -> SUCCEEDED. `followup_at`: the job has follow-ups (logic/followups.py) and stays in the sweep index
+    until then; `next_job_id`: its chain's next job's id, kept if the job has one already (once ever)."""
     SUCCEED.check(job, Facts(now=now, attempt=attempt))
     return job.replace(
+        next_job_id=job.next_job_id or next_job_id,
         status=JobStatus.SUCCEEDED,
         attempt_history=job.history_with(JobStatus.SUCCEEDED.value, now),
         result=result,
@@ -383,7 +408,7 @@ def succeed(job: Job, *, attempt: int, result: Any, now: datetime, retention: ti
         finished_at=now,
         updated_at=now,
         expires_at=now + retention,
-        sweep_at=None,
+        sweep_at=followup_at,
     )
 
 
@@ -512,3 +537,9 @@ def reschedule_sweep(job: Job, *, seen: datetime | None, sweep_at: datetime, res
     """The sweeper looked at the job: when to look again."""
     RESCHEDULE_SWEEP.check(job, Facts(seen_sweep_at=seen))
     return job.replace(sweep_at=sweep_at, resends=job.resends + (1 if resent else 0))
+
+
+def followed_up(job: Job, *, seen: datetime | None) -> Job:
+    """A final job whose follow-ups ran: out of the sweep index."""
+    FOLLOWED_UP.check(job, Facts(seen_sweep_at=seen))
+    return job.replace(sweep_at=None)

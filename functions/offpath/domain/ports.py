@@ -142,7 +142,22 @@ class JobStore(Protocol):
         JobConflictError carries the job as it is when it cannot be claimed."""
 
     # The outcome writes are fenced by the attempt number of the job they are given.
-    def record_success(self, job: Job, *, result: Any, now: datetime, expires_at: datetime) -> None: ...
+    def record_success(
+        self,
+        job: Job,
+        *,
+        result: Any,
+        now: datetime,
+        expires_at: datetime,
+        followup_at: datetime | None = None,
+        next_job_id: str | None = None,
+    ) -> None:
+        """SUCCEEDED. With `followup_at` the job stays in the sweep index at that time until its follow-ups ran
+        (logic/followups.py), and `next_job_id` (a chain's next job) is set unless the job has one already."""
+
+    def clear_followups(self, job: Job) -> None:
+        """A final job's follow-ups ran: it leaves the sweep index, fenced on the sweep time in `job`
+        (JobConflictError when that no longer stands)."""
 
     # `detail` (what ended the attempt: type, message, traceback) goes to the attempt's record; `error` to the job.
     def record_retry(
@@ -192,6 +207,14 @@ class JobStore(Protocol):
 
     def record_firing(self, name: str, firing: Firing, *, keep: int) -> ScheduleState:
         """Add a firing to the schedule's history (newest first, at most `keep`, one per slot)."""
+
+
+class ChildJobs(Protocol):
+    """Jobs a running job submits (`ctx.submit`, logic/children.py)."""
+
+    def submit_child(self, parent: Job, job_type: str, payload: dict[str, Any], *, key: str) -> Job:
+        """The parent's child under `key`: made the first time (a submit of the parent's tenant, within its
+        quotas), the same job every time after (its id derives from the parent's id and the key)."""
 
 
 class JobQueue(Protocol):

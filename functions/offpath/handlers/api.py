@@ -232,6 +232,7 @@ def submit(request: Request, services: ApiServices) -> Response:
         submitter=_submitter(request),
         tags=body.tags,
         trace_id=trace_id_of(request.header("traceparent")),
+        then=body.then_spec(),
     )
     submitted = submit_job(submit_request, services.ports, services.policy)
     # The answer shows the job as GET /jobs/{id} does, payload included (a submit carries one payload: its
@@ -258,6 +259,7 @@ def submit_many(request: Request, services: ApiServices) -> BatchView:
             run_at=item.run_at,
             submitter=submitter,
             tags=item.tags,
+            then=item.then_spec(),
         )
         for item in body.jobs
     ]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated, Any, Self
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
 from pydantic import (
     BaseModel,
@@ -22,6 +22,7 @@ from pydantic import (
     model_serializer,
 )
 
+from offpath.domain.chain import chain_state
 from offpath.domain.errors import InvalidRequestError
 from offpath.domain.job import AttemptRecord, Job, JobStatus
 from offpath.domain.tags import MAX_TAGS, TAG_KEY_PATTERN, TAG_VALUE_PATTERN
@@ -69,6 +70,9 @@ JOB_EXAMPLE: dict[str, Any] = {
     "tags": {"plan": "pro", "signup-source": "web"},
     "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736",
     "discarded_at": None,
+    "parent_job_id": None,
+    "next_job_id": None,
+    "chain": None,
 }
 _DONE_EXAMPLE = {
     **JOB_EXAMPLE,
@@ -121,6 +125,20 @@ Tags = Annotated[
 ]
 
 
+class ThenStep(BaseModel):
+    """A chain's next step (docs/workflows.md): submitted once, exactly, when the job before it succeeds, and never
+    when it fails. Its `then` is the step after it, of the same shape, at most 10 steps in all; every step is
+    validated at submit (a refusal names the field's path, e.g. `then.then.type`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: str = Field(min_length=1, max_length=64, description="a registered job type open to the caller")
+    payload: dict[str, Any] = Field(default_factory=dict, description="the step's payload, as its type's model says")
+    then: dict[str, Any] | None = Field(
+        default=None, description="the step after this one: `{type, payload, then?}` again"
+    )
+
+
 class SubmitBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -129,6 +147,16 @@ class SubmitBody(BaseModel):
     run_at: str | None = Field(default=None, description="ISO 8601 time to run at (delayed job)")
     queue: str | None = Field(default=None, max_length=32)
     tags: Tags | None = None
+    then: ThenStep | None = Field(
+        default=None, description="the job to submit when this one succeeds (a chain); the chain stops on failure"
+    )
+
+    def then_spec(self) -> dict[str, Any] | None:
+        """The chain as the submit path validates it (logic/submit.py `checked_then`)."""
+        if self.then is None:
+            return None
+        step = self.then
+        return {"type": step.type, "payload": step.payload, **({"then": step.then} if step.then is not None else {})}
 
 
 def parse_body(model: type[BaseModel], data: Any) -> Any:
@@ -272,6 +300,19 @@ class JobView(BaseModel):
         description="when an operator removed the FAILED job's dead letter "
         "(DELETE /queues/{name}/dead-letters/{job_id}); a hand retry clears it",
     )
+    parent_job_id: str | None = Field(
+        default=None,
+        description="the job that made this one: the chain step before it, or the job whose `ctx.submit` submitted it",
+    )
+    next_job_id: str | None = Field(
+        default=None, description="the chain's next job, once this job succeeded (submitted exactly once)"
+    )
+    chain: Literal["pending", "continued", "stopped"] | None = Field(
+        default=None,
+        description="for a job with `then`: `pending` until it ends, `continued` once it succeeded and its next job "
+        "was submitted (`next_job_id`), `stopped` when it failed or was cancelled (no next job; a hand retry that "
+        "succeeds continues it); null for a job without `then`",
+    )
 
     @classmethod
     def of(cls, job: Job, *, with_payload: bool = False) -> JobView:
@@ -300,6 +341,9 @@ class JobView(BaseModel):
             tags=dict(job.tags) if job.tags else None,
             trace_id=job.trace_id,
             discarded_at=job.discarded_at,
+            parent_job_id=job.parent_job_id,
+            next_job_id=job.next_job_id,
+            chain=chain_state(job),
         )
 
     @classmethod
@@ -343,6 +387,9 @@ class JobView(BaseModel):
             "tags": dict(job.tags) if job.tags else None,
             "trace_id": job.trace_id,
             "discarded_at": _iso_or_none(job.discarded_at),
+            "parent_job_id": job.parent_job_id,
+            "next_job_id": job.next_job_id,
+            "chain": chain_state(job),
         }
         return Dumped(cls, data)
 

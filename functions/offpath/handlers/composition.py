@@ -164,13 +164,16 @@ def build_worker_ports(settings: Settings, overrides: Overrides | None = None) -
     o = overrides or Overrides()
     service = f"worker-{settings.queue_class}"
     rng = o.generator()
+    clock = o.clock or SystemClock()
     return WorkerPorts(
         registry=o.registry or load_job_types(demo=settings.demo_jobs),
         store=o.store(settings),
         queue=SqsJobQueue(settings.queue_urls, settings.dlq_urls, client=o.sqs_client()),
-        clock=o.clock or SystemClock(),
+        clock=clock,
         metrics=o.metrics(service) if o.metrics else EmfMetrics(service, by_job_type=settings.metrics_by_job_type),
         rng=rng,
+        # What a job submits (ctx.submit, a chain's next job) is asked of the tenant's quotas like any submit.
+        quotas=build_quota_gate(settings, clock, o),
     )
 
 

@@ -55,10 +55,13 @@ from offpath.domain.errors import (
     QueueUnavailableError,
     StoreUnavailableError,
 )
+from offpath.domain.ids import new_job_id
 from offpath.domain.job import AttemptError, Job, JobStatus
-from offpath.domain.ports import JobMessage, JobQueue, JobStore, Metrics
+from offpath.domain.ports import JobMessage, JobQueue, JobStore, Metrics, Ports
+from offpath.domain.quotas import QuotaGate
 from offpath.domain.registry import LEASE_MARGIN_S, START_MARGIN_S, UNWRITTEN_BOUND_S, JobType, Registry
 from offpath.domain.timeout import JobTimeout, run_with_timeout
+from offpath.logic.followups import FOLLOWUP_GRACE, followups_due, settle
 from offpath.observability import bind_attempt, bind_trace_id, bound_job_id, current_trace_id, trace_id_of
 
 logger = logging.getLogger("offpath.worker")
@@ -134,6 +137,19 @@ class WorkerPorts:
     metrics: Metrics
     rng: random.Random = field(default_factory=random.Random)
     sleep: Callable[[float], None] = time.sleep
+    # The tenants' quotas, asked by what a job submits (`ctx.submit`, a chain's next job); None: none configured.
+    quotas: QuotaGate | None = None
+
+    def submit_ports(self) -> Ports:
+        """The ports of the submit path, for what a job submits (logic/children.py, logic/followups.py)."""
+        return Ports(
+            registry=self.registry,
+            store=self.store,
+            queue=self.queue,
+            clock=self.clock,
+            metrics=self.metrics,
+            quotas=self.quotas,
+        )
 
 
 def process_batch(
@@ -317,10 +333,18 @@ def _claim_and_run(
     if result_size > MAX_RESULT_BYTES:
         reason = f"result is {result_size} bytes; the limit is {MAX_RESULT_BYTES} bytes"
         return _fail(job, reason, ports, policy, remaining_ms)
+    # A job with follow-ups (a chain's next job) stays in the sweep index until they ran (logic/followups.py).
+    followup_at = finished + FOLLOWUP_GRACE if followups_due(job, JobStatus.SUCCEEDED) else None
+    next_job_id = (job.next_job_id or new_job_id(finished)) if followup_at is not None and job.then else None
     try:
         _write_outcome(
             lambda: ports.store.record_success(
-                job, result=result, now=finished, expires_at=finished + policy.retention
+                job,
+                result=result,
+                now=finished,
+                expires_at=finished + policy.retention,
+                followup_at=followup_at,
+                next_job_id=next_job_id,
             ),
             job,
             ports,
@@ -331,6 +355,17 @@ def _claim_and_run(
         logger.warning("a newer attempt owns this job; this attempt's result is discarded")
         return True
     logger.info("job succeeded", extra={"attempt": job.attempt})
+    if followup_at is not None:
+        succeeded = job.replace(
+            status=JobStatus.SUCCEEDED,
+            result=json.loads(json.dumps(result, default=str)),
+            finished_at=finished,
+            updated_at=finished,
+            lease_until=None,
+            sweep_at=followup_at,
+            next_job_id=next_job_id,
+        )
+        settle(succeeded, ports.submit_ports(), now=finished)
     return True
 
 
@@ -390,6 +425,7 @@ def _run(job: Job, job_type: JobType, ports: WorkerPorts, remaining_ms: Callable
         remaining_ms=remaining_ms,
         logger=logging.getLogger(f"offpath.jobs.{job.type}"),
         shared_across_tenants=job_type.shared_across_tenants,
+        children=_Children(ports),
     )
     started = ports.clock.now()
     result = run_with_timeout(lambda: job_type.function(payload, context), job_type.timeout_s)
@@ -397,6 +433,19 @@ def _run(job: Job, job_type: JobType, ports: WorkerPorts, remaining_ms: Callable
         # Returned after its deadline (it caught the timeout and carried on): it timed out all the same.
         raise JobTimeout(job_type.timeout_s)
     return result
+
+
+class _Children:
+    """The job's submit port (`ctx.submit`), logic/children.py's: imported at a job's first submit, not at the
+    worker's init (tests/unit/test_cold_imports.py)."""
+
+    def __init__(self, ports: WorkerPorts) -> None:
+        self._ports = ports
+
+    def submit_child(self, parent: Job, job_type: str, payload: dict[str, Any], *, key: str) -> Job:
+        from offpath.logic.children import ChildSubmitter
+
+        return ChildSubmitter(self._ports.submit_ports()).submit_child(parent, job_type, payload, key=key)
 
 
 def _write_outcome(

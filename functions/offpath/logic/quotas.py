@@ -188,8 +188,8 @@ class CountingStore:
     ) -> Job:
         return self.store.claim(job_id, tenant=tenant, now=now, lease_until=lease_until, sweep_at=sweep_at)
 
-    def record_success(self, job: Job, *, result: Any, now: datetime, expires_at: datetime) -> None:
-        self.store.record_success(job, result=result, now=now, expires_at=expires_at)
+    def record_success(self, job: Job, *, result: Any, now: datetime, expires_at: datetime, **followups: Any) -> None:
+        self.store.record_success(job, result=result, now=now, expires_at=expires_at, **followups)
         self._count(job.tenant, CLOSED, job.job_id)
 
     def record_retry(

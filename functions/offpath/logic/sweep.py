@@ -45,6 +45,7 @@ from datetime import datetime, timedelta
 from offpath.domain.errors import JobConflictError, QueueUnavailableError, StoreUnavailableError
 from offpath.domain.job import Job, JobStatus
 from offpath.domain.ports import JobMessage, Ports
+from offpath.logic.followups import settle
 from offpath.logic.submit import delay_seconds
 from offpath.observability import bound_job_id
 
@@ -75,6 +76,8 @@ class SweepReport:
     backlog: int = 0
     # Jobs whose sweep raised (and the due-jobs query, if it failed): each stays due for the next sweep.
     errors: int = 0
+    # Final jobs whose follow-ups (logic/followups.py) the sweeper ran in their worker's stead.
+    followed_up: int = 0
 
     @property
     def stuck(self) -> int:
@@ -180,6 +183,12 @@ def _sweep_one(
     job: Job, ports: Ports, policy: SweepPolicy, now: datetime, report: SweepReport, backlog: Backlog | None = None
 ) -> None:
     status = job.status
+    if status.is_final:
+        # Its worker wrote the final state but did not settle its follow-ups (it died, or they failed): run them.
+        if settle(job, ports, now=now):
+            report.followed_up += 1
+            logger.warning("a final job's follow-ups were run by the sweeper")
+        return
     if status is JobStatus.RUNNING:
         if not job.lease_expired(now):
             assert job.lease_until is not None
