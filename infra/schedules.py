@@ -146,8 +146,9 @@ class Schedules(Construct):
             async_max_event_age=SWEEPER_MAX_EVENT_AGE,
             on_failure=on_failure,
         )
-        # The sweep index holds keys only: the due jobs are then read with BatchGetItem.
-        table.grant(self.sweeper, ["UpdateItem", "BatchGetItem"], query_indexes=(SWEEP_INDEX,))
+        # The sweep index holds keys only: the due jobs are then read with BatchGetItem. PutItem: a final job's
+        # follow-up its worker did not run (a chain's next job, logic/followups.py).
+        table.grant(self.sweeper, ["UpdateItem", "BatchGetItem", "PutItem"], query_indexes=(SWEEP_INDEX,))
         self.sweeper.grant(["sqs:SendMessage"], queues.all_arns())
         # How many messages a queue holds, before re-sending its overdue jobs (a backlog is not a lost message).
         self.sweeper.grant(["sqs:GetQueueAttributes"], [queue.queue_arn for _, queue in sorted(queues.queues.items())])

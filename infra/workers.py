@@ -48,7 +48,9 @@ class Workers(Construct):
                 memory_mb=WORKER_MEMORY_MB,
                 environment={"OFFPATH_QUEUE_CLASS": name},
             )
-            table.grant(worker, ["UpdateItem", "PutItem"])
+            # GetItem: a job's `ctx.parent`; BatchGetItem: the tenant's open-jobs count, asked by what a job submits
+            # (`ctx.submit`, a chain's next job) when quotas are configured.
+            table.grant(worker, ["UpdateItem", "PutItem", "GetItem", "BatchGetItem"])
             queue = queues.queues[name]
             source = event_sources.SqsEventSource(
                 queue,
@@ -62,7 +64,9 @@ class Workers(Construct):
             # Receive, delete and change visibility (the backoff of a retry; the batch held until its lease ends,
             # ChangeMessageVisibilityBatch, which the same action allows) on its own queue.
             worker.target.add_event_source(source)
-            # Its DLQ (a failed job's copy) and its own queue (a fresh copy of a message on its last receives).
-            worker.grant(["sqs:SendMessage"], [queues.dlqs[name].queue_arn, queues.queues[name].queue_arn])
+            # Its DLQ (a failed job's copy) and every job queue: its own (a fresh copy of a message on its last
+            # receives) and any other (a job it submits, `ctx.submit` or a chain's next job, runs on its type's queue).
+            job_queues = [queue.queue_arn for _, queue in sorted(queues.queues.items())]
+            worker.grant(["sqs:SendMessage"], [queues.dlqs[name].queue_arn, *job_queues])
             acknowledge(worker, "Serverless-LambdaEventSourceMappingDestination", ESM_DESTINATION_REASON)
             self.workers[name] = worker

@@ -75,6 +75,9 @@ EXPECTED_ACTIONS = {
     "worker": {
         "dynamodb:UpdateItem",
         "dynamodb:PutItem",
+        # A job's `ctx.parent`; the tenant's open-jobs count for what a job submits (ctx.submit, a chain's next job).
+        "dynamodb:GetItem",
+        "dynamodb:BatchGetItem",
         # The event source mapping's grant on its own queue (ChangeMessageVisibility: the retry backoff, and the
         # batch held until its lease ends with ChangeMessageVisibilityBatch, which this action allows).
         "sqs:ReceiveMessage",
@@ -94,6 +97,8 @@ EXPECTED_ACTIONS = {
         "dynamodb:Query",
         "dynamodb:UpdateItem",
         "dynamodb:BatchGetItem",
+        # A chain's next job its worker did not make (logic/followups.py).
+        "dynamodb:PutItem",
         "sqs:SendMessage",
         "sqs:GetQueueAttributes",
     },
@@ -283,12 +288,12 @@ def test_grants_stay_on_the_resources_each_function_uses(default_stack: Synthesi
     def grants(kind: str) -> dict[str, set[str]]:
         return grants_of_role(template, role_of(functions[f"offpath-{kind}"][1]))
 
+    all_job_queues = {f"<{queues[f'offpath-{q}'][0]}.Arn>" for q in default_stack.registry.queues}
     for name in default_stack.registry.queues:
         worker = grants(f"worker-{name}")
-        assert worker["sqs:SendMessage"] == {
-            f"<{queues[f'offpath-{name}-dlq'][0]}.Arn>",
-            f"<{queues[f'offpath-{name}'][0]}.Arn>",  # a fresh copy of a message on its last receives
-        }
+        # Its own queue (a fresh copy of a message on its last receives) and every other job queue (a job it
+        # submits, ctx.submit or a chain's next job, runs on its type's queue).
+        assert worker["sqs:SendMessage"] == {f"<{queues[f'offpath-{name}-dlq'][0]}.Arn>", *all_job_queues}
         assert worker["sqs:ReceiveMessage"] == {f"<{queues[f'offpath-{name}'][0]}.Arn>"}
         assert worker["dynamodb:UpdateItem"] == {f"<{table_id}.Arn>"}
     assert grants("sweeper")["dynamodb:Query"] == {f"<{table_id}.Arn>/index/sweep"}
