@@ -554,6 +554,7 @@ OPERATIONS: dict[str, Callable[[JobStore, Job, Facts], object]] = {
     "reschedule_sweep": lambda store, job, f: store.reschedule_sweep(
         job.replace(sweep_at=f.seen_sweep_at), sweep_at=NOW + LEASE, resent=False
     ),
+    "followed_up": lambda store, job, f: store.clear_followups(job.replace(sweep_at=f.seen_sweep_at)),
 }
 
 

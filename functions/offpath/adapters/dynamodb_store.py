@@ -1054,7 +1054,8 @@ def fraction_number(fraction: float) -> Decimal:
 
 
 def to_item(job: Job) -> Item:
-    swept = job.sweep_at is not None and not job.status.is_final
+    # A final job is in the sweep index only while its follow-ups are due (logic/followups.py).
+    swept = job.sweep_at is not None
 
     def when(value: datetime | None) -> str | None:
         return iso(value) if value is not None else None
@@ -1089,7 +1090,7 @@ def to_item(job: Job) -> Item:
             "next_attempt_at": when(job.next_attempt_at),
             # A number: the table's TTL attribute.
             "expires_at": epoch(job.expires_at) if job.expires_at is not None else None,
-            # The sparse sweep index's keys: only an unfinished job carries them.
+            # The sparse sweep index's keys: only an unfinished job, or a final one whose follow-ups are due.
             "sweep_pk": sweep_shard(job.job_id) if swept else None,
             "sweep_at": when(job.sweep_at) if swept else None,
             "result_json": json.dumps(job.result, default=str) if job.result is not None else None,
