@@ -881,6 +881,26 @@ def quota_cost_per_job(config: Config, kind: str = "none", *, readers: float = 1
     return wru * wru_price + reads_per_job * QUOTA_USAGE_READ_RRU * rru_price
 
 
+# -- chains (offpath/logic/followups.py; docs/workflows.md) ---------------------------------------------------------
+# What a chain step adds to the job that has a next one (`then`): its SUCCEED write keeps it in the sweep index and
+# fixes the next job's id (the same write: no extra unit while the item stays under 1 KB), then one more write takes
+# it out of the sweep index once the next job is made: CHAIN_STEP_WRU for an item under 1 KB. The next job's own
+# create and send are that job's submit (a job submitted by the worker instead of through the api: no API Gateway
+# request, no api invocation). A step reading `ctx.parent` reads its parent once (GetItem, strongly consistent:
+# one read unit under 4 KB). A plain job: nothing.
+CHAIN_STEP_WRU = 1
+CHAIN_PARENT_READ_RRU = 1.0
+
+
+def chain_cost_per_job(config: Config, chained_share: float = 0.0) -> float:
+    """Dollars a job adds on average when `chained_share` of the jobs are a chain step with a next job (each next
+    job reading its parent's result once); 0 for plain jobs."""
+    if not 0.0 <= chained_share <= 1.0:
+        raise ValueError("the chained share must be between 0 and 1")
+    wru_price, rru_price = dynamodb_unit_prices(config)
+    return chained_share * (CHAIN_STEP_WRU * wru_price + CHAIN_PARENT_READ_RRU * rru_price)
+
+
 # -- notices: the notifier, the event bus and webhook deliveries (issue 12) -------------------------------
 # Kept apart from the job's own estimate: they cost only when a tenant registers an endpoint or the stack puts
 # events on a bus. Sizes come from the adapters' own serialisers (a typical attempt, a one-endpoint item).

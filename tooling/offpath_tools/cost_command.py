@@ -29,6 +29,7 @@ from offpath_tools.cost import (
     TARGET_PER_MILLION,
     Config,
     alternatives,
+    chain_cost_per_job,
     cheapest,
     describe,
     estimate,
@@ -98,6 +99,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="api environments x counted tenants submitting each second (their counts' reads; default 10)",
     )
+    volume.add_argument(
+        "--chained-share",
+        type=float,
+        default=0.0,
+        metavar="X",
+        help="jobs that are a chain step with a next job (`then`): 1 write unit each (0..1)",
+    )
     setup.add_argument("--json", action="store_true", help="print the estimate as JSON")
 
 
@@ -139,6 +147,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     try:
         config = config_from(args)
+        chains = chain_cost_per_job(config, args.chained_share)
         if args.cheapest:
             config = cheapest(config)
         measured = load_measured(args.measured)
@@ -166,6 +175,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
             "alternatives": [asdict(a) for a in alternatives(measured, config)],
             "quotas": args.quotas,
             "quotas_per_million_jobs": quota_cost_per_job(config, args.quotas, readers=args.quota_readers) * MILLION,
+            "chained_share": args.chained_share,
+            "chains_per_million_jobs": chains * MILLION,
         }
         out.write(json.dumps(document, indent=2) + "\n")
         return 0
@@ -176,6 +187,11 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         f"\nquotas ({args.quotas}): {money(quotas * MILLION)} per million jobs, {monthly} "
         "a month on top of the above (DynamoDB: 1 write unit per submit for the rate, 2 per job for the open "
         "count, 1 per delayed job, 8 read units per count read; --quotas, docs/decisions.md)\n"
+    )
+    out.write(
+        f"chains ({args.chained_share:g} of the jobs a step with a next job): {money(chains * MILLION)} per million "
+        f"jobs, {money(chains * config.jobs_per_month)} a month on top of the above (DynamoDB: 1 write unit per chain "
+        "step, 1 read unit per ctx.parent read; a plain job 0; --chained-share, docs/workflows.md)\n"
     )
     return 0
 
