@@ -694,6 +694,7 @@
     return { title: `Job ${id}`, node, refresh, close };
   }
 
+  const CHAIN_TEXT = { pending: "goes on when this job succeeds", continued: "went on to the next job", stopped: "stopped here (this job did not succeed)" };
   function jobView(job, act) {
     const id = seg(job.job_id);
     const actions = h("div", { class: "actions" });
@@ -728,6 +729,10 @@
       ["Tags", job.tags && Object.keys(job.tags).length ? h("span", { class: "tags" },
         Object.entries(job.tags).map(([k, v]) => link(`/jobs?tag=${encodeURIComponent(`${k}:${v}`)}`, h("span", { class: "tag mono" }, `${k}: ${v}`)))) : null],
       ["Trace", job.trace_id ? h("span", { class: "mono" }, job.trace_id) : null],
+      // Chains and jobs that submit jobs: the job that made this one, and the chain's next job.
+      ["Parent job", job.parent_job_id ? link(`/jobs/${seg(job.parent_job_id)}`, h("span", { class: "mono", "data-link": "parent" }, job.parent_job_id)) : null],
+      ["Next job", job.next_job_id ? link(`/jobs/${seg(job.next_job_id)}`, h("span", { class: "mono", "data-link": "next" }, job.next_job_id)) : null],
+      ["Chain", job.chain ? h("span", { class: `chain chain-${job.chain}` }, CHAIN_TEXT[job.chain] || job.chain) : null],
     ].filter(([, v]) => v !== null && v !== undefined && v !== "");
     return h("div", null,
       actions,
