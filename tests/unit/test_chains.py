@@ -382,3 +382,24 @@ def test_a_child_over_the_tenants_quota_retries_the_attempt(
 
     assert stored(store, job.job_id).status is JobStatus.RETRYING
     assert children_of(store, job) == []
+
+
+# -- the document -----------------------------------------------------------------------------------
+
+
+def test_the_document_describes_then_as_a_step_of_each_job_type_a_caller_may_chain() -> None:
+    from offpath.handlers.openapi import openapi_document
+    from offpath.jobs import load_job_types
+
+    schemas = openapi_document(registry=load_job_types(demo=True))["components"]["schemas"]
+
+    mapping = schemas["ChainStep"]["discriminator"]["mapping"]
+    assert "demo.step" in mapping and "send_welcome_email" in mapping
+    assert "maintenance.nightly_cleanup" not in mapping  # submitted by its schedules only
+    step = schemas["DemoStepStep"]
+    assert step["properties"]["payload"] == {"$ref": "#/components/schemas/StepPayload"}
+    assert step["properties"]["then"]["anyOf"][0] == {"$ref": "#/components/schemas/ChainStep"}
+    assert step["additionalProperties"] is False
+    assert schemas["DemoEchoSubmission"]["properties"]["then"]["anyOf"][0] == {"$ref": "#/components/schemas/ChainStep"}
+    view = schemas["JobView"]["properties"]
+    assert {"parent_job_id", "next_job_id", "chain"} <= set(view)
