@@ -403,3 +403,16 @@ def test_the_document_describes_then_as_a_step_of_each_job_type_a_caller_may_cha
     assert schemas["DemoEchoSubmission"]["properties"]["then"]["anyOf"][0] == {"$ref": "#/components/schemas/ChainStep"}
     view = schemas["JobView"]["properties"]
     assert {"parent_job_id", "next_job_id", "chain"} <= set(view)
+
+
+def test_a_replay_under_the_same_key_with_another_chain_is_a_conflict(ports: Ports) -> None:
+    from offpath.domain.errors import IdempotencyConflictError
+
+    first = submitted(ports, idempotency_key="k-1", then=step(payload={"a": 1}))
+    again = submitted(ports, idempotency_key="k-1", then=step(payload={"a": 1}))
+
+    assert again.job_id == first.job_id
+    with pytest.raises(IdempotencyConflictError):
+        submitted(ports, idempotency_key="k-1", then=step(payload={"a": 2}))
+    with pytest.raises(IdempotencyConflictError):
+        submitted(ports, idempotency_key="k-1")

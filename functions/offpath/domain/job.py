@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -169,9 +170,13 @@ class Job:
         job's fingerprint is what it was before tags). Kept on the key's record (one text)."""
         run_at = self.run_at.astimezone(UTC).isoformat() if self.run_at is not None else ""
         tags = "|" + json.dumps(dict(sorted(self.tags.items())), separators=(",", ":")) if self.tags else ""
-        # A chain's steps (only when there are some: a job without one keeps the fingerprint it had before).
-        then = "|then:" + json.dumps(self.then, sort_keys=True, separators=(",", ":")) if self.then else ""
+        # A chain's steps, hashed (only when there are some: a job without one keeps the fingerprint it had before).
+        then = "|then:" + _digest(json.dumps(self.then, sort_keys=True, separators=(",", ":"))) if self.then else ""
         return f"{self.payload_hash}|{self.queue}|{run_at}{tags}{then}"
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def payload_json(payload: Any) -> str:
