@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from offpath.adapters.dynamodb_quotas import DynamoDbQuotaCounters
     from offpath.adapters.webhook_http import Connector
     from offpath.domain.events import EventSink
+    from offpath.domain.limits import LimitStore
     from offpath.domain.quotas import QuotaCounters
     from offpath.domain.webhooks import DeliveryQueue, Resolver, SecretCipher, WebhookStore
     from offpath.logic.process import WorkerPolicy, WorkerPorts
@@ -164,14 +165,27 @@ def build_worker_ports(settings: Settings, overrides: Overrides | None = None) -
     o = overrides or Overrides()
     service = f"worker-{settings.queue_class}"
     rng = o.generator()
+    registry = o.registry or load_job_types(demo=settings.demo_jobs)
     return WorkerPorts(
-        registry=o.registry or load_job_types(demo=settings.demo_jobs),
+        registry=registry,
         store=o.store(settings),
         queue=SqsJobQueue(settings.queue_urls, settings.dlq_urls, client=o.sqs_client()),
         clock=o.clock or SystemClock(),
         metrics=o.metrics(service) if o.metrics else EmfMetrics(service, by_job_type=settings.metrics_by_job_type),
         rng=rng,
+        limits=build_limit_store(settings, registry, o),
     )
+
+
+def build_limit_store(settings: Settings, registry: Registry, overrides: Overrides | None = None) -> LimitStore | None:
+    """The concurrency slots and rate-limit buckets of the queue class's job types; None when none declares a
+    limit (its worker then neither imports nor calls anything for them)."""
+    queue = settings.queue_class
+    if not any(job_type.limits.declared for job_type in registry.job_types.values() if job_type.queue == queue):
+        return None
+    from offpath.adapters.dynamodb_limits import DynamoDbLimits
+
+    return DynamoDbLimits(settings.table_name, client=(overrides or Overrides()).dynamodb_client())
 
 
 def build_scheduler(settings: Settings, overrides: Overrides | None = None) -> JobScheduler | None:

@@ -64,3 +64,46 @@ def poison(payload: PoisonPayload, ctx: JobContext) -> dict[str, Any] | None:
     if payload.first_run_only and not ctx.once("first-run"):
         return {"recovered": True}
     raise PermanentError(payload.reason)
+
+
+class AccountSleepPayload(BaseModel):
+    account: str = Field(min_length=1, max_length=100)
+    ms: int = Field(default=300, ge=0, le=10_000)
+
+
+class AccountPayload(BaseModel):
+    account: str = Field(min_length=1, max_length=100)
+
+
+# On the critical queue (one job an invocation, ten at once): the limits, not the worker pool, bound them.
+@job(
+    "demo.limited",
+    payload=AccountSleepPayload,
+    queue="critical",
+    max_attempts=3,
+    timeout_s=15,
+    backoff_base_s=BASE_S,
+    backoff_cap_s=CAP_S,
+    concurrency_key="account",
+    max_concurrency=2,
+)
+def limited(payload: AccountSleepPayload, ctx: JobContext) -> dict[str, Any]:
+    """At most two at once per account; sleeps `ms`."""
+    time.sleep(payload.ms / 1000)
+    return {"account": payload.account, "slept_ms": payload.ms}
+
+
+@job(
+    "demo.rated",
+    payload=AccountPayload,
+    queue="critical",
+    max_attempts=3,
+    timeout_s=10,
+    backoff_base_s=BASE_S,
+    backoff_cap_s=CAP_S,
+    concurrency_key="account",
+    rate_limit="2/s",
+)
+def rated(payload: AccountPayload, ctx: JobContext) -> dict[str, Any]:
+    """At most two starts a second per account."""
+    return {"account": payload.account}
