@@ -94,7 +94,7 @@ def concurrency(job_or_message: Any, job_type: JobType, ports: Any, *, now: date
     if waited <= 0:
         return None
     low, high = LOOK_AGAIN_S
-    look_again = low + ports.rng.randrange(high - low + 1)
+    look_again = round(ports.rng.uniform(low, high))
     return _wait(min(math.ceil(waited), look_again), "concurrency")
 
 
