@@ -48,7 +48,8 @@ class Workers(Construct):
                 memory_mb=WORKER_MEMORY_MB,
                 environment={"OFFPATH_QUEUE_CLASS": name},
             )
-            table.grant(worker, ["UpdateItem", "PutItem"])
+            # GetItem: a job of a type with a keyed or concurrency limit is read before its claim (logic/limits.py).
+            table.grant(worker, ["UpdateItem", "PutItem", "GetItem"])
             queue = queues.queues[name]
             source = event_sources.SqsEventSource(
                 queue,
