@@ -120,7 +120,9 @@ def clock() -> ManualClock:
 
 
 @pytest.fixture
-def limited(resources: Resources, clients: dict[str, Any], registry: Any, metrics: RecordingMetrics, clock: ManualClock) -> Pipeline:
+def limited(
+    resources: Resources, clients: dict[str, Any], registry: Any, metrics: RecordingMetrics, clock: ManualClock
+) -> Pipeline:
     return Pipeline(resources, clients, registry, metrics, clock=clock)
 
 

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from offpath.domain.backoff import Backoff
 from offpath.domain.errors import RegistryError
 from offpath.domain.job import JobStatus
-from offpath.domain.limits import LimitSpecError, Limits, limits_of, parse_rate_limit
+from offpath.domain.limits import Limits, LimitSpecError, limits_of, parse_rate_limit
 from offpath.domain.ports import Ports
 from offpath.domain.registry import REGISTRY, JobType, Registry, job
 from offpath.logic.limits import lease_bound_s, scope_of

@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from offpath_tools.cost import (
     CONSOLE_HOURS_PER_MONTH,
     DEFAULT_TARGET_PER_MILLION,
+    LIMIT_KINDS,
     MILLION,
     PRICES_TAKEN,
     QUOTA_KINDS,
@@ -32,6 +33,8 @@ from offpath_tools.cost import (
     cheapest,
     describe,
     estimate,
+    limits_cost_per_job,
+    limits_units_per_job,
     load_measured,
     long_poll_cost,
     money,
@@ -97,6 +100,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=10.0,
         metavar="N",
         help="api environments x counted tenants submitting each second (their counts' reads; default 10)",
+    )
+    setup.add_argument(
+        "--limits",
+        choices=LIMIT_KINDS,
+        default="none",
+        help="the job type's flow limits: a concurrency limit, a rate limit, or both (default none)",
+    )
+    setup.add_argument(
+        "--limit-waits",
+        type=float,
+        default=0.0,
+        metavar="N",
+        help="how often a job waits for its limits before it runs, on average (default 0)",
     )
     setup.add_argument("--json", action="store_true", help="print the estimate as JSON")
 
@@ -166,6 +182,10 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
             "alternatives": [asdict(a) for a in alternatives(measured, config)],
             "quotas": args.quotas,
             "quotas_per_million_jobs": quota_cost_per_job(config, args.quotas, readers=args.quota_readers) * MILLION,
+            "limits": args.limits,
+            "limits_write_units_per_job": limits_units_per_job(args.limits, waits=args.limit_waits)[0],
+            "limits_read_units_per_job": limits_units_per_job(args.limits, waits=args.limit_waits)[1],
+            "limits_per_million_jobs": limits_cost_per_job(config, args.limits, waits=args.limit_waits) * MILLION,
         }
         out.write(json.dumps(document, indent=2) + "\n")
         return 0
@@ -176,6 +196,14 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         f"\nquotas ({args.quotas}): {money(quotas * MILLION)} per million jobs, {monthly} "
         "a month on top of the above (DynamoDB: 1 write unit per submit for the rate, 2 per job for the open "
         "count, 1 per delayed job, 8 read units per count read; --quotas, docs/decisions.md)\n"
+    )
+    limits = limits_cost_per_job(config, args.limits, waits=args.limit_waits)
+    writes, reads = limits_units_per_job(args.limits, waits=args.limit_waits)
+    out.write(
+        f"limits ({args.limits}): {writes:g} write units and {reads:g} read units a job, {money(limits * MILLION)} "
+        f"per million jobs, {money(limits * config.jobs_per_month)} a month on top of the above (a concurrency slot: "
+        "2 writes, taken and given back; a rate limit: 1; the job read before its claim: 1 read unit; each wait: "
+        "one more of each and 2 SQS requests; 0 for a type without limits; --limits, docs/flow-control.md)\n"
     )
     return 0
 

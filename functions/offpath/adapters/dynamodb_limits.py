@@ -19,6 +19,8 @@ partitions; one key's items take its own jobs' writes only (two a job for its sl
 
 from __future__ import annotations
 
+import contextlib
+
 from typing import TYPE_CHECKING, Any
 
 from offpath.adapters.dynamodb_quotas import DynamoDbQuotaCounters
@@ -103,7 +105,8 @@ class DynamoDbLimits:
         return wait_us / 1_000_000  # contended: come back shortly
 
     def release(self, scope: str, *, job_id: str, attempt: int) -> None:
-        try:
+        # Refused: not held by this attempt (never taken, taken over, or released already).
+        with contextlib.suppress(ConditionFailed):
             self._update(
                 scope,
                 "REMOVE #h ADD n :minus",
@@ -112,8 +115,6 @@ class DynamoDbLimits:
                 {":minus": -1, ":a": attempt},
                 old=False,
             )
-        except ConditionFailed:
-            pass  # not held by this attempt (never taken, taken over, or released already)
 
     def _take_over(
         self, scope: str, dead: str, seen: tuple[int, int], mine: str, holder: dict[str, int], ttl: int

@@ -101,10 +101,7 @@ class Limits:
             return _text(key(payload))
         value: Any = payload
         for part in key.split("."):
-            if isinstance(value, dict):
-                value = value.get(part)
-            else:
-                value = getattr(value, part, None)
+            value = value.get(part) if isinstance(value, dict) else getattr(value, part, None)
             if value is None:
                 return ""
         return _text(value)

@@ -291,7 +291,9 @@ class JobTypesView(BaseModel):
                     "timeout_s": 10,
                     "submitted_by": "tenant",
                     "payload_schema": {
-                        "properties": {"account": {"maxLength": 100, "minLength": 1, "title": "Account", "type": "string"}},
+                        "properties": {
+                            "account": {"maxLength": 100, "minLength": 1, "title": "Account", "type": "string"}
+                        },
                         "required": ["account"],
                         "title": "AccountPayload",
                         "type": "object",

@@ -53,7 +53,9 @@ def scope_of(job_type: JobType, job: Job | None) -> str:
     if not limits.keyed or job is None:
         return job_type.name
     try:
-        key = limits.key_of(job.payload if isinstance(limits.concurrency_key, str) else job_type.parse_payload(job.payload))
+        key = limits.key_of(
+            job.payload if isinstance(limits.concurrency_key, str) else job_type.parse_payload(job.payload)
+        )
     except Exception:  # a payload the model no longer takes, or a key function that fails: the key ""
         logger.warning("the job's concurrency key could not be computed; it counts under the key ''")
         key = ""

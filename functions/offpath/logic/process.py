@@ -56,9 +56,9 @@ from offpath.domain.errors import (
     StoreUnavailableError,
 )
 from offpath.domain.job import AttemptError, Job, JobStatus
+from offpath.domain.limits import LimitStore
 from offpath.domain.ports import JobMessage, JobQueue, JobStore, Metrics
 from offpath.domain.registry import LEASE_MARGIN_S, START_MARGIN_S, UNWRITTEN_BOUND_S, JobType, Registry
-from offpath.domain.limits import LimitStore
 from offpath.domain.timeout import JobTimeout, run_with_timeout
 from offpath.logic.admission import Wait, admit
 from offpath.logic.limits import needs_job, release_slot, slot_attempt
@@ -549,7 +549,12 @@ def _fail(
 
 
 def _not_claimed(
-    delivery: Delivery, job: Job, ports: WorkerPorts, policy: WorkerPolicy, now: datetime, job_type: JobType | None = None
+    delivery: Delivery,
+    job: Job,
+    ports: WorkerPorts,
+    policy: WorkerPolicy,
+    now: datetime,
+    job_type: JobType | None = None,
 ) -> bool:
     if job.status.is_final or job.status is JobStatus.SCHEDULED:
         ports.metrics.count("DuplicateDeliveries", queue=job.queue, job_type=job.type)
