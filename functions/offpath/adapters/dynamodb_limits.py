@@ -20,7 +20,6 @@ partitions; one key's items take its own jobs' writes only (two a job for its sl
 from __future__ import annotations
 
 import contextlib
-
 from typing import TYPE_CHECKING, Any
 
 from offpath.adapters.dynamodb_quotas import DynamoDbQuotaCounters
