@@ -1,7 +1,8 @@
-"""Admission: the checks the worker makes before it claims a job, in a fixed order (expiry, pause, rate limit,
-concurrency). A job that must wait spends no attempt, stays QUEUED or RETRYING, and its message comes back after
-`Wait.seconds` (logic/process.py changes its visibility). A job type without any of them costs no read or write
-here beyond a cached flag lookup.
+"""Admission: the checks the worker makes before it claims a job (docs/flow-control.md).
+
+`ADMISSION` runs in a fixed order: expiry, pause, rate limit, concurrency. A step answers None (go on) or a `Wait`:
+the job's message comes back after `seconds`, unclaimed, no attempt spent, the job still QUEUED or RETRYING.
+A job type that declares no limits and no pause costs no read or write here beyond a cached flag lookup.
 """
 
 from __future__ import annotations
@@ -17,22 +18,17 @@ from offpath.logic.limits import concurrency, rate_limit
 @dataclass(frozen=True)
 class Wait:
     seconds: int  # when the message should come back (SQS visibility, <= 12 h)
-    reason: str  # "paused" | "concurrency" | "rate_limit" (shown in logs/metrics; may be kept on the job)
+    reason: str  # "paused" | "concurrency" | "rate_limit" (shown in logs and metrics)
 
 
 Step = Callable[..., Any]
 
-# Order fixed: expiry, pause, rate limit, concurrency.
-ADMISSION: tuple[Step, ...] = (
-    rate_limit,
-    concurrency,
-)
+ADMISSION: tuple[Step, ...] = (rate_limit, concurrency)
 
 
-def admit(job_or_message: Any, job_type: Any, ports: Any, *, now: datetime) -> Any:
-    """The first step's answer that is not None (a Wait, or a step's own marker), else None: the job may run."""
+def admit(job_or_message: Any, job_type: Any, ports: Any, *, now: datetime) -> Wait | None:
     for step in ADMISSION:
-        answer = step(job_or_message, job_type, ports, now=now)
-        if answer is not None:
-            return answer
+        verdict = step(job_or_message, job_type, ports, now=now)
+        if verdict is not None:
+            return verdict  # type: ignore[no-any-return]
     return None

@@ -63,7 +63,7 @@ def scope_of(job_type: JobType, job: Job | None) -> str:
     return f"{job_type.name}#{digest}"
 
 
-def rate_limit(job_or_message: Any, job_type: JobType, ports: Any, *, now: datetime) -> Wait | None:
+def rate_limit(job_or_message: Any, job_type: JobType, ports: Any, now: datetime) -> Wait | None:
     rule = job_type.limits.rate_limit
     store = getattr(ports, "limits", None)
     if rule is None or store is None:
@@ -75,7 +75,7 @@ def rate_limit(job_or_message: Any, job_type: JobType, ports: Any, *, now: datet
     return _wait(math.ceil(waited), "rate_limit")
 
 
-def concurrency(job_or_message: Any, job_type: JobType, ports: Any, *, now: datetime) -> Wait | None:
+def concurrency(job_or_message: Any, job_type: JobType, ports: Any, now: datetime) -> Wait | None:
     limit = job_type.limits.max_concurrency
     store = getattr(ports, "limits", None)
     if limit is None or store is None:
