@@ -323,11 +323,15 @@ def _claim_and_run(
             return _not_claimed(delivery, conflict.job, ports, policy, now, job_type)
     if slot is not None and slot != job.attempt:
         _release_unclaimed(job, job_type, ports, slot)  # held for another attempt than the one claimed
+    # The slot is given back after the outcome write (or its last failed try): a retrying job waits for its backoff
+    # without one. Not when the worker dies (a BaseException, as a process ending): its slot frees at its time's end.
     try:
-        return _run_claimed(delivery, job, job_type, ports, policy, remaining_ms)
-    finally:
-        # After the outcome write (or its last failed try): a retrying job waits for its backoff without a slot.
+        answer = _run_claimed(delivery, job, job_type, ports, policy, remaining_ms)
+    except Exception:
         release_slot(job, job_type, ports)
+        raise
+    release_slot(job, job_type, ports)
+    return answer
 
 
 def _release_unclaimed(job: Job | None, job_type: JobType, ports: WorkerPorts, slot: int | None) -> None:
