@@ -75,6 +75,8 @@ EXPECTED_ACTIONS = {
     "worker": {
         "dynamodb:UpdateItem",
         "dynamodb:PutItem",
+        # A job of a type with a keyed or concurrency limit is read before its claim (logic/limits.py).
+        "dynamodb:GetItem",
         # The event source mapping's grant on its own queue (ChangeMessageVisibility: the retry backoff, and the
         # batch held until its lease ends with ChangeMessageVisibilityBatch, which this action allows).
         "sqs:ReceiveMessage",
