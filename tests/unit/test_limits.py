@@ -88,6 +88,17 @@ def test_limits_declared_wrongly_are_refused_at_registration(declared: dict[str,
         job("test.badlimits", payload=Account, **declared)
 
 
+def test_a_job_type_made_directly_is_checked_when_added_too() -> None:
+    registry = Registry(queues=dict(REGISTRY.queues))
+    too_many = JobType(
+        "test.direct", lambda p, c: None, Account, "default", 3, 10, Backoff(), limits=Limits(max_concurrency=500)
+    )
+
+    with pytest.raises(RegistryError, match=r"job type 'test\.direct': max_concurrency must be a whole number 1\.\.100"):
+        registry.add_job_type(too_many)
+    assert registry.job_types == {}
+
+
 def test_a_key_is_a_field_path_or_a_function_of_the_payload() -> None:
     by_path = limits_of(concurrency_key="customer.id", max_concurrency=1, rate_limit=None)
     by_function = limits_of(concurrency_key=lambda p: p.account.upper(), max_concurrency=1, rate_limit=None)

@@ -192,6 +192,16 @@ class Registry:
             raise RegistryError(
                 f"job type {job_type.name!r}: timeout_s must be 1..{MAX_WORKER_TIMEOUT_S - WORKER_TIMEOUT_MARGIN_S}"
             )
+        limits = job_type.limits
+        try:
+            limits_of(
+                concurrency_key=limits.concurrency_key,
+                max_concurrency=limits.max_concurrency,
+                rate_limit=limits.rate_limit.text if limits.rate_limit is not None else None,
+                payload_fields=closed_fields(job_type.payload_model),
+            )
+        except LimitSpecError as error:
+            raise RegistryError(f"job type {job_type.name!r}: {error}") from None
         self.job_types[job_type.name] = job_type
         return job_type
 
