@@ -94,7 +94,7 @@ def test_a_job_type_made_directly_is_checked_when_added_too() -> None:
         "test.direct", lambda p, c: None, Account, "default", 3, 10, Backoff(), limits=Limits(max_concurrency=500)
     )
 
-    with pytest.raises(RegistryError, match=r"job type 'test\.direct': max_concurrency must be a whole number 1\.\.100"):
+    with pytest.raises(RegistryError, match=r"job type 'test\.direct': max_concurrency must be a whole number"):
         registry.add_job_type(too_many)
     assert registry.job_types == {}
 
