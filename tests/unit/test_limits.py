@@ -135,6 +135,17 @@ def test_keys_are_per_tenant_and_key_and_an_unkeyed_limit_is_the_whole_types() -
     assert {scope_of(unkeyed, j) for j in (mine, other_account, other_tenant)} == {UNKEYED}
 
 
+def test_a_thousand_keys_are_a_thousand_partition_keys() -> None:
+    from offpath.adapters.dynamodb_limits import bucket_key, slots_key
+
+    limited = JobType(LIMITED, lambda p, c: None, AnyPayload, "default", 3, 10, Backoff(), limits=keyed(2))
+    jobs = [dataclasses.replace(_a_job(), payload={"account": f"account-{n}"}) for n in range(1000)]
+
+    assert len({slots_key(scope_of(limited, j)) for j in jobs}) == 1000
+    assert len({bucket_key(scope_of(limited, j), 0) for j in jobs}) == 1000
+    assert max(len(slots_key(scope_of(limited, j))) for j in jobs) < 100  # any key text: a short partition key
+
+
 # -- admission in the worker --------------------------------------------------------------------------
 
 
