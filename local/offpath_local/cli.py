@@ -564,10 +564,27 @@ def _listing(
 
 
 def _job_type_rows(body: dict[str, Any]) -> Rows:
-    return ["JOB_TYPE", "QUEUE", "MAX_ATTEMPTS", "TIMEOUT", "SUBMITTED_BY"], [
-        [t["name"], t["queue"], t["max_attempts"], f"{t['timeout_s']}s", t["submitted_by"]]
+    return ["JOB_TYPE", "QUEUE", "MAX_ATTEMPTS", "TIMEOUT", "SUBMITTED_BY", "LIMITS"], [
+        [
+            t["name"],
+            t["queue"],
+            t["max_attempts"],
+            f"{t['timeout_s']}s",
+            t["submitted_by"],
+            _limits_text(t.get("limits")),
+        ]
         for t in body.get("job_types", [])
     ]
+
+
+def _limits_text(limits: dict[str, Any] | None) -> str:
+    """A job type's flow limits in a few words: "2 at once, 10/s per account" ("-": none)."""
+    if not limits:
+        return "-"
+    parts = [f"{limits['max_concurrency']} at once"] if limits.get("max_concurrency") else []
+    parts += [str(limits["rate_limit"])] if limits.get("rate_limit") else []
+    key = limits.get("concurrency_key")
+    return ", ".join(parts) + (f" per {key}" if key else " per type")
 
 
 def _alarm_rows(body: dict[str, Any]) -> Rows:

@@ -207,8 +207,10 @@ def test_job_types_alarms_and_stats_print_tables(target: Target, capsys: pytest.
 
     assert run(target, "job-types") == OK
     types = capsys.readouterr().out
-    assert types.splitlines()[0].split() == ["JOB_TYPE", "QUEUE", "MAX_ATTEMPTS", "TIMEOUT", "SUBMITTED_BY"]
-    assert any(line.split()[:2] == ["demo.echo", "default"] for line in types.splitlines())
+    assert types.splitlines()[0].split() == ["JOB_TYPE", "QUEUE", "MAX_ATTEMPTS", "TIMEOUT", "SUBMITTED_BY", "LIMITS"]
+    assert any(line.split()[:2] == ["demo.echo", "default"] and line.split()[-1] == "-" for line in types.splitlines())
+    limited = [line for line in types.splitlines() if line.startswith("demo.limited")]
+    assert [line.split("tenant", 1)[1].strip() for line in limited] == ["2 at once per account"]
 
     assert run(target, "alarms") == OK
     alarms = capsys.readouterr().out.splitlines()

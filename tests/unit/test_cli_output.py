@@ -40,3 +40,34 @@ def test_alarms_in_alarm_come_first() -> None:
 
     assert header == ["STATE", "ALARM", "SINCE", "REASON"]
     assert [row[1] for row in rows] == ["a-firing", "b-firing", "c-nodata", "a-ok"]
+
+
+def test_the_job_types_table_says_each_types_limits_in_a_few_words() -> None:
+    from offpath_local.cli import _job_type_rows
+
+    header, rows = _job_type_rows(
+        {
+            "job_types": [
+                {"name": "a", "queue": "q", "max_attempts": 3, "timeout_s": 10, "submitted_by": "tenant"},
+                {
+                    "name": "b",
+                    "queue": "q",
+                    "max_attempts": 3,
+                    "timeout_s": 10,
+                    "submitted_by": "tenant",
+                    "limits": {"concurrency_key": "account", "max_concurrency": 2, "rate_limit": "10/s"},
+                },
+                {
+                    "name": "c",
+                    "queue": "q",
+                    "max_attempts": 3,
+                    "timeout_s": 10,
+                    "submitted_by": "tenant",
+                    "limits": {"concurrency_key": None, "max_concurrency": None, "rate_limit": "100/m"},
+                },
+            ]
+        }
+    )
+
+    assert header[-1] == "LIMITS"
+    assert [row[-1] for row in rows] == ["-", "2 at once, 10/s per account", "100/m per type"]

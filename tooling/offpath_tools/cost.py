@@ -901,6 +901,44 @@ def chain_cost_per_job(config: Config, chained_share: float = 0.0) -> float:
     return chained_share * (CHAIN_STEP_WRU * wru_price + CHAIN_PARENT_READ_RRU * rru_price)
 
 
+# -- job types' flow limits (offpath/logic/limits.py, adapters/dynamodb_limits.py; docs/flow-control.md) ----------
+# What each job of a type with limits adds (a type that declares none adds nothing: its worker neither reads nor
+# writes for them). A concurrency slot: acquired and released, one conditional write each, on an item under 1 KB
+# (up to ~16 holders: a key's item grows ~50 bytes a holder); a rate limit: one conditional write on its bucket. A
+# keyed limit or a concurrency limit reads the job before the claim (strongly consistent, under 4 KB: 1 read
+# unit). Each time a job waits it repeats its admission (a refused conditional write is billed too) and its message
+# is received and put back (2 SQS requests).
+LIMIT_SLOT_WRU = 2
+LIMIT_RATE_WRU = 1
+LIMIT_READ_RRU = 1
+LIMIT_WAIT_SQS_REQUESTS = 2
+LIMIT_KINDS = ("none", "concurrency", "rate", "both")
+
+
+def limits_units_per_job(kind: str = "none", *, waits: float = 0.0) -> tuple[float, float]:
+    """(write units, read units) a job adds with its type's limits (`kind`: which it declares; "none": (0, 0)),
+    `waits`: how often it waits on average before it runs."""
+    if kind not in LIMIT_KINDS:
+        raise ValueError(f"limits must be one of {', '.join(LIMIT_KINDS)}")
+    if kind == "none":
+        return 0.0, 0.0
+    slots, rate = kind in ("concurrency", "both"), kind in ("rate", "both")
+    writes = (LIMIT_SLOT_WRU if slots else 0) + (LIMIT_RATE_WRU if rate else 0)
+    # A wait: the refused write (the bucket's, or the slot's after a token was taken: both), and the read again.
+    per_wait = (1 if slots else 0) + (1 if rate else 0)
+    return writes + per_wait * waits, LIMIT_READ_RRU * (1 + waits)
+
+
+def limits_cost_per_job(config: Config, kind: str = "none", *, waits: float = 0.0) -> float:
+    """Dollars a job adds with its type's limits (0 when it declares none)."""
+    if kind == "none":
+        limits_units_per_job(kind)
+        return 0.0
+    wru_price, rru_price = dynamodb_unit_prices(config)
+    wru, rru = limits_units_per_job(kind, waits=waits)
+    return wru * wru_price + rru * rru_price + waits * LIMIT_WAIT_SQS_REQUESTS * price("sqs_request")
+
+
 # -- notices: the notifier, the event bus and webhook deliveries (issue 12) -------------------------------
 # Kept apart from the job's own estimate: they cost only when a tenant registers an endpoint or the stack puts
 # events on a bus. Sizes come from the adapters' own serialisers (a typical attempt, a one-endpoint item).

@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from offpath_tools.cost import (
     CONSOLE_HOURS_PER_MONTH,
     DEFAULT_TARGET_PER_MILLION,
+    LIMIT_KINDS,
     MILLION,
     PRICES_TAKEN,
     QUOTA_KINDS,
@@ -33,6 +34,8 @@ from offpath_tools.cost import (
     cheapest,
     describe,
     estimate,
+    limits_cost_per_job,
+    limits_units_per_job,
     load_measured,
     long_poll_cost,
     money,
@@ -106,6 +109,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="X",
         help="jobs that are a chain step with a next job (`then`): 1 write unit each (0..1)",
     )
+    setup.add_argument(
+        "--limits",
+        choices=LIMIT_KINDS,
+        default="none",
+        help="the job type's flow limits: a concurrency limit, a rate limit, or both (default none)",
+    )
+    setup.add_argument(
+        "--limit-waits",
+        type=float,
+        default=0.0,
+        metavar="N",
+        help="how often a job waits for its limits before it runs, on average (default 0)",
+    )
     setup.add_argument("--json", action="store_true", help="print the estimate as JSON")
 
 
@@ -177,6 +193,10 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
             "quotas_per_million_jobs": quota_cost_per_job(config, args.quotas, readers=args.quota_readers) * MILLION,
             "chained_share": args.chained_share,
             "chains_per_million_jobs": chains * MILLION,
+            "limits": args.limits,
+            "limits_write_units_per_job": limits_units_per_job(args.limits, waits=args.limit_waits)[0],
+            "limits_read_units_per_job": limits_units_per_job(args.limits, waits=args.limit_waits)[1],
+            "limits_per_million_jobs": limits_cost_per_job(config, args.limits, waits=args.limit_waits) * MILLION,
         }
         out.write(json.dumps(document, indent=2) + "\n")
         return 0
@@ -192,6 +212,14 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         f"chains ({args.chained_share:g} of the jobs a step with a next job): {money(chains * MILLION)} per million "
         f"jobs, {money(chains * config.jobs_per_month)} a month on top of the above (DynamoDB: 1 write unit per chain "
         "step, 1 read unit per ctx.parent read; a plain job 0; --chained-share, docs/workflows.md)\n"
+    )
+    limits = limits_cost_per_job(config, args.limits, waits=args.limit_waits)
+    writes, reads = limits_units_per_job(args.limits, waits=args.limit_waits)
+    out.write(
+        f"limits ({args.limits}): {writes:g} write units and {reads:g} read units a job, {money(limits * MILLION)} "
+        f"per million jobs, {money(limits * config.jobs_per_month)} a month on top of the above (a concurrency slot: "
+        "2 writes, taken and given back; a rate limit: 1; the job read before its claim: 1 read unit; each wait: "
+        "one more of each and 2 SQS requests; 0 for a type without limits; --limits, docs/flow-control.md)\n"
     )
     return 0
 

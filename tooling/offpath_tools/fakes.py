@@ -678,3 +678,59 @@ class InMemoryQuotaCounters:
             for counted in shards.values():
                 total = total.plus(counted)
             self.counts[tenant] = total
+
+
+class InMemoryLimits:
+    """A LimitStore (offpath.domain.limits) deciding as adapters/dynamodb_limits.py does: slots held per scope by
+    (attempt, until), a holder whose time is up taken over, a release fenced by its attempt; a GCRA token bucket per
+    scope. tests/integration/test_limits_store.py runs the same checks against both."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.slots: dict[str, dict[str, tuple[int, int]]] = {}
+        self.tats: dict[str, int] = {}
+        self.acquires = 0
+        self.releases = 0
+
+    def held(self, scope: str) -> dict[str, int]:
+        """The scope's holders: job id -> attempt."""
+        return {job_id: attempt for job_id, (attempt, _) in self.slots.get(scope, {}).items()}
+
+    def acquire(self, scope: str, *, job_id: str, attempt: int, until_us: int, now_us: int, limit: int) -> float:
+        with self._lock:
+            self.acquires += 1
+            holders = self.slots.setdefault(scope, {})
+            own = holders.get(job_id)
+            if own is not None:
+                if own == (attempt, until_us):
+                    return 0.0
+                if own[1] > now_us:
+                    return (own[1] - now_us) / 1_000_000
+                holders[job_id] = (attempt, until_us)
+                return 0.0
+            if len(holders) < limit:
+                holders[job_id] = (attempt, until_us)
+                return 0.0
+            dead = sorted((until, held) for held, (_, until) in holders.items() if until <= now_us)
+            if dead:
+                del holders[dead[0][1]]
+                holders[job_id] = (attempt, until_us)
+                return 0.0
+            return max(1, min(until for _, until in holders.values()) - now_us) / 1_000_000
+
+    def release(self, scope: str, *, job_id: str, attempt: int) -> None:
+        with self._lock:
+            self.releases += 1
+            holders = self.slots.get(scope, {})
+            if job_id in holders and holders[job_id][0] == attempt:
+                del holders[job_id]
+
+    def take(self, scope: str, *, per_s: float, bucket: int, now_us: int) -> float:
+        with self._lock:
+            interval = max(1, round(1_000_000 / per_s))
+            tolerance = (bucket - 1) * interval
+            tat = max(self.tats.get(scope, 0), now_us)
+            if tat - now_us > tolerance:
+                return (tat - tolerance - now_us) / 1_000_000
+            self.tats[scope] = tat + interval
+            return 0.0

@@ -90,6 +90,10 @@ ONCE_MARK = ItemFormat("once mark", "ONCE#", version=2, upcasters=(v2_adds_the_v
 QUOTA_RATE = ItemFormat("quota rate bucket", "QUOTA#RATE#", version=2, upcasters=(v2_adds_the_version,))
 QUOTA_USAGE = ItemFormat("quota usage counter", "QUOTA#USE#", version=2, upcasters=(v2_adds_the_version,))
 
+# The job types' flow limits (adapters/dynamodb_limits.py): one key's concurrency slots, one key's token bucket.
+LIMIT_SLOTS = ItemFormat("concurrency slots", "LIMIT#SLOTS#", version=1, upcasters=())
+LIMIT_RATE = ItemFormat("rate limit bucket", "LIMIT#RATE#", version=1, upcasters=())
+
 
 def v3_seals_the_secrets(plain: Plain) -> Plain:
     """2 -> 3: an endpoint's signing secrets are sealed (KMS on AWS, the local key file) instead of kept in clear;
@@ -102,7 +106,18 @@ WEBHOOK_ENDPOINTS = ItemFormat(
 )
 WEBHOOK_LOG = ItemFormat("webhook delivery log", "WEBHOOKLOG#", version=2, upcasters=(v2_adds_the_version,))
 
-FORMATS = (JOB, KEY_RECORD, SCHEDULE_STATE, ONCE_MARK, QUOTA_RATE, QUOTA_USAGE, WEBHOOK_ENDPOINTS, WEBHOOK_LOG)
+FORMATS = (
+    JOB,
+    KEY_RECORD,
+    SCHEDULE_STATE,
+    ONCE_MARK,
+    QUOTA_RATE,
+    QUOTA_USAGE,
+    WEBHOOK_ENDPOINTS,
+    WEBHOOK_LOG,
+    LIMIT_SLOTS,
+    LIMIT_RATE,
+)
 # Longest prefix first: `QUOTA#RATE#` before any shorter prefix it starts with.
 _BY_PREFIX = sorted(FORMATS, key=lambda f: len(f.prefix), reverse=True)
 

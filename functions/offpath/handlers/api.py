@@ -429,7 +429,7 @@ def list_alarms(request: Request, services: ApiServices) -> AlarmsView:
 
 @handles("listJobTypes")
 def list_job_types(request: Request, services: ApiServices) -> JobTypesView:
-    from offpath.handlers.api_models_more import JobTypesView, JobTypeView
+    from offpath.handlers.api_models_more import JobTypeLimitsView, JobTypesView, JobTypeView
 
     registry = services.ports.registry
     return JobTypesView(
@@ -441,6 +441,13 @@ def list_job_types(request: Request, services: ApiServices) -> JobTypesView:
                 timeout_s=job_type.timeout_s,
                 submitted_by=getattr(job_type, "submitted_by", "tenant"),
                 payload_schema=job_type.payload_model.model_json_schema(),
+                limits=JobTypeLimitsView(
+                    concurrency_key=job_type.limits.key_text,
+                    max_concurrency=job_type.limits.max_concurrency,
+                    rate_limit=job_type.limits.rate_limit.text if job_type.limits.rate_limit else None,
+                )
+                if job_type.limits.declared
+                else None,
             )
             for job_type in sorted(registry.job_types.values(), key=lambda jt: jt.name)
         ]

@@ -241,6 +241,19 @@ class TriggerView(BaseModel):
     job: JobView | None
 
 
+class JobTypeLimitsView(BaseModel):
+    """A job type's flow limits (docs/flow-control.md); a limit not declared is null."""
+
+    model_config = _LAZY
+
+    concurrency_key: str | None = Field(
+        description="the payload field path the limits count per (per tenant too), 'function' for a function of "
+        "the payload; null: the whole type"
+    )
+    max_concurrency: int | None = Field(description="at most this many of one key's jobs RUNNING at once")
+    rate_limit: str | None = Field(description="at most this many of one key's jobs started per second, minute or hour")
+
+
 class JobTypeView(BaseModel):
     model_config = _LAZY
 
@@ -250,6 +263,7 @@ class JobTypeView(BaseModel):
     timeout_s: int
     submitted_by: str = Field(description="who may submit it: tenant (any caller), admin, or system (schedules)")
     payload_schema: dict[str, Any] = Field(description="the JSON Schema of the job type's payload")
+    limits: JobTypeLimitsView | None = Field(default=None, description="its flow limits; null: none declared")
 
 
 class JobTypesView(BaseModel):
@@ -268,7 +282,24 @@ class JobTypesView(BaseModel):
                         "title": "SleepPayload",
                         "type": "object",
                     },
-                }
+                    "limits": None,
+                },
+                {
+                    "name": "demo.rated",
+                    "queue": "critical",
+                    "max_attempts": 3,
+                    "timeout_s": 10,
+                    "submitted_by": "tenant",
+                    "payload_schema": {
+                        "properties": {
+                            "account": {"maxLength": 100, "minLength": 1, "title": "Account", "type": "string"}
+                        },
+                        "required": ["account"],
+                        "title": "AccountPayload",
+                        "type": "object",
+                    },
+                    "limits": {"concurrency_key": "account", "max_concurrency": None, "rate_limit": "2/s"},
+                },
             ]
         }
     )

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from offpath.adapters.dynamodb_quotas import DynamoDbQuotaCounters
     from offpath.adapters.webhook_http import Connector
     from offpath.domain.events import EventSink
+    from offpath.domain.limits import LimitStore
     from offpath.domain.quotas import QuotaCounters
     from offpath.domain.webhooks import DeliveryQueue, Resolver, SecretCipher, WebhookStore
     from offpath.logic.process import WorkerPolicy, WorkerPorts
@@ -165,8 +166,9 @@ def build_worker_ports(settings: Settings, overrides: Overrides | None = None) -
     service = f"worker-{settings.queue_class}"
     rng = o.generator()
     clock = o.clock or SystemClock()
+    registry = o.registry or load_job_types(demo=settings.demo_jobs)
     return WorkerPorts(
-        registry=o.registry or load_job_types(demo=settings.demo_jobs),
+        registry=registry,
         store=o.store(settings),
         queue=SqsJobQueue(settings.queue_urls, settings.dlq_urls, client=o.sqs_client()),
         clock=clock,
@@ -174,7 +176,19 @@ def build_worker_ports(settings: Settings, overrides: Overrides | None = None) -
         rng=rng,
         # What a job submits (ctx.submit, a chain's next job) is asked of the tenant's quotas like any submit.
         quotas=build_quota_gate(settings, clock, o),
+        limits=build_limit_store(settings, registry, o),
     )
+
+
+def build_limit_store(settings: Settings, registry: Registry, overrides: Overrides | None = None) -> LimitStore | None:
+    """The concurrency slots and rate-limit buckets of the queue class's job types; None when none declares a
+    limit (its worker then neither imports nor calls anything for them)."""
+    queue = settings.queue_class
+    if not any(job_type.limits.declared for job_type in registry.job_types.values() if job_type.queue == queue):
+        return None
+    from offpath.adapters.dynamodb_limits import DynamoDbLimits
+
+    return DynamoDbLimits(settings.table_name, client=(overrides or Overrides()).dynamodb_client())
 
 
 def build_scheduler(settings: Settings, overrides: Overrides | None = None) -> JobScheduler | None:

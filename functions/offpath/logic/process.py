@@ -57,16 +57,20 @@ from offpath.domain.errors import (
 )
 from offpath.domain.ids import new_job_id
 from offpath.domain.job import AttemptError, Job, JobStatus
+from offpath.domain.limits import LimitStore
 from offpath.domain.ports import JobMessage, JobQueue, JobStore, Metrics, Ports
 from offpath.domain.quotas import QuotaGate
 from offpath.domain.registry import LEASE_MARGIN_S, START_MARGIN_S, UNWRITTEN_BOUND_S, JobType, Registry
 from offpath.domain.timeout import JobTimeout, run_with_timeout
+from offpath.logic.admission import Wait, admit
 from offpath.logic.followups import FOLLOWUP_GRACE, followups_due, settle
+from offpath.logic.limits import needs_job, release_slot, slot_attempt
 from offpath.observability import bind_attempt, bind_trace_id, bound_job_id, current_trace_id, trace_id_of
 
 logger = logging.getLogger("offpath.worker")
 
 MAX_VISIBILITY_S = 43_200
+MAX_SEND_DELAY_S = 900
 MAX_ERROR_LENGTH = 1_000
 # Results live on the job item (DynamoDB's item limit is 400 KB); larger results belong in S3.
 MAX_RESULT_BYTES = 64 * 1024
@@ -137,6 +141,8 @@ class WorkerPorts:
     metrics: Metrics
     rng: random.Random = field(default_factory=random.Random)
     sleep: Callable[[float], None] = time.sleep
+    # Per-key concurrency slots and rate-limit buckets (None: no job type of the queue declares a limit).
+    limits: LimitStore | None = None
     # The tenants' quotas, asked by what a job submits (`ctx.submit`, a chain's next job); None: none configured.
     quotas: QuotaGate | None = None
 
@@ -238,12 +244,43 @@ def _process(
         ports.queue.change_visibility(policy.queue, delivery.receipt_handle, 0)
         return False
     try:
-        return _claim_and_run(delivery, message, job_type, ports, policy, remaining_ms)
+        admitted, slot = _admit(delivery, message, job_type, ports, policy)
+        if admitted is not None:
+            return admitted
+        return _claim_and_run(delivery, message, job_type, ports, policy, remaining_ms, slot)
     except (StoreUnavailableError, QueueUnavailableError):
         logger.exception("store or queue unavailable; the message returns after its visibility timeout")
         if _on_last_receives(delivery, ports, policy):
             return _send_fresh_copy(message, ports, policy)
         return False
+
+
+def _admit(
+    delivery: Delivery, message: JobMessage, job_type: JobType, ports: WorkerPorts, policy: WorkerPolicy
+) -> tuple[bool | None, int | None]:
+    """Admission before the claim (logic/admission.py): (None, the attempt a concurrency slot was taken for, if
+    one was) when the job may be claimed; else (the record's answer, None): the job waits, unclaimed (no attempt
+    spent), its message back after the wait. A type without limits reads and writes nothing here."""
+    if not job_type.limits.declared:
+        return None, None
+    now = ports.clock.now()
+    subject: Job | JobMessage | None = message
+    if needs_job(job_type):
+        subject = ports.store.get(message.job_id, tenant=message.tenant)
+        if subject is None:
+            return None, None  # not written yet (or gone): the claim answers it
+    answer = admit(subject, job_type, ports, now=now)
+    if answer is None:
+        held = job_type.limits.max_concurrency is not None and ports.limits is not None
+        return None, slot_attempt(subject) if held and isinstance(subject, Job) else None
+    if not isinstance(answer, Wait):
+        return bool(answer), None
+    ports.metrics.count("AdmissionWaits", queue=policy.queue, job_type=job_type.name)
+    logger.info("job waits (%s); it goes back unclaimed", answer.reason, extra={"retry_in_s": answer.seconds})
+    if _on_last_receives(delivery, ports, policy):
+        return _send_fresh_copy(message, ports, policy, delay_s=answer.seconds), None
+    ports.queue.change_visibility(policy.queue, delivery.receipt_handle, min(MAX_VISIBILITY_S, answer.seconds))
+    return False, None
 
 
 def _on_last_receives(delivery: Delivery, ports: WorkerPorts, policy: WorkerPolicy) -> bool:
@@ -252,11 +289,12 @@ def _on_last_receives(delivery: Delivery, ports: WorkerPorts, policy: WorkerPoli
     return delivery.receive_count > ports.registry.max_receive_count(policy.queue) - LAST_RECEIVES
 
 
-def _send_fresh_copy(message: JobMessage, ports: WorkerPorts, policy: WorkerPolicy) -> bool:
+def _send_fresh_copy(message: JobMessage, ports: WorkerPorts, policy: WorkerPolicy, *, delay_s: int = 0) -> bool:
     """A message that must go back on one of its last receives is sent again (the copy's receive count
-    starts at 0) and this one acknowledged. If the copy cannot be sent, this one goes back."""
+    starts at 0; delayed by `delay_s`, at most SQS's 15 minutes) and this one acknowledged. If the copy cannot be
+    sent, this one goes back."""
     try:
-        ports.queue.send(policy.queue, message)
+        ports.queue.send(policy.queue, message, delay_s=min(MAX_SEND_DELAY_S, delay_s))
     except QueueUnavailableError:
         logger.exception("the fresh copy of a message on its last receives could not be sent; it goes back")
         return False
@@ -272,7 +310,10 @@ def _claim_and_run(
     ports: WorkerPorts,
     policy: WorkerPolicy,
     remaining_ms: Callable[[], int],
+    slot: int | None = None,
 ) -> bool:
+    """`slot`: the attempt admission took a concurrency slot for; released when no claim follows, else after
+    the attempt's outcome write."""
     now = ports.clock.now()
     # The invocation ends within `remaining_ms()`: the lease outlives it, however the job function behaves.
     lease_until = now + timedelta(milliseconds=remaining_ms()) + policy.lease_margin
@@ -291,10 +332,37 @@ def _claim_and_run(
             try:
                 job = _redrive_and_claim(message, ports, policy, now, lease_until, sweep_at)
             except JobConflictError as again:
+                _release_unclaimed(again.job, job_type, ports, slot)
                 return again.job is None or _not_claimed(delivery, again.job, ports, policy, now)
         else:
-            return _not_claimed(delivery, conflict.job, ports, policy, now)
+            _release_unclaimed(conflict.job, job_type, ports, slot)
+            return _not_claimed(delivery, conflict.job, ports, policy, now, job_type)
+    if slot is not None and slot != job.attempt:
+        _release_unclaimed(job, job_type, ports, slot)  # held for another attempt than the one claimed
+    # The slot is given back after the outcome write (or its last failed try): a retrying job waits for its backoff
+    # without one. Not when the worker dies (a BaseException, as a process ending): its slot frees at its time's end.
+    try:
+        answer = _run_claimed(delivery, job, job_type, ports, policy, remaining_ms)
+    except Exception:
+        release_slot(job, job_type, ports)
+        raise
+    release_slot(job, job_type, ports)
+    return answer
 
+
+def _release_unclaimed(job: Job | None, job_type: JobType, ports: WorkerPorts, slot: int | None) -> None:
+    if job is not None and slot is not None:
+        release_slot(job, job_type, ports, attempt=slot)
+
+
+def _run_claimed(
+    delivery: Delivery,
+    job: Job,
+    job_type: JobType,
+    ports: WorkerPorts,
+    policy: WorkerPolicy,
+    remaining_ms: Callable[[], int],
+) -> bool:
     # JobsStarted, QueueDelay, JobDuration and the outcomes' counts come from the table's stream (logic.notify).
     queue, job_type_name = job.queue, job.type
     if current_trace_id() is None:
@@ -533,7 +601,14 @@ def _fail(
     return True
 
 
-def _not_claimed(delivery: Delivery, job: Job, ports: WorkerPorts, policy: WorkerPolicy, now: datetime) -> bool:
+def _not_claimed(
+    delivery: Delivery,
+    job: Job,
+    ports: WorkerPorts,
+    policy: WorkerPolicy,
+    now: datetime,
+    job_type: JobType | None = None,
+) -> bool:
     if job.status.is_final or job.status is JobStatus.SCHEDULED:
         ports.metrics.count("DuplicateDeliveries", queue=job.queue, job_type=job.type)
         logger.info("delivery for a %s job; acknowledged without running", job.status.value)
@@ -551,6 +626,8 @@ def _not_claimed(delivery: Delivery, job: Job, ports: WorkerPorts, policy: Worke
             ports.store.fail_expired_lease(job, now=now, expires_at=now + policy.retention)
         except JobConflictError:
             return True
+        if job_type is not None:
+            release_slot(job, job_type, ports)  # the dead attempt's slot
         logger.error("job failed: its last attempt's lease expired")
         return True
     # Not claimable for a reason that may pass (for example RETRYING with its delay still running
