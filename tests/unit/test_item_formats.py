@@ -54,6 +54,8 @@ def test_the_item_kinds_and_their_current_versions() -> None:
         "quota usage counter": ("QUOTA#USE#", 2),
         "webhook endpoints": ("WEBHOOKS#", 3),
         "webhook delivery log": ("WEBHOOKLOG#", 2),
+        "bulk operation": ("BULK#", 1),
+        "open bulk operations": ("BULKOPEN#", 1),
     }
 
 

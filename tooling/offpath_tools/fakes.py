@@ -211,14 +211,18 @@ class InMemoryJobStore:
             ),
         )
 
-    def cancel(self, job_id: str, *, tenant: str, now: datetime, expires_at: datetime) -> Job:
+    def cancel(
+        self, job_id: str, *, tenant: str, now: datetime, expires_at: datetime, operation: str | None = None
+    ) -> Job:
         with self._lock:
             self._enter("cancel", write=True)
             current = self._jobs.get((tenant, job_id))
             if current is None:
                 raise JobNotFoundError(job_id)
             try:
-                cancelled = transitions.cancel(current, tenant=tenant, now=now, retention=expires_at - now)
+                cancelled = transitions.cancel(
+                    current, tenant=tenant, now=now, retention=expires_at - now, operation=operation
+                )
             except TransitionError:
                 raise JobConflictError(current, f"a {current.status.value} job cannot be cancelled") from None
             self._jobs[tenant, job_id] = cancelled
@@ -263,12 +267,16 @@ class InMemoryJobStore:
             lambda current: transitions.redrive(current, tenant=tenant, now=now, sweep_at=sweep_at),
         )
 
-    def retry_by_hand(self, job_id: str, *, tenant: str, now: datetime, sweep_at: datetime) -> Job:
+    def retry_by_hand(
+        self, job_id: str, *, tenant: str, now: datetime, sweep_at: datetime, operation: str | None = None
+    ) -> Job:
         return self._owned(
             "retry_by_hand",
             job_id,
             tenant,
-            lambda current: transitions.retry_by_hand(current, tenant=tenant, now=now, sweep_at=sweep_at),
+            lambda current: transitions.retry_by_hand(
+                current, tenant=tenant, now=now, sweep_at=sweep_at, operation=operation
+            ),
         )
 
     def discard(self, job_id: str, *, tenant: str, now: datetime) -> Job:

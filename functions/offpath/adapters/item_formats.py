@@ -102,7 +102,22 @@ WEBHOOK_ENDPOINTS = ItemFormat(
 )
 WEBHOOK_LOG = ItemFormat("webhook delivery log", "WEBHOOKLOG#", version=2, upcasters=(v2_adds_the_version,))
 
-FORMATS = (JOB, KEY_RECORD, SCHEDULE_STATE, ONCE_MARK, QUOTA_RATE, QUOTA_USAGE, WEBHOOK_ENDPOINTS, WEBHOOK_LOG)
+# A bulk operation (POST /jobs/bulk: adapters/dynamodb_bulk.py), and the one item naming the running ones.
+BULK_OPERATION = ItemFormat("bulk operation", "BULK#", version=1, upcasters=())
+BULK_OPEN = ItemFormat("open bulk operations", "BULKOPEN#", version=1, upcasters=())
+
+FORMATS = (
+    JOB,
+    KEY_RECORD,
+    SCHEDULE_STATE,
+    ONCE_MARK,
+    QUOTA_RATE,
+    QUOTA_USAGE,
+    WEBHOOK_ENDPOINTS,
+    WEBHOOK_LOG,
+    BULK_OPERATION,
+    BULK_OPEN,
+)
 # Longest prefix first: `QUOTA#RATE#` before any shorter prefix it starts with.
 _BY_PREFIX = sorted(FORMATS, key=lambda f: len(f.prefix), reverse=True)
 
