@@ -660,3 +660,66 @@ class InMemoryQuotaCounters:
             for counted in shards.values():
                 total = total.plus(counted)
             self.counts[tenant] = total
+
+
+# -- bulk operations ----------------------------------------------------------------------------
+
+
+class InMemoryBulkStore:
+    """The bulk operations' store (offpath.domain.bulk.BulkStore) in memory, fenced on the step as
+    adapters/dynamodb_bulk.py fences it; `saves` counts the checkpoints and ends written."""
+
+    def __init__(self) -> None:
+        from offpath.domain.bulk import BulkOperation
+
+        self._lock = threading.Lock()
+        self.operations: dict[tuple[str, str], BulkOperation] = {}
+        self.open: set[tuple[str, str]] = set()
+        self.saves = 0
+
+    def create(self, operation: Any) -> None:
+        with self._lock:
+            self.open.add((operation.owner, operation.operation_id))
+            self.operations[operation.owner, operation.operation_id] = operation
+
+    def get(self, owner: str, operation_id: str) -> Any:
+        with self._lock:
+            return self.operations.get((owner, operation_id))
+
+    def take(self, operation: Any, *, now: datetime, lease_until: datetime) -> Any:
+        from offpath.domain.bulk import BulkOperationConflictError
+
+        with self._lock:
+            current = self.operations.get((operation.owner, operation.operation_id))
+            if (
+                current is None
+                or current.is_over
+                or current.step != operation.step
+                or (current.lease_until is not None and current.lease_until > now)
+            ):
+                raise BulkOperationConflictError()
+            taken = current.replace(lease_until=lease_until, step=current.step + 1)
+            self.operations[operation.owner, operation.operation_id] = taken
+            return taken
+
+    def save(self, operation: Any, *, seen_step: int) -> Any:
+        from offpath.domain.bulk import BulkOperationConflictError
+
+        with self._lock:
+            current = self.operations.get((operation.owner, operation.operation_id))
+            if current is None or current.step != seen_step:
+                raise BulkOperationConflictError()
+            written = operation.replace(step=seen_step + 1)
+            self.operations[operation.owner, operation.operation_id] = written
+            self.saves += 1
+            if written.is_over:
+                self.open.discard((written.owner, written.operation_id))
+            return written
+
+    def open_operations(self) -> list[tuple[str, str]]:
+        with self._lock:
+            return sorted(self.open)
+
+    def forget(self, owner: str, operation_id: str) -> None:
+        with self._lock:
+            self.open.discard((owner, operation_id))
