@@ -664,7 +664,7 @@
       const label = BULK_ACTIONS[action];
       const run = h("button", { type: "button", id: "bulk-run", disabled: found.count === 0, on: { click: async () => {
         const more = found.exact ? "" : ` (one operation acts on at most ${found.limit})`;
-        if (!ask(`${label} ${count} job${found.count === 1 ? "" : "s"} (${filterText(found.filter)})${more}? `
+        if (!ask(`${label} ${count} job${found.count === 1 ? "" : "s"} (${filterText(filter)})${more}? `
           + (action === "retry" ? "Each runs again with a fresh attempt budget; its dead letter leaves the DLQ."
             : "Those not started yet never run; the others are skipped."))) return;
         run.disabled = true;
@@ -677,7 +677,7 @@
         app.go(`/bulk/${seg(started.body.operation_id)}`);
       } } }, `${label} ${count} job${found.count === 1 ? "" : "s"}`);
       preview.replaceChildren(
-        h("p", { id: "bulk-count" }, `${count} job${found.count === 1 ? "" : "s"} match (${filterText(found.filter)}).`),
+        h("p", { id: "bulk-count" }, `${count} job${found.count === 1 ? "" : "s"} match (${filterText(filter)}).`),
         found.sample.length ? table(
           [{ label: "Job" }, { label: "Type" }, { label: "Status" }, { label: "Created" }],
           found.sample.map((j) => [link(`/jobs/${seg(j.job_id)}`, h("span", { class: "mono" }, j.job_id)),
