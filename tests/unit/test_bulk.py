@@ -57,7 +57,7 @@ def test_a_slice_that_ends_within_a_page_leaves_the_page_and_the_next_runner_cou
     ports: Ports, store: InMemoryJobStore, clock: ManualClock
 ) -> None:
     ids = failed(store, clock, 10)
-    work, operations = services(ports)
+    work, operations = services(ports, inline_s=2.0)
     # Each read of the runner's clock takes 0.4 s: the 2 s slice ends within the first page.
     work.monotonic = Seconds(0.4)
 

@@ -22,6 +22,7 @@ from offpath.domain.bulk import BulkFilter, BulkOperation
 from offpath.domain.events import EventType
 from offpath.domain.job import JobStatus
 from offpath.domain.operations import QueueStats, RedriveTask
+from offpath.domain.tags import TAG_FILTER_PATTERN
 from offpath.handlers.api_models import (
     _LAZY,
     _REDRIVE_EXAMPLE,
@@ -33,6 +34,7 @@ from offpath.handlers.api_models import (
     Timestamp,
     _examples,
 )
+from offpath.tenancy import TENANT_PATTERN
 
 if TYPE_CHECKING:
     from offpath.domain.webhooks import Endpoint
@@ -588,9 +590,20 @@ class BulkFilterBody(BaseModel):
     model_config = ConfigDict(extra="forbid", defer_build=True)
 
     status: JobStatus | None = None
-    type: str | None = Field(default=None, min_length=1, max_length=64, description="a registered job type")
-    tag: str | None = Field(default=None, max_length=200, description="`key:value`: the jobs tagged so at submit")
-    tenant: str | None = Field(default=None, min_length=1, max_length=128)
+    type: Annotated[
+        str | None,
+        WithJsonSchema(
+            {"anyOf": [{"$ref": "#/components/schemas/JobTypeName"}, {"type": "null"}], "description": "a job type"}
+        ),
+    ] = Field(default=None, min_length=1, max_length=64)
+    tag: str | None = Field(
+        default=None, pattern=f"^{TAG_FILTER_PATTERN}$", description="`key:value`: the jobs tagged so at submit"
+    )
+    tenant: str | None = Field(
+        default=None,
+        pattern=f"^{TENANT_PATTERN.pattern}$",
+        description="admin: another tenant's jobs (`system`: the schedules'); a tenant may name only itself",
+    )
 
 
 class BulkBody(BaseModel):

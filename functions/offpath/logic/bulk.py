@@ -63,7 +63,7 @@ class BulkPolicy:
     # How long a runner holds an operation between two checkpoints; its slice ends well before.
     lease: timedelta = timedelta(minutes=2)
     # How long the api runs a new operation before it answers; how long a sweep continues operations.
-    inline_s: float = 2.0
+    inline_s: float = 5.0
     sweep_s: float = 20.0
     # The retried jobs' sweep grace (the submit policy's) and the cancelled jobs' retention (the settings').
     sweep_grace: timedelta = timedelta(minutes=2)
