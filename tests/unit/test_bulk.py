@@ -165,3 +165,16 @@ def test_a_held_operation_is_not_taken_by_another_runner(
     # The first runner's copy, written over since: its write is refused.
     with pytest.raises(BulkOperationConflictError):
         run(held, work, seconds=1)
+
+
+def test_a_sweep_gives_bulk_operations_what_its_invocation_has_left_less_a_margin(ports: Ports) -> None:
+    from types import SimpleNamespace
+
+    from offpath.handlers.sweeper import _bulk_seconds
+
+    work, _ = services(ports, sweep_s=20.0)
+
+    assert _bulk_seconds(work, None) == 20.0
+    assert _bulk_seconds(work, SimpleNamespace(get_remaining_time_in_millis=lambda: 45_000)) == 20.0
+    assert _bulk_seconds(work, SimpleNamespace(get_remaining_time_in_millis=lambda: 15_000)) == 5.0
+    assert _bulk_seconds(work, SimpleNamespace(get_remaining_time_in_millis=lambda: 4_000)) == 0.0

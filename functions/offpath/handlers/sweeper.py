@@ -50,12 +50,25 @@ def handler(event: dict[str, Any], context: Any, services: SweeperServices | Non
             from offpath.logic.bulk import resume
 
             try:
-                bulk_operations = resume(services.bulk)
+                bulk_operations = resume(services.bulk, seconds=_bulk_seconds(services.bulk, context))
             except Exception:  # the open operations could not be read: the next sweep tries again
                 logger.exception("bulk operations not continued")
     finally:
         services.ports.metrics.flush()
     return {**vars(report), "stuck": report.stuck, "bulk_operations": bulk_operations}
+
+
+# What a sweep leaves unspent of its function's time when it continues bulk operations (a runner cut off by the
+# timeout loses nothing: its operation goes on from its checkpoint at the next sweep, but it is logged as an error).
+BULK_MARGIN_S = 10.0
+
+
+def _bulk_seconds(bulk: BulkServices, context: Any) -> float:
+    """The policy's time for bulk operations, within what is left of this invocation (less BULK_MARGIN_S)."""
+    remaining = getattr(context, "get_remaining_time_in_millis", None)
+    if remaining is None:
+        return bulk.policy.sweep_s
+    return max(0.0, min(bulk.policy.sweep_s, remaining() / 1000 - BULK_MARGIN_S))
 
 
 # The init's imports are done: what they made is frozen and the collector runs again (offpath.collector).

@@ -310,7 +310,19 @@ def _end(
         cursor=None if stop_reason is None else operation.cursor,
         pages=operation.pages + 1,
     )
-    return services.operations.save(over, seen_step=operation.step)
+    written = services.operations.save(over, seen_step=operation.step)
+    logger.info(
+        "bulk operation over",
+        extra={
+            "operation_id": written.operation_id,
+            "status": written.status,
+            "matched": written.matched,
+            "done": written.done,
+            "skipped": written.skipped,
+            "failed": written.failed,
+        },
+    )
+    return written
 
 
 def _release(operation: BulkOperation, services: BulkServices) -> BulkOperation:
