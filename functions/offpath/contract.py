@@ -342,9 +342,9 @@ ROUTES: tuple[Route, ...] = (
             ),
             Refusal(
                 409,
-                "too many bulk operations are running",
+                "too many bulk operations are running (100 at once, over all tenants)",
                 "conflict",
-                "100 bulk operations are running; retry when one is over",
+                "too many bulk operations are running; retry when one is over",
             ),
             Refusal(
                 422,

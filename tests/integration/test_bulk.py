@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from offpath.adapters.dynamodb_bulk import DynamoDbBulkStore
+from offpath.domain.bulk import MAX_OPEN_OPERATIONS, BulkFilter, BulkOperation, BulkOperationConflictError
 from offpath.domain.errors import QueueUnavailableError
 from offpath.domain.job import Job, JobStatus
 from offpath.domain.ports import JobMessage, JobStore
@@ -319,3 +321,43 @@ def test_a_send_that_fails_still_counts_the_retry_done(make_pipeline: Any) -> No
 def test_the_sweeper_runs_nothing_when_no_operation_is_open(make_pipeline: Any) -> None:
     pipeline = make_pipeline()
     assert pipeline.sweep()["bulk_operations"] == 0
+
+
+def test_the_operations_store_refuses_a_runner_that_lost_its_lease(
+    resources: Resources, clients: dict[str, Any], clock: ManualClock
+) -> None:
+    store = DynamoDbBulkStore(resources.table_name, client=clients["dynamodb"])
+    now = clock.now()
+    created = BulkOperation(
+        "a" * 32,
+        "tenant-a",
+        "retry",
+        BulkFilter("tenant-a"),
+        "running",
+        now,
+        now,
+        lease_until=now + timedelta(minutes=2),
+    )
+    store.create(created)
+    with pytest.raises(BulkOperationConflictError):
+        store.take(created, now=now, lease_until=now + timedelta(minutes=2))  # its lease still runs
+
+    taken = store.take(created, now=now + timedelta(minutes=3), lease_until=now + timedelta(minutes=5))
+
+    with pytest.raises(BulkOperationConflictError):
+        store.save(created.replace(matched=1), seen_step=created.step)
+    over = store.save(taken.replace(status="finished", finished_at=now), seen_step=taken.step)
+    assert (store.get("tenant-a", "a" * 32), store.open_operations()) == (over, [])
+
+
+def test_past_the_running_operations_cap_a_new_one_is_409(make_pipeline: Any, resources: Resources) -> None:
+    pipeline = make_pipeline()
+    store = pipeline.api_services.bulk.operations  # type: ignore[union-attr]
+    now = pipeline.clock.now()
+    for n in range(MAX_OPEN_OPERATIONS):
+        store.create(BulkOperation(f"{n:032x}", "tenant-z", "retry", BulkFilter("tenant-z"), "running", now, now))
+
+    status, answer = bulk(pipeline, {"action": "retry", "filter": {}})
+
+    assert (status, answer["error"]["code"]) == (409, "conflict")
+    assert "too many bulk operations" in answer["error"]["message"]
