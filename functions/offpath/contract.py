@@ -342,7 +342,7 @@ ROUTES: tuple[Route, ...] = (
             ),
             Refusal(
                 409,
-                "too many bulk operations are running (100 at once, over all tenants)",
+                "too many bulk operations are running (5 of the caller's, or 100 over all callers)",
                 "conflict",
                 "too many bulk operations are running; retry when one is over",
             ),

@@ -11,7 +11,13 @@ from typing import Any
 import pytest
 
 from offpath.adapters.dynamodb_bulk import DynamoDbBulkStore
-from offpath.domain.bulk import MAX_OPEN_OPERATIONS, BulkFilter, BulkOperation, BulkOperationConflictError
+from offpath.domain.bulk import (
+    MAX_OPEN_OPERATIONS,
+    MAX_OPEN_PER_OWNER,
+    BulkFilter,
+    BulkOperation,
+    BulkOperationConflictError,
+)
 from offpath.domain.errors import QueueUnavailableError
 from offpath.domain.job import Job, JobStatus
 from offpath.domain.ports import JobMessage, JobStore
@@ -350,14 +356,21 @@ def test_the_operations_store_refuses_a_runner_that_lost_its_lease(
     assert (store.get("tenant-a", "a" * 32), store.open_operations()) == (over, [])
 
 
-def test_past_the_running_operations_cap_a_new_one_is_409(make_pipeline: Any, resources: Resources) -> None:
+def test_past_the_running_operations_caps_a_new_one_is_409(make_pipeline: Any, resources: Resources) -> None:
     pipeline = make_pipeline()
     store = pipeline.api_services.bulk.operations  # type: ignore[union-attr]
     now = pipeline.clock.now()
-    for n in range(MAX_OPEN_OPERATIONS):
-        store.create(BulkOperation(f"{n:032x}", "tenant-z", "retry", BulkFilter("tenant-z"), "running", now, now))
 
+    def running(n: int, owner: str) -> BulkOperation:
+        return BulkOperation(f"{n:032x}", owner, "retry", BulkFilter(owner), "running", now, now)
+
+    for n in range(MAX_OPEN_PER_OWNER):
+        store.create(running(n, "tenant-a"))
     status, answer = bulk(pipeline, {"action": "retry", "filter": {}})
-
     assert (status, answer["error"]["code"]) == (409, "conflict")
     assert "too many bulk operations" in answer["error"]["message"]
+    # Another caller's place is its own, until the cap over all callers.
+    assert bulk(pipeline, {"action": "retry", "filter": {}}, tenant="tenant-b")[0] == 202
+    for n in range(MAX_OPEN_PER_OWNER, MAX_OPEN_OPERATIONS):
+        store.create(running(n, f"tenant-{n}"))
+    assert bulk(pipeline, {"action": "retry", "filter": {}}, tenant="tenant-c")[0] == 409

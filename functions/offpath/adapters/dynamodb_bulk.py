@@ -5,7 +5,8 @@ Items (offpath.naming's key attributes, each a single item):
   step. Every write is fenced on the step the writer saw. An operation that is over expires (TTL) after the
   retention.
 - `BULKOPEN#` / `#`: the running operations, a string set of `<operation_id>:<owner>` (at most
-  MAX_OPEN_OPERATIONS): the sweeper reads it once a sweep to continue an operation whose runner died.
+  MAX_OPEN_OPERATIONS, MAX_OPEN_PER_OWNER of one caller): the sweeper reads it once a sweep to continue an
+  operation whose runner died.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from offpath.adapters.dynamodb_store import (
 from offpath.adapters.item_formats import BULK_OPEN, BULK_OPERATION
 from offpath.domain.bulk import (
     MAX_OPEN_OPERATIONS,
+    MAX_OPEN_PER_OWNER,
     BulkFilter,
     BulkOperation,
     BulkOperationConflictError,
@@ -59,7 +61,11 @@ class DynamoDbBulkStore:
 
     def create(self, operation: BulkOperation) -> None:
         # Entered among the open ones first: an entry whose operation was never written is forgotten by the
-        # sweeper; an operation no entry names would never be continued.
+        # sweeper; an operation no entry names would never be continued. The caller's own count is read first
+        # (not atomic with the entry: callers starting operations at the same instant may pass it by a few; the
+        # cap over all callers is the write's condition).
+        if sum(owner == operation.owner for owner, _ in self.open_operations()) >= MAX_OPEN_PER_OWNER:
+            raise TooManyOperationsError()
         try:
             call(
                 self.client.update_item,

@@ -29,8 +29,10 @@ MAX_MATCHED = 10_000
 SAMPLE_SIZE = 10
 # The most failures an operation keeps (the first ones); `failed` counts them all.
 FAILURES_KEPT = 20
-# How many bulk operations may be running at once, over all tenants (the open operations' item holds them).
+# How many bulk operations may be running at once, over all tenants (the open operations' item holds them), and
+# of one caller: one caller's operations cannot take every place.
 MAX_OPEN_OPERATIONS = 100
+MAX_OPEN_PER_OWNER = 5
 
 
 @dataclass(frozen=True)
@@ -135,7 +137,7 @@ class BulkOperationConflictError(Exception):
 
 
 class TooManyOperationsError(Exception):
-    """MAX_OPEN_OPERATIONS bulk operations are running already."""
+    """MAX_OPEN_OPERATIONS bulk operations are running already, or MAX_OPEN_PER_OWNER of the caller's."""
 
 
 class BulkOperationNotFoundError(Exception):
