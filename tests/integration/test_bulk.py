@@ -296,6 +296,8 @@ def test_a_bad_body_is_refused_naming_the_field(make_pipeline: Any) -> None:
     assert (status, answer["error"]["field"]) == (422, "filter.tag")
     status, answer = bulk(pipeline, {"action": "retry", "filter": {"status": "DONE"}})
     assert (status, answer["error"]["field"]) == (422, "filter.status")
+    status, answer = bulk(pipeline, {"action": "retry", "dry_run": 0})
+    assert (status, answer["error"]["field"]) == (422, "dry_run")
     assert progress(pipeline, "0" * 32)[0] == 404
     assert progress(pipeline, "not-an-id")[0] == 404
 

@@ -14,6 +14,7 @@ from pydantic import (
     Field,
     RootModel,
     SerializerFunctionWrapHandler,
+    StrictBool,
     WithJsonSchema,
     model_serializer,
 )
@@ -611,7 +612,8 @@ class BulkBody(BaseModel):
 
     action: Literal["retry", "cancel"]
     filter: BulkFilterBody = Field(default_factory=BulkFilterBody)
-    dry_run: bool = False
+    # Strict: `0` or `"yes"` is no answer to "only a preview?" (the document says boolean).
+    dry_run: StrictBool = False
 
 
 class BulkFilterView(BaseModel):
