@@ -68,7 +68,8 @@ def _bulk_seconds(bulk: BulkServices, context: Any) -> float:
     remaining = getattr(context, "get_remaining_time_in_millis", None)
     if remaining is None:
         return bulk.policy.sweep_s
-    return max(0.0, min(bulk.policy.sweep_s, remaining() / 1000 - BULK_MARGIN_S))
+    left = float(remaining()) / 1000 - BULK_MARGIN_S
+    return max(0.0, min(bulk.policy.sweep_s, left))
 
 
 # The init's imports are done: what they made is frozen and the collector runs again (offpath.collector).
