@@ -317,6 +317,56 @@ ROUTES: tuple[Route, ...] = (
         ),
     ),
     Route(
+        "POST",
+        "/jobs/bulk",
+        "bulkJobs",
+        "tenant",
+        "Retry or cancel every job a filter matches (the listing's filters), at most 10,000; with `dry_run`, only "
+        "count them and show a sample",
+        answers=(
+            Answer(
+                202,
+                "BulkOperationView",
+                "the operation, started (a small one may be finished already); follow it at "
+                "GET /jobs/bulk/{operation_id}",
+            ),
+            Answer(200, "BulkPreviewView", "dry run: how many jobs match (exact, or a lower bound) and a sample"),
+        ),
+        refusals=(
+            _MALFORMED,
+            Refusal(
+                403,
+                "`filter.tenant` names another tenant and the caller is not an admin",
+                "forbidden",
+                "this route is for admins (the admin scope, or a listed IAM principal)",
+            ),
+            Refusal(
+                409,
+                "too many bulk operations are running (5 of the caller's, or 100 over all callers)",
+                "conflict",
+                "too many bulk operations are running; retry when one is over",
+            ),
+            Refusal(
+                422,
+                "invalid body: an unknown action, status or job type, a malformed tag or tenant",
+                "invalid_request",
+                "action: Input should be 'retry' or 'cancel'",
+                "action",
+            ),
+        ),
+        request="BulkBody",
+    ),
+    Route(
+        "GET",
+        "/jobs/bulk/{operation_id}",
+        "getBulkOperation",
+        "tenant",
+        "A bulk operation's progress: matched, done, skipped (by reason), failed; running, finished or stopped",
+        answers=(Answer(200, "BulkOperationView", "the operation as far as it got"),),
+        refusals=(Refusal(404, "no such operation (or another caller's)", "not_found", "no such bulk operation"),),
+        parameters=(Parameter("operation_id", "path", {"type": "string", "pattern": JOB_ID_PATTERN}, required=True),),
+    ),
+    Route(
         "GET",
         "/jobs/{job_id}",
         "getJob",

@@ -4,6 +4,7 @@
     offpath submit TYPE --payload JSON  submit a job (--wait: follow it to its end)
     offpath status ID | jobs | queues | redrive QUEUE | schedules | trigger NAME | cancel ID
     offpath discard QUEUE ID            remove a FAILED job's dead letter (it stays FAILED, marked discarded)
+    offpath bulk retry|cancel [filters] retry or cancel every job a filter matches (preview, confirm, progress)
     offpath console --api URL           the web console for a deployed API, on 127.0.0.1:8080
     offpath clock --endpoint URL        fire a deployment's schedules where its Scheduler does not (LocalStack)
     offpath smoke --api URL             check a live stack after a deploy (docs/deploy.md)
@@ -181,6 +182,18 @@ def _parser() -> argparse.ArgumentParser:
 
     retry = commands.add_parser("retry", parents=[client], help="run a FAILED or CANCELLED job again")
     retry.add_argument("job_id")
+
+    bulk = commands.add_parser(
+        "bulk", parents=[client], help="retry or cancel every job a filter matches: a preview, a question, progress"
+    )
+    bulk.add_argument("action", choices=["retry", "cancel"])
+    bulk.add_argument("--status", type=str.upper, help="only jobs in this state (any case)")
+    bulk.add_argument("--type", help="only jobs of this type")
+    bulk.add_argument("--tag", metavar="KEY:VALUE", help="only the jobs with this tag")
+    bulk.add_argument("--tenant", help="admin: another tenant's jobs")
+    bulk.add_argument("--dry-run", action="store_true", help="show what matches, change nothing")
+    bulk.add_argument("--yes", action="store_true", help="no question (needed when the input is not a terminal)")
+    bulk.add_argument("--timeout", type=float, metavar="S", help="stop following the progress after S seconds")
 
     commands.add_parser("job-types", parents=[client], help="the job types: queue, limits, who may submit")
     commands.add_parser("alarms", parents=[client], help="the alarms, those in ALARM first (admin)")
@@ -533,6 +546,10 @@ def run_client(args: argparse.Namespace) -> int:
             return _refused(answer)
         _print_job(answer.body, out, args.json)
         return OK
+    if command == "bulk":
+        from offpath_local.bulk_command import run_bulk
+
+        return run_bulk(client, args, out, sys.stderr, _refused)
     if command == "job-types":
         return _listing(client, "/job-types", None, out, args.json, _job_type_rows)
     if command == "alarms":

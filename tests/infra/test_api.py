@@ -21,6 +21,8 @@ EXPECTED_ROUTES = {
     "GET /jobs/{job_id}",
     "POST /jobs/{job_id}/cancel",
     "POST /jobs/{job_id}/retry",
+    "POST /jobs/bulk",
+    "GET /jobs/bulk/{operation_id}",
     "GET /job-types",
     "GET /queues",
     "GET /schedules",

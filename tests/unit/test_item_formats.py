@@ -59,6 +59,8 @@ def test_the_item_kinds_and_their_current_versions() -> None:
         "webhook delivery log": ("WEBHOOKLOG#", 2),
         "concurrency slots": ("LIMIT#SLOTS#", 1),
         "rate limit bucket": ("LIMIT#RATE#", 1),
+        "bulk operation": ("BULK#", 1),
+        "open bulk operations": ("BULKOPEN#", 1),
     }
 
 

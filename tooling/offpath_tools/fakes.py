@@ -239,14 +239,18 @@ class InMemoryJobStore:
             ),
         )
 
-    def cancel(self, job_id: str, *, tenant: str, now: datetime, expires_at: datetime) -> Job:
+    def cancel(
+        self, job_id: str, *, tenant: str, now: datetime, expires_at: datetime, operation: str | None = None
+    ) -> Job:
         with self._lock:
             self._enter("cancel", write=True)
             current = self._jobs.get((tenant, job_id))
             if current is None:
                 raise JobNotFoundError(job_id)
             try:
-                cancelled = transitions.cancel(current, tenant=tenant, now=now, retention=expires_at - now)
+                cancelled = transitions.cancel(
+                    current, tenant=tenant, now=now, retention=expires_at - now, operation=operation
+                )
             except TransitionError:
                 raise JobConflictError(current, f"a {current.status.value} job cannot be cancelled") from None
             self._jobs[tenant, job_id] = cancelled
@@ -291,12 +295,16 @@ class InMemoryJobStore:
             lambda current: transitions.redrive(current, tenant=tenant, now=now, sweep_at=sweep_at),
         )
 
-    def retry_by_hand(self, job_id: str, *, tenant: str, now: datetime, sweep_at: datetime) -> Job:
+    def retry_by_hand(
+        self, job_id: str, *, tenant: str, now: datetime, sweep_at: datetime, operation: str | None = None
+    ) -> Job:
         return self._owned(
             "retry_by_hand",
             job_id,
             tenant,
-            lambda current: transitions.retry_by_hand(current, tenant=tenant, now=now, sweep_at=sweep_at),
+            lambda current: transitions.retry_by_hand(
+                current, tenant=tenant, now=now, sweep_at=sweep_at, operation=operation
+            ),
         )
 
     def discard(self, job_id: str, *, tenant: str, now: datetime) -> Job:
@@ -734,3 +742,66 @@ class InMemoryLimits:
                 return (tat - tolerance - now_us) / 1_000_000
             self.tats[scope] = tat + interval
             return 0.0
+
+
+# -- bulk operations ----------------------------------------------------------------------------
+
+
+class InMemoryBulkStore:
+    """The bulk operations' store (offpath.domain.bulk.BulkStore) in memory, fenced on the step as
+    adapters/dynamodb_bulk.py fences it; `saves` counts the checkpoints and ends written."""
+
+    def __init__(self) -> None:
+        from offpath.domain.bulk import BulkOperation
+
+        self._lock = threading.Lock()
+        self.operations: dict[tuple[str, str], BulkOperation] = {}
+        self.open: set[tuple[str, str]] = set()
+        self.saves = 0
+
+    def create(self, operation: Any) -> None:
+        with self._lock:
+            self.open.add((operation.owner, operation.operation_id))
+            self.operations[operation.owner, operation.operation_id] = operation
+
+    def get(self, owner: str, operation_id: str) -> Any:
+        with self._lock:
+            return self.operations.get((owner, operation_id))
+
+    def take(self, operation: Any, *, now: datetime, lease_until: datetime) -> Any:
+        from offpath.domain.bulk import BulkOperationConflictError
+
+        with self._lock:
+            current = self.operations.get((operation.owner, operation.operation_id))
+            if (
+                current is None
+                or current.is_over
+                or current.step != operation.step
+                or (current.lease_until is not None and current.lease_until > now)
+            ):
+                raise BulkOperationConflictError()
+            taken = current.replace(lease_until=lease_until, step=current.step + 1)
+            self.operations[operation.owner, operation.operation_id] = taken
+            return taken
+
+    def save(self, operation: Any, *, seen_step: int) -> Any:
+        from offpath.domain.bulk import BulkOperationConflictError
+
+        with self._lock:
+            current = self.operations.get((operation.owner, operation.operation_id))
+            if current is None or current.step != seen_step:
+                raise BulkOperationConflictError()
+            written = operation.replace(step=seen_step + 1)
+            self.operations[operation.owner, operation.operation_id] = written
+            self.saves += 1
+            if written.is_over:
+                self.open.discard((written.owner, written.operation_id))
+            return written
+
+    def open_operations(self) -> list[tuple[str, str]]:
+        with self._lock:
+            return sorted(self.open)
+
+    def forget(self, owner: str, operation_id: str) -> None:
+        with self._lock:
+            self.open.discard((owner, operation_id))

@@ -555,7 +555,10 @@ class DynamoDbJobStore:
             names={"#e": "error"},
         )
 
-    def retry_by_hand(self, job_id: str, *, tenant: str, now: datetime, sweep_at: datetime) -> Job:
+    def retry_by_hand(
+        self, job_id: str, *, tenant: str, now: datetime, sweep_at: datetime, operation: str | None = None
+    ) -> Job:
+        marked = ", bulk_operation_id = :op" if operation is not None else ""
         try:
             return self._move_to_queued(
                 RETRY_BY_HAND,
@@ -564,9 +567,9 @@ class DynamoDbJobStore:
                 now=now,
                 sweep_at=sweep_at,
                 # ADD: a job written before hand retries were counted has no `retries` yet.
-                also=", attempt = :zero, resends = :zero "
+                also=f", attempt = :zero, resends = :zero{marked} "
                 "REMOVE #e, finished_at, expires_at, lease_until, next_attempt_at, discarded_at ADD retries :one",
-                values={":zero": 0, ":one": 1},
+                values={":zero": 0, ":one": 1, **({":op": operation} if operation is not None else {})},
                 names={"#e": "error"},
             )
         except JobConflictError as conflict:
@@ -698,15 +701,19 @@ class DynamoDbJobStore:
 
     # -- api --------------------------------------------------------------------------------
 
-    def cancel(self, job_id: str, *, tenant: str, now: datetime, expires_at: datetime) -> Job:
+    def cancel(
+        self, job_id: str, *, tenant: str, now: datetime, expires_at: datetime, operation: str | None = None
+    ) -> Job:
+        marked = ", bulk_operation_id = :op" if operation is not None else ""
         try:
             cancelled = self._write(
                 CANCEL,
                 tenant,
                 job_id,
                 Facts(now=now, tenant=tenant),
-                "SET #s = :status, updated_at = :now, finished_at = :now, expires_at = :ttl REMOVE sweep_pk, sweep_at",
-                {":now": iso(now), ":ttl": epoch(expires_at)},
+                f"SET #s = :status, updated_at = :now, finished_at = :now, expires_at = :ttl{marked} "
+                "REMOVE sweep_pk, sweep_at",
+                {":now": iso(now), ":ttl": epoch(expires_at), **({":op": operation} if operation is not None else {})},
             )
             try:
                 self._keep_key(cancelled, now, expires_at)
@@ -1104,6 +1111,7 @@ def to_item(job: Job) -> Item:
             "then_json": payload_json(job.then) if job.then is not None else None,
             "parent_job_id": job.parent_job_id,
             "next_job_id": job.next_job_id,
+            "bulk_operation_id": job.bulk_operation_id,
         }
     )
 
@@ -1156,6 +1164,7 @@ def from_item(item: Mapping[str, Any]) -> Job:
         then=json.loads(plain["then_json"]) if plain.get("then_json") else None,
         parent_job_id=plain.get("parent_job_id"),
         next_job_id=plain.get("next_job_id"),
+        bulk_operation_id=plain.get("bulk_operation_id"),
     )
 
 

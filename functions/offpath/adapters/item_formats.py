@@ -106,6 +106,10 @@ WEBHOOK_ENDPOINTS = ItemFormat(
 )
 WEBHOOK_LOG = ItemFormat("webhook delivery log", "WEBHOOKLOG#", version=2, upcasters=(v2_adds_the_version,))
 
+# A bulk operation (POST /jobs/bulk: adapters/dynamodb_bulk.py), and the one item naming the running ones.
+BULK_OPERATION = ItemFormat("bulk operation", "BULK#", version=1, upcasters=())
+BULK_OPEN = ItemFormat("open bulk operations", "BULKOPEN#", version=1, upcasters=())
+
 FORMATS = (
     JOB,
     KEY_RECORD,
@@ -117,6 +121,8 @@ FORMATS = (
     WEBHOOK_LOG,
     LIMIT_SLOTS,
     LIMIT_RATE,
+    BULK_OPERATION,
+    BULK_OPEN,
 )
 # Longest prefix first: `QUOTA#RATE#` before any shorter prefix it starts with.
 _BY_PREFIX = sorted(FORMATS, key=lambda f: len(f.prefix), reverse=True)

@@ -131,6 +131,9 @@ class Job:
     parent_job_id: str | None = None
     # The chain's next job: its id is fixed by this job's SUCCEED write (once ever), the job made right after.
     next_job_id: str | None = None
+    # The bulk operation (POST /jobs/bulk) whose retry or cancel last moved the job, written by that same write:
+    # a resumed operation knows the jobs it already moved (logic/bulk.py). None for every other job.
+    bulk_operation_id: str | None = None
 
     def replace(self, **changes: Any) -> Job:
         return dataclasses.replace(self, **changes)
@@ -478,9 +481,11 @@ def requeue_expired_lease(job: Job, *, attempt: int, now: datetime, sweep_at: da
     )
 
 
-def cancel(job: Job, *, tenant: str, now: datetime, retention: timedelta) -> Job:
+def cancel(job: Job, *, tenant: str, now: datetime, retention: timedelta, operation: str | None = None) -> Job:
+    """`operation`: the bulk operation that cancels it (marked on the job)."""
     CANCEL.check(job, Facts(now=now, tenant=tenant))
     return job.replace(
+        bulk_operation_id=operation or job.bulk_operation_id,
         status=JobStatus.CANCELLED,
         lease_until=None,
         finished_at=now,
@@ -512,11 +517,12 @@ def redrive(job: Job, *, tenant: str, now: datetime, sweep_at: datetime) -> Job:
     )
 
 
-def retry_by_hand(job: Job, *, tenant: str, now: datetime, sweep_at: datetime) -> Job:
+def retry_by_hand(job: Job, *, tenant: str, now: datetime, sweep_at: datetime, operation: str | None = None) -> Job:
     """FAILED or CANCELLED -> QUEUED with a fresh attempt budget; the hand retry is counted on the job.
-    Its history of attempts is kept."""
+    Its history of attempts is kept. `operation`: the bulk operation that retries it (marked on the job)."""
     RETRY_BY_HAND.check(job, Facts(now=now, tenant=tenant))
     return job.replace(
+        bulk_operation_id=operation or job.bulk_operation_id,
         status=JobStatus.QUEUED,
         attempt=0,
         error=None,

@@ -170,7 +170,11 @@ class JobStore(Protocol):
 
     def fail_expired_lease(self, job: Job, *, now: datetime, expires_at: datetime) -> None: ...
 
-    def cancel(self, job_id: str, *, tenant: str, now: datetime, expires_at: datetime) -> Job: ...
+    def cancel(
+        self, job_id: str, *, tenant: str, now: datetime, expires_at: datetime, operation: str | None = None
+    ) -> Job:
+        """QUEUED, SCHEDULED or RETRYING -> CANCELLED; `operation`: the bulk operation that cancels it, marked on
+        the job by the same write."""
 
     def set_progress(self, job_id: str, *, tenant: str, attempt: int, progress: Progress, now: datetime) -> None: ...
 
@@ -185,9 +189,12 @@ class JobStore(Protocol):
     def reset_for_redrive(self, job_id: str, *, tenant: str, now: datetime, sweep_at: datetime) -> Job:
         """FAILED -> QUEUED with a fresh attempt budget and the redrive counted."""
 
-    def retry_by_hand(self, job_id: str, *, tenant: str, now: datetime, sweep_at: datetime) -> Job:
+    def retry_by_hand(
+        self, job_id: str, *, tenant: str, now: datetime, sweep_at: datetime, operation: str | None = None
+    ) -> Job:
         """FAILED or CANCELLED -> QUEUED with a fresh attempt budget and the hand retry counted; another
-        tenant's job is JobNotFoundError, any other state JobConflictError."""
+        tenant's job is JobNotFoundError, any other state JobConflictError. `operation`: the bulk operation that
+        retries it, marked on the job by the same write."""
 
     def discard(self, job_id: str, *, tenant: str, now: datetime) -> Job:
         """Mark a FAILED job's dead letter discarded (the job stays FAILED); another tenant's job is

@@ -50,6 +50,7 @@ from offpath.handlers.api_models import (
 from offpath.handlers.composition import (
     Overrides,
     WebhookServices,
+    build_bulk_services,
     build_monitor,
     build_ports,
     build_redriver,
@@ -83,6 +84,7 @@ from offpath.settings import Settings
 from offpath.tenancy import is_admin, tenant_of
 
 if TYPE_CHECKING:
+    from offpath.domain.bulk import BulkFilter
     from offpath.domain.operations import AlarmSource, QueueMonitor, Redriver, StatsSource
     from offpath.handlers.api_models_more import (
         AlarmsView,
@@ -90,6 +92,8 @@ if TYPE_CHECKING:
         BatchBody,
         BatchRefused,
         BatchView,
+        BulkFilterBody,
+        BulkOperationView,
         DeliveriesView,
         HealthView,
         JobTypesView,
@@ -103,6 +107,7 @@ if TYPE_CHECKING:
         WebhooksView,
         WebhookView,
     )
+    from offpath.logic.bulk import BulkServices
 
 logger = logging.getLogger("offpath.api")
 
@@ -137,6 +142,9 @@ class ApiServices:
     # wait.
     wait_slots: waiting.WaitSlots | None = None
     build_wait_slots: Callable[[], waiting.WaitSlots] | None = None
+    # Bulk operations (POST /jobs/bulk): given, or built by `build_bulk` at the first bulk route's call.
+    bulk: BulkServices | None = None
+    build_bulk: Callable[[Ports], BulkServices] | None = None
 
 
 @functools.lru_cache(maxsize=1)
@@ -159,6 +167,7 @@ def build_services(settings: Settings, overrides: Overrides | None = None) -> Ap
         alarms=CloudWatchAlarms(settings.stack_prefix),
         build_webhooks=functools.partial(build_webhook_services, settings, overrides),
         build_wait_slots=functools.partial(build_wait_slots, settings, overrides),
+        build_bulk=functools.partial(build_bulk_services, settings, overrides=overrides),
     )
 
 
@@ -398,6 +407,90 @@ def retry_job(request: Request, services: ApiServices) -> JobView:
         # Admins also retry the jobs that schedules made.
         job = queries.retry_job(checked, tenant=SYSTEM_TENANT, ports=services.ports, sweep_grace=grace)
     return JobView.of(job, with_payload=True)
+
+
+# -- bulk actions -----------------------------------------------------------------------------
+
+
+def bulk_services(services: ApiServices) -> BulkServices:
+    """The bulk routes' services, built the first time a bulk route asks for them."""
+    if services.bulk is None and services.build_bulk is not None:
+        services.bulk = services.build_bulk(services.ports)
+    if services.bulk is None:
+        raise StoreUnavailableError("bulk operations are not configured")
+    return services.bulk
+
+
+@handles("bulkJobs")
+def bulk_jobs(request: Request, services: ApiServices) -> Response:
+    from offpath.domain.bulk import TooManyOperationsError
+    from offpath.handlers.api_models_more import (
+        BulkBody,
+        BulkFilterView,
+        BulkOperationView,
+        BulkPreviewView,
+        BulkSampleView,
+    )
+    from offpath.logic import bulk
+
+    body: BulkBody = parse_body(BulkBody, _decoded_json(request))
+    bulk_filter = _bulk_filter(request, body.filter, services)
+    work = bulk_services(services)
+    if body.dry_run:
+        found = bulk.preview(bulk_filter, services.ports, limit=work.policy.limit)
+        return Response(
+            200,
+            BulkPreviewView(
+                action=body.action,
+                filter=BulkFilterView.of(bulk_filter),
+                count=found.count,
+                exact=found.exact,
+                limit=found.limit,
+                sample=[
+                    BulkSampleView(job_id=j.job_id, type=j.type, status=j.status, created_at=j.created_at)
+                    for j in found.sample
+                ],
+            ),
+        )
+    try:
+        operation = bulk.start(request.caller, body.action, bulk_filter, work)
+    except TooManyOperationsError:
+        raise JobConflictError(None, "too many bulk operations are running; retry when one is over") from None
+    return Response(202, BulkOperationView.of(operation))
+
+
+def _bulk_filter(request: Request, body: BulkFilterBody, services: ApiServices) -> BulkFilter:
+    """The jobs a bulk action may touch: the caller's own; an admin may name any tenant's (`system` too)."""
+    from offpath.domain.bulk import BulkFilter
+
+    tenant = request.caller
+    if body.tenant is not None and body.tenant != request.caller:
+        # The tenant id's pattern is the model's; a reserved name other than `system` names no tenant's jobs.
+        if not request.is_admin:
+            raise ForbiddenError()
+        tenant = body.tenant
+    if body.type is not None and services.ports.registry.job_type(body.type) is None:
+        error = unknown_job_type(body.type)
+        raise InvalidRequestError("filter.type", str(error), code=error.code)
+    return BulkFilter(
+        tenant=tenant,
+        status=body.status,
+        job_type=body.type,
+        tag=tag_filter(body.tag, "filter.tag") if body.tag is not None else None,
+    )
+
+
+@handles("getBulkOperation")
+def get_bulk_operation(request: Request, services: ApiServices) -> BulkOperationView | Response:
+    from offpath.handlers.api_models_more import BulkOperationView
+
+    operation_id = request.path_parameters["operation_id"]
+    found = None
+    if len(operation_id) == JOB_ID_LENGTH and all(c in "0123456789abcdef" for c in operation_id):
+        found = bulk_services(services).operations.get(request.caller, operation_id)
+    if found is None:
+        return Response(404, ErrorView.of("not_found", "no such bulk operation"))
+    return BulkOperationView.of(found)
 
 
 @handles("getStats")

@@ -14,12 +14,16 @@ from pydantic import (
     Field,
     RootModel,
     SerializerFunctionWrapHandler,
+    StrictBool,
     WithJsonSchema,
     model_serializer,
 )
 
+from offpath.domain.bulk import BulkFilter, BulkOperation
 from offpath.domain.events import EventType
+from offpath.domain.job import JobStatus
 from offpath.domain.operations import QueueStats, RedriveTask
+from offpath.domain.tags import TAG_FILTER_PATTERN
 from offpath.handlers.api_models import (
     _LAZY,
     _REDRIVE_EXAMPLE,
@@ -31,6 +35,7 @@ from offpath.handlers.api_models import (
     Timestamp,
     _examples,
 )
+from offpath.tenancy import TENANT_PATTERN
 
 if TYPE_CHECKING:
     from offpath.domain.webhooks import Endpoint
@@ -605,3 +610,171 @@ class NoContent(BaseModel):
     """No body (204)."""
 
     model_config = _examples({})
+
+
+# -- bulk actions (POST /jobs/bulk, GET /jobs/bulk/{operation_id}) ---------------------------------------------
+
+
+class BulkFilterBody(BaseModel):
+    """The listing's filters (GET /jobs). `tenant`: whose jobs (admins only, for another tenant's; a tenant may
+    name only itself)."""
+
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+    status: JobStatus | None = None
+    type: Annotated[
+        str | None,
+        WithJsonSchema(
+            {"anyOf": [{"$ref": "#/components/schemas/JobTypeName"}, {"type": "null"}], "description": "a job type"}
+        ),
+    ] = Field(default=None, min_length=1, max_length=64)
+    tag: str | None = Field(
+        default=None, pattern=f"^{TAG_FILTER_PATTERN}$", description="`key:value`: the jobs tagged so at submit"
+    )
+    tenant: str | None = Field(
+        default=None,
+        pattern=f"^{TENANT_PATTERN.pattern}$",
+        description="admin: another tenant's jobs (`system`: the schedules'); a tenant may name only itself",
+    )
+
+
+class BulkBody(BaseModel):
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+    action: Literal["retry", "cancel"]
+    filter: BulkFilterBody = Field(default_factory=BulkFilterBody)
+    # Strict: `0` or `"yes"` is no answer to "only a preview?" (the document says boolean).
+    dry_run: StrictBool = False
+
+
+class BulkFilterView(BaseModel):
+    model_config = _LAZY
+
+    tenant: str
+    status: JobStatus | None = None
+    type: str | None = None
+    tag: str | None = None
+
+    @classmethod
+    def of(cls, bulk_filter: BulkFilter) -> BulkFilterView:
+        tag = f"{bulk_filter.tag[0]}:{bulk_filter.tag[1]}" if bulk_filter.tag is not None else None
+        return cls(tenant=bulk_filter.tenant, status=bulk_filter.status, type=bulk_filter.job_type, tag=tag)
+
+
+class BulkSampleView(BaseModel):
+    model_config = _LAZY
+
+    job_id: str
+    type: str
+    status: JobStatus
+    created_at: Timestamp
+
+
+_BULK_FILTER_EXAMPLE = {"tenant": "tenant-a", "status": "FAILED", "type": "send_welcome_email", "tag": None}
+
+
+class BulkPreviewView(BaseModel):
+    """A dry run: `count` jobs match now (`exact`: false when it is a lower bound: past `limit`, the most one
+    operation matches, or past the 10 listing pages of 100 jobs a dry run reads); `sample`: the first 10, newest
+    first."""
+
+    model_config = _examples(
+        {
+            "dry_run": True,
+            "action": "retry",
+            "filter": _BULK_FILTER_EXAMPLE,
+            "count": 25,
+            "exact": True,
+            "limit": 10000,
+            "sample": [
+                {
+                    "job_id": JOB_EXAMPLE["job_id"],
+                    "type": "send_welcome_email",
+                    "status": "FAILED",
+                    "created_at": "2026-12-01T09:00:00Z",
+                }
+            ],
+        }
+    )
+
+    dry_run: Literal[True] = True
+    action: Literal["retry", "cancel"]
+    filter: BulkFilterView
+    count: int
+    exact: bool
+    limit: int
+    sample: list[BulkSampleView]
+
+
+class BulkFailureView(BaseModel):
+    model_config = _LAZY
+
+    job_id: str
+    error: str
+
+
+class BulkOperationView(BaseModel):
+    """A bulk operation. `status`: running, finished (every matched job went through, or `limit_reached`), or
+    stopped (`stop_reason`: over a quota of the jobs' tenant; the jobs after it untouched). `matched`: the jobs
+    the filter matched so far (created before the operation, at most `limit`); each is `done`, `skipped` (the
+    action does not apply to its state: `skipped_reasons` counts them by reason) or `failed` (`failures`: the
+    first 20, with the error). A running operation's counts are those of the pages it finished."""
+
+    model_config = _examples(
+        {
+            "operation_id": "5d1c0e3f9a7b4c2e8f6a1b3d5c7e9f0a",
+            "action": "retry",
+            "filter": _BULK_FILTER_EXAMPLE,
+            "status": "finished",
+            "matched": 26,
+            "done": 25,
+            "skipped": 1,
+            "failed": 0,
+            "skipped_reasons": {"job is RUNNING": 1},
+            "failures": [],
+            "limit": 10000,
+            "limit_reached": False,
+            "stop_reason": None,
+            "created_at": "2026-12-01T09:00:00Z",
+            "updated_at": "2026-12-01T09:00:01Z",
+            "finished_at": "2026-12-01T09:00:01Z",
+        }
+    )
+
+    operation_id: str
+    action: Literal["retry", "cancel"]
+    filter: BulkFilterView
+    status: Literal["running", "finished", "stopped"]
+    matched: int
+    done: int
+    skipped: int
+    failed: int
+    skipped_reasons: dict[str, int]
+    failures: list[BulkFailureView]
+    limit: int
+    limit_reached: bool
+    stop_reason: str | None = None
+    created_at: Timestamp
+    updated_at: Timestamp
+    finished_at: Timestamp | None = None
+
+    @classmethod
+    def of(cls, operation: BulkOperation) -> BulkOperationView:
+        return cls(
+            operation_id=operation.operation_id,
+            action=operation.action,
+            filter=BulkFilterView.of(operation.filter),
+            status=operation.status,
+            matched=operation.matched,
+            done=operation.done,
+            skipped=operation.skipped,
+            failed=operation.failed,
+            skipped_reasons=dict(operation.skipped_reasons),
+            failures=[BulkFailureView(job_id=f.job_id, error=f.error) for f in operation.failures],
+            limit=operation.limit,
+            limit_reached=operation.limit_reached,
+            stop_reason=operation.stop_reason,
+            created_at=operation.created_at,
+            updated_at=operation.updated_at,
+            finished_at=operation.finished_at,
+        )

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from offpath.domain.limits import LimitStore
     from offpath.domain.quotas import QuotaCounters
     from offpath.domain.webhooks import DeliveryQueue, Resolver, SecretCipher, WebhookStore
+    from offpath.logic.bulk import BulkServices
     from offpath.logic.process import WorkerPolicy, WorkerPorts
     from offpath.logic.quotas import CachedQuotaGate
     from offpath.logic.submit import SubmitPolicy
@@ -373,3 +374,15 @@ def build_delivery_ports(settings: Settings, overrides: Overrides | None = None)
         clock=o.clock or SystemClock(),
         rng=o.rng(),
     )
+
+
+def build_bulk_services(settings: Settings, ports: Ports, overrides: Overrides | None = None) -> BulkServices:
+    """Bulk operations (POST /jobs/bulk; the sweeper continues them) on the jobs table, with the given ports."""
+    from offpath.adapters.dynamodb_bulk import DynamoDbBulkStore
+    from offpath.logic.bulk import BulkPolicy, BulkServices
+
+    store = DynamoDbBulkStore(
+        settings.table_name, client=(overrides or Overrides()).dynamodb_client(), retention=settings.retention
+    )
+    policy = BulkPolicy(sweep_grace=submit_policy(settings).sweep_grace, retention=settings.retention)
+    return BulkServices(ports, store, policy)

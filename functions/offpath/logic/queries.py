@@ -32,14 +32,15 @@ def cancel_job(
     clock: Clock,
     retention: timedelta,
     scheduler: JobScheduler | None = None,
+    operation: str | None = None,
 ) -> Job:
     """QUEUED, SCHEDULED or RETRYING -> CANCELLED; a later delivery of its message acks without running.
-    JobConflictError when the job is running or finished.
+    JobConflictError when the job is running or finished. `operation`: the bulk operation cancelling it.
 
     A delayed job's one-time schedule is deleted with it. If that delete fails the cancel still stands:
     the schedule then fires into a cancelled job, which the enqueue function leaves alone."""
     now = clock.now()
-    job = store.cancel(job_id, tenant=tenant, now=now, expires_at=now + retention)
+    job = store.cancel(job_id, tenant=tenant, now=now, expires_at=now + retention, operation=operation)
     if scheduler is not None and has_one_time_schedule(job.run_at, job.created_at):
         try:
             scheduler.delete_one_time(job.job_id)
@@ -51,7 +52,7 @@ def cancel_job(
     return job
 
 
-def retry_job(job_id: str, *, tenant: str, ports: Ports, sweep_grace: timedelta) -> Job:
+def retry_job(job_id: str, *, tenant: str, ports: Ports, sweep_grace: timedelta, operation: str | None = None) -> Job:
     """FAILED or CANCELLED -> QUEUED with a fresh attempt budget (one conditional write), then the send.
     A send that fails loses nothing: the job carries a sweep time, and the sweeper sends it when it is
     overdue. The job runs now, whatever its run_at. JobConflictError from any other state.
@@ -64,11 +65,12 @@ def retry_job(job_id: str, *, tenant: str, ports: Ports, sweep_grace: timedelta)
 
     A retry opens a job again, so it counts as a submit: the tenant's quotas (submits per second, open jobs)
     are asked first, and over one it raises QuotaExceededError with nothing written. An admin's redrive of a
-    queue's dead letters does not come this way and is not limited."""
+    queue's dead letters does not come this way and is not limited. `operation`: the bulk operation retrying it
+    (marked on the job by the same write: logic/bulk.py)."""
     if ports.quotas is not None:
         ports.quotas.admit(tenant, delayed=False)
     now = ports.clock.now()
-    job = ports.store.retry_by_hand(job_id, tenant=tenant, now=now, sweep_at=now + sweep_grace)
+    job = ports.store.retry_by_hand(job_id, tenant=tenant, now=now, sweep_at=now + sweep_grace, operation=operation)
     ports.metrics.count("JobsRetriedByHand", queue=job.queue, job_type=job.type)
     _remove_dead_letter(job, ports)
     try:

@@ -207,10 +207,12 @@ class CountingStore:
         self.store.fail_expired_lease(job, now=now, expires_at=expires_at)
         self._count(job.tenant, CLOSED, job.job_id)
 
-    def cancel(self, job_id: str, *, tenant: str, now: datetime, expires_at: datetime) -> Job:
+    def cancel(
+        self, job_id: str, *, tenant: str, now: datetime, expires_at: datetime, operation: str | None = None
+    ) -> Job:
         # The state it leaves decides what it frees: read before (a cancel is rare, and off the submit path).
         before = self.store.get(job_id, tenant=tenant) if self.book.for_tenant(tenant).counts else None
-        job = self.store.cancel(job_id, tenant=tenant, now=now, expires_at=expires_at)
+        job = self.store.cancel(job_id, tenant=tenant, now=now, expires_at=expires_at, operation=operation)
         if before is not None and before.status is not JobStatus.CANCELLED:
             self._count(tenant, Usage(-1, -1 if before.status is JobStatus.SCHEDULED else 0), job_id)
         return job
@@ -231,8 +233,10 @@ class CountingStore:
         self._count(tenant, OPEN, job_id)
         return job
 
-    def retry_by_hand(self, job_id: str, *, tenant: str, now: datetime, sweep_at: datetime) -> Job:
-        job = self.store.retry_by_hand(job_id, tenant=tenant, now=now, sweep_at=sweep_at)
+    def retry_by_hand(
+        self, job_id: str, *, tenant: str, now: datetime, sweep_at: datetime, operation: str | None = None
+    ) -> Job:
+        job = self.store.retry_by_hand(job_id, tenant=tenant, now=now, sweep_at=sweep_at, operation=operation)
         self._count(tenant, OPEN, job_id)
         return job
 

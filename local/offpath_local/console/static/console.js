@@ -147,7 +147,7 @@
   const session = {
     token: null,
     role: null, // "admin" or "tenant"
-    features: { retry: false, stats: false, alarms: false, webhooks: false, discard: false },
+    features: { retry: false, stats: false, alarms: false, webhooks: false, discard: false, bulk: false },
 
     load() {
       const match = /(?:^#|&)token=([^&]*)/.exec(location.hash);
@@ -226,6 +226,7 @@
       alarms: has(/^\/alarms$/, "get"),
       webhooks: has(/^\/webhooks$/, "get"),
       discard: has(/^\/queues\/\{[^}/]+\}\/dead-letters\/\{[^}/]+\}$/, "delete"),
+      bulk: has(/^\/jobs\/bulk$/, "post"),
     };
     if (!session.role) {
       // Admin routes answer 403 to tenants before anything else: GET /stats?minutes=1 reads one minute.
@@ -562,7 +563,9 @@
     const older = h("button", { type: "button", class: "secondary", disabled: true, on: { click: () => { page += 1; refresh(); } } }, "Older");
     const newer = h("button", { type: "button", class: "secondary", disabled: true, on: { click: () => { page = Math.max(0, page - 1); refresh(); } } }, "Newer");
     const where = h("span", { class: "note" });
-    const node = h("section", null, h("h1", null, owner ? "Jobs of schedules" : "Jobs"), form, list, h("div", { class: "pager" }, newer, older, where));
+    const bulk = session.features.bulk && !q ? bulkPanel({ status, type, tag, tenant: owner }) : null;
+    const node = h("section", null, h("h1", null, owner ? "Jobs of schedules" : "Jobs"), form,
+      bulk ? bulk.node : null, list, h("div", { class: "pager" }, newer, older, where));
     const seenTypes = new Set();
 
     async function refresh() {
@@ -616,6 +619,134 @@
         jobsTable(found)));
     }
     return { title: owner ? "Jobs of schedules" : "Jobs", node, refresh };
+  }
+
+  // -- bulk actions ----------------------------------------------------------------------------
+  //
+  // "Bulk…" on the jobs list acts on every job the list's current filter matches: a preview first (POST
+  // /jobs/bulk with dry_run: how many match, and the newest of them), then the question naming the action and
+  // the count, then the operation's own page, which follows its progress.
+
+  const BULK_ACTIONS = { retry: "Retry", cancel: "Cancel" };
+
+  function filterText(filter) {
+    const parts = [];
+    if (filter.tenant) parts.push(`jobs of ${filter.tenant}`);
+    if (filter.status) parts.push(`state ${filter.status}`);
+    if (filter.type) parts.push(`type ${filter.type}`);
+    if (filter.tag) parts.push(`tag ${filter.tag}`);
+    return parts.length ? parts.join(", ") : "all your jobs";
+  }
+
+  function bulkPanel(listFilter) {
+    const filter = {};
+    for (const [k, v] of Object.entries(listFilter)) if (v) filter[k] = v;
+    const panel = h("div", { class: "bulk-panel", id: "bulk-panel", hidden: true });
+    const open = h("button", { type: "button", class: "secondary", id: "bulk-open", on: { click: () => {
+      panel.hidden = !panel.hidden;
+      if (!panel.hidden) actionSelect.focus();
+    } } }, "Bulk\u2026");
+    const actionSelect = h("select", { id: "bulk-action", name: "action" },
+      Object.entries(BULK_ACTIONS).map(([value, label]) => h("option", { value }, label)));
+    const preview = h("div", { id: "bulk-preview", role: "status", "aria-live": "polite" });
+    const previewButton = h("button", { type: "button", id: "bulk-preview-button", on: { click: () => show() } }, "Preview");
+
+    async function show() {
+      const action = actionSelect.value;
+      preview.replaceChildren(h("p", { class: "note" }, "Counting\u2026"));
+      const answer = await api("POST", "/jobs/bulk", { body: { action, filter, dry_run: true } });
+      if (!answer.ok) {
+        preview.replaceChildren(errorBox(answer));
+        return;
+      }
+      const found = answer.body;
+      const count = found.exact ? `${found.count}` : `at least ${found.count}`;
+      const label = BULK_ACTIONS[action];
+      const run = h("button", { type: "button", id: "bulk-run", disabled: found.count === 0, on: { click: async () => {
+        const more = found.exact ? "" : ` (one operation acts on at most ${found.limit})`;
+        if (!ask(`${label} ${count} job${found.count === 1 ? "" : "s"} (${filterText(filter)})${more}? `
+          + (action === "retry" ? "Each runs again with a fresh attempt budget; its dead letter leaves the DLQ."
+            : "Those not started yet never run; the others are skipped."))) return;
+        run.disabled = true;
+        const started = await api("POST", "/jobs/bulk", { body: { action, filter } });
+        if (!started.ok) {
+          run.disabled = false;
+          preview.append(errorBox(started));
+          return;
+        }
+        app.go(`/bulk/${seg(started.body.operation_id)}`);
+      } } }, `${label} ${count} job${found.count === 1 ? "" : "s"}`);
+      preview.replaceChildren(
+        h("p", { id: "bulk-count" }, `${count} job${found.count === 1 ? "" : "s"} match (${filterText(filter)}).`),
+        found.sample.length ? table(
+          [{ label: "Job" }, { label: "Type" }, { label: "Status" }, { label: "Created" }],
+          found.sample.map((j) => [link(`/jobs/${seg(j.job_id)}`, h("span", { class: "mono" }, j.job_id)),
+            h("span", { class: "wrap" }, j.type), badge(j.status), when(j.created_at)]),
+        ) : null,
+        found.count > found.sample.length ? h("p", { class: "note" }, `The newest ${found.sample.length} of them.`) : null,
+        h("div", { class: "actions" }, run),
+      );
+    }
+
+    panel.append(
+      h("p", { class: "note" }, `Act on every job this list's filter matches: ${filterText(filter)}.`),
+      h("div", { class: "filters" }, h("label", null, "Action", actionSelect), previewButton),
+      preview,
+    );
+    return { node: h("div", { class: "bulk" }, open, panel) };
+  }
+
+  function bulkPage(params) {
+    const id = params[0];
+    const body = region();
+    const node = h("section", null, h("h1", null, "Bulk operation ", h("span", { class: "mono" }, id)), body);
+    let over = false;
+
+    async function refresh() {
+      if (over) return;
+      const answer = await api("GET", `/jobs/bulk/${seg(id)}`);
+      if (!answer.ok) {
+        body.show(["error", answer.status], () => errorBox(answer));
+        return;
+      }
+      const op = answer.body;
+      over = op.status !== "running";
+      body.show(op, () => bulkView(op));
+    }
+    return { title: `Bulk operation ${id}`, node, refresh };
+  }
+
+  function bulkView(op) {
+    const handled = op.done + op.skipped + op.failed;
+    const reasons = Object.entries(op.skipped_reasons || {});
+    const back = new URLSearchParams();
+    for (const key of ["status", "type", "tag"]) if (op.filter[key]) back.set(key, op.filter[key]);
+    if (op.filter.tenant === SYSTEM_TENANT) back.set("tenant", SYSTEM_TENANT);
+    return h("div", null,
+      h("dl", { class: "fields" },
+        h("dt", null, "Action"), h("dd", null, BULK_ACTIONS[op.action] || op.action),
+        h("dt", null, "Filter"), h("dd", null, filterText(op.filter)),
+        h("dt", null, "Status"), h("dd", { id: "bulk-status" }, badge(op.status.toUpperCase())),
+        h("dt", null, "Matched"), h("dd", { id: "bulk-matched" }, String(op.matched)),
+        h("dt", null, "Done"), h("dd", { id: "bulk-done" }, String(op.done)),
+        h("dt", null, "Skipped"), h("dd", { id: "bulk-skipped" }, String(op.skipped),
+          reasons.length ? h("ul", null, reasons.map(([reason, n]) => h("li", null, `${n}: ${reason}`))) : null),
+        h("dt", null, "Failed"), h("dd", { id: "bulk-failed" }, String(op.failed),
+          op.failures.length ? h("ul", null, op.failures.map((f) => h("li", null,
+            link(`/jobs/${seg(f.job_id)}`, h("span", { class: "mono" }, f.job_id)), `: ${f.error}`))) : null),
+        h("dt", null, "Started"), h("dd", null, when(op.created_at)),
+        h("dt", null, "Finished"), h("dd", null, when(op.finished_at)),
+        op.stop_reason ? [h("dt", null, "Stopped"), h("dd", { class: "disabled-reason" }, op.stop_reason)] : null,
+        op.limit_reached ? [h("dt", null, "Limit"), h("dd", null, `stopped at ${op.limit} jobs; run it again for the rest`)] : null,
+      ),
+      op.status === "running"
+        ? h("progress", { max: Math.max(op.matched, 1), value: handled, "aria-label": "jobs handled" })
+        : null,
+      h("p", { class: "note" }, op.status === "running"
+        ? "Counts grow a page of jobs at a time; this page follows them."
+        : `${handled} of ${op.matched} matched jobs handled.`),
+      h("p", null, link(`/jobs${back.toString() ? "?" + back : ""}`, "The jobs of this filter")),
+    );
   }
 
   // A job's page reads the job once, then follows it with server-sent events (GET /jobs/{id}/events, the
@@ -1193,6 +1324,7 @@
     [/^\/?$/, overviewPage],
     [/^\/jobs\/?$/, jobsPage],
     [/^\/jobs\/([^/]+)$/, jobPage],
+    [/^\/bulk\/([^/]+)$/, bulkPage],
     [/^\/queues\/?$/, queuesPage],
     [/^\/queues\/([^/]+)$/, queuePage],
     [/^\/schedules\/?$/, schedulesPage],
