@@ -581,7 +581,7 @@ def _alarm_rows(body: dict[str, Any]) -> Rows:
 
 def _stats_rows(body: dict[str, Any]) -> Rows:
     """The minutes' counts added up per queue class and job type."""
-    counted = ("submitted", "succeeded", "failed", "retried", "dead_lettered")
+    counted = ("submitted", "succeeded", "failed", "retried", "dead_lettered", "expired")
     totals: dict[tuple[str, str], list[int]] = {}
     for minute in body.get("minutes", []):
         row = totals.setdefault((minute["queue"], minute["job_type"]), [0] * len(counted))

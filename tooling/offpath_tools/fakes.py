@@ -36,6 +36,7 @@ from offpath.domain.job import AttemptError, Job, JobStatus, Progress
 from offpath.domain.ports import (
     FILTERED_SCAN_PAGES,
     CreateOutcome,
+    DebounceRecord,
     Firing,
     JobMessage,
     JobPage,
@@ -58,6 +59,7 @@ class InMemoryJobStore:
         self._jobs: dict[tuple[str, str], Job] = {}
         self._keys: dict[tuple[str, str], KeyRecord] = {}
         self._once: set[tuple[str, str]] = set()
+        self._debounce: dict[tuple[str, str, str], DebounceRecord] = {}
         self._schedules: dict[str, ScheduleState] = {}
         self._faults: dict[str, list[Exception]] = {}
         self.writes: list[str] = []
@@ -211,14 +213,18 @@ class InMemoryJobStore:
             ),
         )
 
-    def cancel(self, job_id: str, *, tenant: str, now: datetime, expires_at: datetime) -> Job:
+    def cancel(
+        self, job_id: str, *, tenant: str, now: datetime, expires_at: datetime, superseded_by: str | None = None
+    ) -> Job:
         with self._lock:
             self._enter("cancel", write=True)
             current = self._jobs.get((tenant, job_id))
             if current is None:
                 raise JobNotFoundError(job_id)
             try:
-                cancelled = transitions.cancel(current, tenant=tenant, now=now, retention=expires_at - now)
+                cancelled = transitions.cancel(
+                    current, tenant=tenant, now=now, retention=expires_at - now, superseded_by=superseded_by
+                )
             except TransitionError:
                 raise JobConflictError(current, f"a {current.status.value} job cannot be cancelled") from None
             self._jobs[tenant, job_id] = cancelled
@@ -270,6 +276,26 @@ class InMemoryJobStore:
             tenant,
             lambda current: transitions.retry_by_hand(current, tenant=tenant, now=now, sweep_at=sweep_at),
         )
+
+    def expire(self, job_id: str, *, tenant: str, now: datetime, expires_at: datetime) -> Job:
+        with self._lock:
+            self._enter("expire", write=True)
+            current = self._jobs.get((tenant, job_id))
+            if current is None:
+                raise JobNotFoundError(job_id)
+            try:
+                expired = transitions.expire(current, tenant=tenant, now=now, retention=expires_at - now)
+            except TransitionError:
+                raise JobConflictError(current, f"a {current.status.value} job does not expire now") from None
+            self._jobs[tenant, job_id] = expired
+            return expired
+
+    def swap_debounce(self, tenant: str, job_type: str, key: str, record: DebounceRecord) -> DebounceRecord | None:
+        with self._lock:
+            self._enter("swap_debounce", write=True)
+            previous = self._debounce.get((tenant, job_type, key))
+            self._debounce[tenant, job_type, key] = record
+            return previous
 
     def discard(self, job_id: str, *, tenant: str, now: datetime) -> Job:
         return self._owned(

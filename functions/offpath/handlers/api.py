@@ -232,6 +232,8 @@ def submit(request: Request, services: ApiServices) -> Response:
         submitter=_submitter(request),
         tags=body.tags,
         trace_id=trace_id_of(request.header("traceparent")),
+        expires_at=body.expires_at,
+        debounce=(body.debounce.key, body.debounce.seconds) if body.debounce is not None else None,
     )
     submitted = submit_job(submit_request, services.ports, services.policy)
     # The answer shows the job as GET /jobs/{id} does, payload included (a submit carries one payload: its
@@ -258,6 +260,8 @@ def submit_many(request: Request, services: ApiServices) -> BatchView:
             run_at=item.run_at,
             submitter=submitter,
             tags=item.tags,
+            expires_at=item.expires_at,
+            debounce=(item.debounce.key, item.debounce.seconds) if item.debounce is not None else None,
         )
         for item in body.jobs
     ]

@@ -25,6 +25,7 @@ from pydantic import (
 from offpath.domain.errors import InvalidRequestError
 from offpath.domain.job import AttemptRecord, Job, JobStatus
 from offpath.domain.tags import MAX_TAGS, TAG_KEY_PATTERN, TAG_VALUE_PATTERN
+from offpath.logic.debounce import DEBOUNCE_KEY_PATTERN, MAX_DEBOUNCE_KEY_LENGTH, MAX_DEBOUNCE_S, MIN_DEBOUNCE_S
 from offpath.logic.submit import validation_error
 
 if TYPE_CHECKING:
@@ -69,6 +70,9 @@ JOB_EXAMPLE: dict[str, Any] = {
     "tags": {"plan": "pro", "signup-source": "web"},
     "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736",
     "discarded_at": None,
+    "expires_at": None,
+    "cancel_reason": None,
+    "superseded_by": None,
 }
 _DONE_EXAMPLE = {
     **JOB_EXAMPLE,
@@ -121,6 +125,19 @@ Tags = Annotated[
 ]
 
 
+class Debounce(BaseModel):
+    """A later submit of the same type by the same tenant with the same `key` within `seconds` supersedes this
+    one (it ends CANCELLED, `cancel_reason` "superseded", `superseded_by` naming the later job); the last one
+    runs `seconds` after it was submitted."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: str = Field(
+        min_length=1, max_length=MAX_DEBOUNCE_KEY_LENGTH, pattern=DEBOUNCE_KEY_PATTERN, description="printable ASCII"
+    )
+    seconds: int = Field(ge=MIN_DEBOUNCE_S, le=MAX_DEBOUNCE_S, strict=True)
+
+
 class SubmitBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -129,6 +146,13 @@ class SubmitBody(BaseModel):
     run_at: str | None = Field(default=None, description="ISO 8601 time to run at (delayed job)")
     queue: str | None = Field(default=None, max_length=32)
     tags: Tags | None = None
+    expires_at: str | None = Field(
+        default=None,
+        description="RFC 3339 time (with a zone) by which the job must have started; a job not started by then "
+        "ends EXPIRED without running. In the future, after `run_at` when both are given, at most the retention "
+        "ahead",
+    )
+    debounce: Debounce | None = None
 
 
 def parse_body(model: type[BaseModel], data: Any) -> Any:
@@ -272,6 +296,17 @@ class JobView(BaseModel):
         description="when an operator removed the FAILED job's dead letter "
         "(DELETE /queues/{name}/dead-letters/{job_id}); a hand retry clears it",
     )
+    expires_at: Timestamp | None = Field(
+        default=None,
+        description="the submit's expires_at: not started by then, the job ends EXPIRED without running; "
+        "a hand retry clears it",
+    )
+    cancel_reason: str | None = Field(
+        default=None,
+        description='why a CANCELLED job was cancelled when not by DELETE: "superseded" (a later submit under its '
+        "debounce key)",
+    )
+    superseded_by: str | None = Field(default=None, description="the later job that superseded this one")
 
     @classmethod
     def of(cls, job: Job, *, with_payload: bool = False) -> JobView:
@@ -300,6 +335,9 @@ class JobView(BaseModel):
             tags=dict(job.tags) if job.tags else None,
             trace_id=job.trace_id,
             discarded_at=job.discarded_at,
+            expires_at=job.start_by,
+            cancel_reason=job.cancel_reason,
+            superseded_by=job.superseded_by,
         )
 
     @classmethod
@@ -343,6 +381,9 @@ class JobView(BaseModel):
             "tags": dict(job.tags) if job.tags else None,
             "trace_id": job.trace_id,
             "discarded_at": _iso_or_none(job.discarded_at),
+            "expires_at": _iso_or_none(job.start_by),
+            "cancel_reason": job.cancel_reason,
+            "superseded_by": job.superseded_by,
         }
         return Dumped(cls, data)
 

@@ -171,6 +171,7 @@ def build_worker_ports(settings: Settings, overrides: Overrides | None = None) -
         clock=o.clock or SystemClock(),
         metrics=o.metrics(service) if o.metrics else EmfMetrics(service, by_job_type=settings.metrics_by_job_type),
         rng=rng,
+        retention=settings.retention,
     )
 
 

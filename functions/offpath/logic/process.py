@@ -44,6 +44,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from offpath.domain.admission import Done, Wait
 from offpath.domain.backoff import Backoff
 from offpath.domain.clock import Clock
 from offpath.domain.context import JobContext
@@ -59,6 +60,7 @@ from offpath.domain.job import AttemptError, Job, JobStatus
 from offpath.domain.ports import JobMessage, JobQueue, JobStore, Metrics
 from offpath.domain.registry import LEASE_MARGIN_S, START_MARGIN_S, UNWRITTEN_BOUND_S, JobType, Registry
 from offpath.domain.timeout import JobTimeout, run_with_timeout
+from offpath.logic.admission import admit
 from offpath.observability import bind_attempt, bind_trace_id, bound_job_id, current_trace_id, trace_id_of
 
 logger = logging.getLogger("offpath.worker")
@@ -134,6 +136,8 @@ class WorkerPorts:
     metrics: Metrics
     rng: random.Random = field(default_factory=random.Random)
     sleep: Callable[[float], None] = time.sleep
+    # How long a job ended before it ran (EXPIRED) is kept: settings.retention, as WorkerPolicy's.
+    retention: timedelta = timedelta(days=7)
 
 
 def process_batch(
@@ -222,6 +226,14 @@ def _process(
         ports.queue.change_visibility(policy.queue, delivery.receipt_handle, 0)
         return False
     try:
+        verdict = admit(message, job_type, ports, now=ports.clock.now())
+        if isinstance(verdict, Done):
+            return True
+        if isinstance(verdict, Wait):
+            # Never claimed, so no attempt is spent: the message comes back after the wait.
+            logger.info("job waits before its claim", extra={"reason": verdict.reason, "retry_in_s": verdict.seconds})
+            ports.queue.change_visibility(policy.queue, delivery.receipt_handle, min(MAX_VISIBILITY_S, verdict.seconds))
+            return False
         return _claim_and_run(delivery, message, job_type, ports, policy, remaining_ms)
     except (StoreUnavailableError, QueueUnavailableError):
         logger.exception("store or queue unavailable; the message returns after its visibility timeout")
