@@ -568,8 +568,8 @@ class DynamoDbJobStore:
                 sweep_at=sweep_at,
                 # ADD: a job written before hand retries were counted has no `retries` yet.
                 also=", attempt = :zero, resends = :zero "
-                "REMOVE #e, finished_at, expires_at, lease_until, next_attempt_at, discarded_at, start_by, cancel_reason, "
-                "superseded_by ADD retries :one",
+                "REMOVE #e, finished_at, expires_at, lease_until, next_attempt_at, discarded_at, start_by, "
+                "cancel_reason, superseded_by ADD retries :one",
                 values={":zero": 0, ":one": 1},
                 names={"#e": "error"},
             )
