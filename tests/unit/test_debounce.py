@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 from datetime import timedelta
 from typing import Any
 
@@ -45,7 +46,7 @@ def test_five_submits_within_the_window_leave_the_last_to_run_seconds_after_it(
 
     assert stored(store, last).status is JobStatus.QUEUED
     assert stored(store, last).run_at == START + timedelta(seconds=0.8 + 2)
-    for earlier, later in zip(jobs, jobs[1:], strict=False):
+    for earlier, later in itertools.pairwise(jobs):
         superseded = stored(store, earlier)
         assert (superseded.status, superseded.cancel_reason, superseded.superseded_by) == (
             JobStatus.CANCELLED,
