@@ -32,6 +32,7 @@ from offpath_tools.cost import (
     cheapest,
     describe,
     estimate,
+    flow_control_cost_per_job,
     load_measured,
     long_poll_cost,
     money,
@@ -98,6 +99,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="api environments x counted tenants submitting each second (their counts' reads; default 10)",
     )
+    setup.add_argument(
+        "--debounced-share",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="share of the jobs submitted with a debounce (one record write each; default 0)",
+    )
+    setup.add_argument(
+        "--superseded-share",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="share of the jobs superseded by a later debounced submit (one cancel write each; default 0)",
+    )
     setup.add_argument("--json", action="store_true", help="print the estimate as JSON")
 
 
@@ -148,6 +163,13 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     except (ValueError, FileNotFoundError) as error:
         print(f"offpath cost: {error}", file=sys.stderr)
         return USAGE
+    try:
+        debounce = flow_control_cost_per_job(
+            config, debounced_share=args.debounced_share, superseded_share=args.superseded_share
+        )
+    except ValueError as error:
+        print(f"offpath cost: {error}", file=sys.stderr)
+        return USAGE
     if args.json:
         result = estimate(measured, config)
         cheapest_config = cheapest(config)
@@ -166,6 +188,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
             "alternatives": [asdict(a) for a in alternatives(measured, config)],
             "quotas": args.quotas,
             "quotas_per_million_jobs": quota_cost_per_job(config, args.quotas, readers=args.quota_readers) * MILLION,
+            "expiry_per_million_jobs": 0.0,
+            "debounce_per_million_jobs": debounce * MILLION,
         }
         out.write(json.dumps(document, indent=2) + "\n")
         return 0
@@ -176,6 +200,13 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         f"\nquotas ({args.quotas}): {money(quotas * MILLION)} per million jobs, {monthly} "
         "a month on top of the above (DynamoDB: 1 write unit per submit for the rate, 2 per job for the open "
         "count, 1 per delayed job, 8 read units per count read; --quotas, docs/decisions.md)\n"
+    )
+    out.write(
+        f"expiry: {money(0.0)} per million jobs (its time rides on the job's item and message); debounce "
+        f"({args.debounced_share:g} of the jobs debounced, {args.superseded_share:g} superseded): "
+        f"{money(debounce * MILLION)} per million jobs, {money(debounce * config.jobs_per_month)} a month (1 write "
+        "unit per debounced submit for its key's record, 1 write of the earlier job's item per superseded one; "
+        "docs/flow-control.md)\n"
     )
     return 0
 
