@@ -6,11 +6,11 @@ from datetime import datetime
 
 import pytest
 
-from offpath.domain.admission import Done, Wait
 from offpath.domain.job import JobStatus
 from offpath.domain.ports import JobMessage, Ports
 from offpath.domain.registry import JobType
 from offpath.logic import admission
+from offpath.logic.admission import Done, Wait
 from offpath.logic.process import WorkerPolicy, WorkerPorts, process_record
 from offpath_tools.fakes import InMemoryJobQueue, InMemoryJobStore, ScriptedJob, VisibilityChange
 from tests.unit.conftest import TENANT, delivery_of, submitted, unbounded
@@ -20,7 +20,7 @@ def test_the_first_step_that_answers_decides(monkeypatch: pytest.MonkeyPatch, wo
     asked: list[str] = []
 
     def step(name: str, verdict: Wait | Done | None) -> admission.Step:
-        def check(message: JobMessage, job_type: JobType, ports: WorkerPorts, now: datetime) -> Wait | Done | None:
+        def check(message: JobMessage, job_type: JobType, ports: WorkerPorts, *, now: datetime) -> Wait | Done | None:
             asked.append(name)
             return verdict
 
@@ -45,7 +45,7 @@ def test_a_waiting_job_is_not_claimed_and_its_message_comes_back_after_the_wait(
     queue: InMemoryJobQueue,
     scripted: ScriptedJob,
 ) -> None:
-    monkeypatch.setattr(admission, "ADMISSION", (lambda message, job_type, ports, now: Wait(7, "rate_limit"),))
+    monkeypatch.setattr(admission, "ADMISSION", (lambda message, job_type, ports, *, now: Wait(7, "rate_limit"),))
     job = submitted(ports)
 
     assert process_record(delivery_of(job), worker_ports, policy, unbounded) is False

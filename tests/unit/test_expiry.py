@@ -12,7 +12,7 @@ from offpath.domain.job import JobStatus
 from offpath.domain.ports import JobMessage, Ports
 from offpath.domain.quotas import Usage, parse
 from offpath.logic.admission import ADMISSION, Done
-from offpath.logic.expiry import expiry_step
+from offpath.logic.expiry import expired
 from offpath.logic.notify import Change, record_metrics
 from offpath.logic.process import WorkerPolicy, WorkerPorts, process_record
 from offpath.logic.queries import retry_job
@@ -87,7 +87,7 @@ def test_a_replay_under_a_key_must_ask_for_the_same_expiry(ports: Ports) -> None
 
 
 def test_expiry_is_the_first_check_before_a_claim() -> None:
-    assert ADMISSION[0] is expiry_step
+    assert ADMISSION[0] is expired
 
 
 def test_a_job_whose_expiry_passed_before_its_claim_ends_expired_unrun_and_its_message_is_acked(
@@ -161,7 +161,8 @@ def test_a_stale_message_of_a_job_that_runs_no_longer_expires_it(
     store.claim(job.job_id, tenant=TENANT, now=clock.now(), lease_until=clock.now() + timedelta(minutes=5))
     clock.advance(10)
 
-    assert expiry_step(JobMessage.of(job), worker_ports.registry.job_types[job.type], worker_ports, clock.now()) is None
+    job_type = worker_ports.registry.job_types[job.type]
+    assert expired(JobMessage.of(job), job_type, worker_ports, now=clock.now()) is None
     assert store.get(job.job_id, tenant=TENANT).status is JobStatus.RUNNING  # type: ignore[union-attr]
 
 
@@ -171,7 +172,7 @@ def test_the_expiry_check_answers_done_for_an_expired_job(
     job = submitted(ports, expires_at=iso(5))
     clock.advance(5)
 
-    verdict = expiry_step(JobMessage.of(job), worker_ports.registry.job_types[job.type], worker_ports, clock.now())
+    verdict = expired(JobMessage.of(job), worker_ports.registry.job_types[job.type], worker_ports, now=clock.now())
 
     assert verdict == Done("expired")
 

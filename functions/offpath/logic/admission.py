@@ -1,34 +1,42 @@
-"""The checks a worker makes before it claims a job (docs/flow-control.md), in a fixed order: expiry, pause,
-rate limit, concurrency. A step answers None (the job may go on), `Wait` (the job waits: no attempt is spent,
-its message comes back after `seconds`) or `Done` (the step ended the job itself: its message is acknowledged).
-A job type that declares no flow control costs no extra read or write here. Each step lives in its own module
-and is one element of ADMISSION."""
+"""Admission: the checks the worker makes before it claims a job (docs/flow-control.md).
+
+`ADMISSION` runs in a fixed order: expiry, pause, rate limit, concurrency. A step answers None (go on) or a `Wait`:
+the job's message comes back after `seconds`, unclaimed, no attempt spent, the job still QUEUED or RETRYING; or
+`Done` (the expiry step): the step ended the job itself (EXPIRED), its message is acknowledged.
+A job type that declares no limits and no pause costs no read or write here beyond a cached flag lookup.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import Any
 
-from offpath.domain.admission import Done, Wait
-from offpath.logic.expiry import expiry_step
-
-if TYPE_CHECKING:
-    from offpath.domain.ports import JobMessage
-    from offpath.domain.registry import JobType
-    from offpath.logic.process import WorkerPorts
-
-__all__ = ["ADMISSION", "Done", "Step", "Wait", "admit"]
-
-Step = Callable[["JobMessage", "JobType", "WorkerPorts", datetime], "Wait | Done | None"]
-
-ADMISSION: tuple[Step, ...] = (expiry_step,)
+from offpath.logic.expiry import expired
 
 
-def admit(message: JobMessage, job_type: JobType, ports: WorkerPorts, *, now: datetime) -> Wait | Done | None:
-    """ADMISSION's steps in order; the first that answers decides."""
+@dataclass(frozen=True)
+class Wait:
+    seconds: int  # when the message should come back (SQS visibility, <= 12 h)
+    reason: str  # "paused" | "concurrency" | "rate_limit" (shown in logs and metrics)
+
+
+@dataclass(frozen=True)
+class Done:
+    """A step ended the job without running it (the expiry step: EXPIRED); its message is acknowledged."""
+
+    reason: str
+
+
+Step = Callable[..., Any]
+
+ADMISSION: tuple[Step, ...] = (expired,)
+
+
+def admit(job_or_message: Any, job_type: Any, ports: Any, *, now: datetime) -> Wait | Done | None:
     for step in ADMISSION:
-        verdict = step(message, job_type, ports, now)
+        verdict = step(job_or_message, job_type, ports, now=now)
         if verdict is not None:
-            return verdict
+            return verdict  # type: ignore[no-any-return]
     return None

@@ -1,7 +1,7 @@
 """Expiry: a job not started by its `start_by` (the submit's `expires_at`) ends EXPIRED without running.
 
 The submit checks the time (`parse_expires_at`); the job's message carries it, so the worker's first check
-before a claim (`expiry_step`, the first of logic/admission.py's ADMISSION) needs no read: a message whose time
+before a claim (`expired`, the first of logic/admission.py's ADMISSION) needs no read: a message whose time
 has passed gets one conditional write QUEUED/SCHEDULED/RETRYING -> EXPIRED (guarded by `start_by <= now` on the
 item, so a stale message of a job retried by hand since, or a job that started, is left to the claim), and its
 message is acknowledged. A job without an expiry costs nothing here. The sweeper expires a due job whose expiry
@@ -13,18 +13,18 @@ import logging
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from offpath.domain.admission import Done
 from offpath.domain.errors import InvalidRequestError, JobConflictError, JobNotFoundError
 
 if TYPE_CHECKING:
     from offpath.domain.ports import JobMessage
     from offpath.domain.registry import JobType
+    from offpath.logic.admission import Done
     from offpath.logic.process import WorkerPorts
 
 logger = logging.getLogger("offpath.worker")
 
 FIELD = "expires_at"
-EXPIRED = Done("expired")
+REASON = "expired"
 
 
 def check_expires_at(when: datetime, *, now: datetime, run_at: datetime | None, retention: timedelta) -> datetime:
@@ -39,7 +39,7 @@ def check_expires_at(when: datetime, *, now: datetime, run_at: datetime | None, 
     return when
 
 
-def expiry_step(message: JobMessage, job_type: JobType, ports: WorkerPorts, now: datetime) -> Done | None:
+def expired(message: JobMessage, job_type: JobType, ports: WorkerPorts, *, now: datetime) -> Done | None:
     """Before a claim: a message whose job's expiry has passed ends the job EXPIRED (one conditional write) and is
     acknowledged. None (the claim goes on) when the job has no expiry, it has not come, or the job is no longer
     waiting (the claim then decides as it always does)."""
@@ -51,4 +51,6 @@ def expiry_step(message: JobMessage, job_type: JobType, ports: WorkerPorts, now:
         return None
     logger.info("job expired before it started; acknowledged without running", extra={"expired_at": now.isoformat()})
     ports.metrics.count("JobsExpiredUnrun", queue=job.queue, job_type=job.type)
-    return EXPIRED
+    from offpath.logic.admission import Done  # admission imports this module: imported when first needed
+
+    return Done(REASON)

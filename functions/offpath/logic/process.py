@@ -44,7 +44,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from offpath.domain.admission import Done, Wait
 from offpath.domain.backoff import Backoff
 from offpath.domain.clock import Clock
 from offpath.domain.context import JobContext
@@ -60,7 +59,7 @@ from offpath.domain.job import AttemptError, Job, JobStatus
 from offpath.domain.ports import JobMessage, JobQueue, JobStore, Metrics
 from offpath.domain.registry import LEASE_MARGIN_S, START_MARGIN_S, UNWRITTEN_BOUND_S, JobType, Registry
 from offpath.domain.timeout import JobTimeout, run_with_timeout
-from offpath.logic.admission import admit
+from offpath.logic.admission import Done, Wait, admit
 from offpath.observability import bind_attempt, bind_trace_id, bound_job_id, current_trace_id, trace_id_of
 
 logger = logging.getLogger("offpath.worker")
