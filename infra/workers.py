@@ -48,7 +48,7 @@ class Workers(Construct):
                 memory_mb=WORKER_MEMORY_MB,
                 environment={"OFFPATH_QUEUE_CLASS": name},
             )
-            table.grant(worker, ["UpdateItem", "PutItem"])
+            table.grant(worker, ["UpdateItem", "PutItem", "GetItem"])
             queue = queues.queues[name]
             source = event_sources.SqsEventSource(
                 queue,

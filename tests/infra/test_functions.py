@@ -75,6 +75,8 @@ EXPECTED_ACTIONS = {
     "worker": {
         "dynamodb:UpdateItem",
         "dynamodb:PutItem",
+        # A superseded job's message reads its debounce key's record (logic/debounce.py name_survivor).
+        "dynamodb:GetItem",
         # The event source mapping's grant on its own queue (ChangeMessageVisibility: the retry backoff, and the
         # batch held until its lease ends with ChangeMessageVisibilityBatch, which this action allows).
         "sqs:ReceiveMessage",

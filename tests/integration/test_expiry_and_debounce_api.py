@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -156,6 +157,26 @@ def test_a_later_submit_under_the_key_supersedes_the_earlier_one_naming_it(timed
     assert second["status"] == "QUEUED" and second["run_at"] == at(clock, 2)
     # The job's write, the debounce record's and the superseded job's cancel; one send.
     assert made == {"DynamoDB.PutItem": 2, "DynamoDB.UpdateItem": 1, "SQS.SendMessage": 1}
+
+
+def test_when_its_time_comes_a_superseded_job_names_the_job_of_its_burst_that_runs(
+    timed: Pipeline, clock: ManualClock
+) -> None:
+    body = {"type": "demo.echo", "payload": {"n": 1}, "debounce": {"key": "user-43", "seconds": 2}}
+    ids = []
+    for _ in range(3):
+        ids.append(timed.call("POST", "/jobs", body=body)[1]["job_id"])
+        clock.advance(0.3)
+    clock.advance(2)
+
+    # The messages are delayed 2 s on the queue (in real time): drained until the last has run.
+    deadline = time.monotonic() + 30
+    while view(timed, ids[2])["status"] != "SUCCEEDED" and time.monotonic() < deadline:
+        timed.drain()
+        time.sleep(0.1)
+
+    assert [view(timed, job_id)["status"] for job_id in ids] == ["CANCELLED", "CANCELLED", "SUCCEEDED"]
+    assert [view(timed, job_id)["superseded_by"] for job_id in ids] == [ids[2], ids[2], None]
 
 
 def test_a_submit_without_debounce_costs_what_it_did(pipeline: Pipeline) -> None:

@@ -497,6 +497,28 @@ def test_a_superseded_job_is_cancelled_with_its_reason_and_the_job_that_took_its
     assert (by_hand.cancel_reason, by_hand.superseded_by) == (None, None)
 
 
+def test_a_superseded_job_names_a_later_survivor_only_in_place_of_the_one_it_named(job_store: JobStore) -> None:
+    job_store.create(new_job(1, debounce_key="k", debounce_s=2))
+    job_store.cancel(new_job(1).job_id, tenant=TENANT, now=T0, expires_at=T0 + RETENTION, superseded_by="b" * 32)
+
+    job_store.name_survivor(new_job(1).job_id, tenant=TENANT, seen="b" * 32, survivor="c" * 32, now=T0 + LEASE)
+    with pytest.raises(JobConflictError):
+        job_store.name_survivor(new_job(1).job_id, tenant=TENANT, seen="b" * 32, survivor="d" * 32, now=T0 + LEASE)
+
+    stored = current(job_store, new_job(1))
+    assert (stored.status, stored.cancel_reason, stored.superseded_by) == (JobStatus.CANCELLED, "superseded", "c" * 32)
+    assert stored.updated_at == T0
+
+
+def test_a_debounce_record_reads_back_as_the_last_one_swapped_in(job_store: JobStore) -> None:
+    record = DebounceRecord(new_job(1).job_id, T0, T0 + LEASE)
+
+    assert job_store.debounce_record(TENANT, "demo.echo", "k") is None
+    job_store.swap_debounce(TENANT, "demo.echo", "k", record)
+    assert job_store.debounce_record(TENANT, "demo.echo", "k") == record
+    assert job_store.debounce_record("tenant-b", "demo.echo", "k") is None
+
+
 def test_a_debounce_record_is_swapped_in_one_write_handing_back_the_one_it_replaced(job_store: JobStore) -> None:
     first = DebounceRecord(new_job(1).job_id, T0, T0 + LEASE)
     second = DebounceRecord(new_job(2).job_id, T0 + LEASE, T0 + 2 * LEASE)
@@ -575,12 +597,21 @@ def test_an_expired_lease_with_attempts_left_is_requeued_once(job_store: JobStor
 NOW = T0 + timedelta(minutes=5)
 SEEN = T0 + timedelta(minutes=2)
 # What the caller brings, matching every job `shaped` makes: its tenant, attempt and sweep time.
-FACTS = Facts(now=NOW, tenant=TENANT, attempt=1, seen_sweep_at=SEEN)
+FACTS = Facts(now=NOW, tenant=TENANT, attempt=1, seen_sweep_at=SEEN, seen_survivor=f"{9:032x}")
 
 
 def shaped(status: JobStatus, n: int) -> Job:
     """A job in `status` that every guard allows: attempt 1 of 3, its lease ended at T0, its expiry at T0."""
-    return new_job(n, status=status, attempt=1, lease_until=T0, sweep_at=SEEN, start_by=T0)
+    return new_job(
+        n,
+        status=status,
+        attempt=1,
+        lease_until=T0,
+        sweep_at=SEEN,
+        start_by=T0,
+        cancel_reason="superseded",
+        superseded_by=f"{9:032x}",
+    )
 
 
 # For each guard, how a job and the caller's facts break it (and only it).
@@ -594,6 +625,7 @@ VIOLATIONS: dict[Guard, Callable[[Job, Facts], tuple[Job, Facts]]] = {
         dataclasses.replace(facts, seen_sweep_at=SEEN - timedelta(seconds=1)),
     ),
     Guard.START_BY_PASSED: lambda job, facts: (job.replace(start_by=NOW + LEASE), facts),
+    Guard.SURVIVOR_FENCE: lambda job, facts: (job.replace(superseded_by=f"{8:032x}"), facts),
 }
 
 # Each declared transition as the store method that makes it.
@@ -618,6 +650,9 @@ OPERATIONS: dict[str, Callable[[JobStore, Job, Facts], object]] = {
         job.replace(attempt=f.attempt), now=NOW, sweep_at=NOW + LEASE
     ),
     "cancel": lambda store, job, f: store.cancel(job.job_id, tenant=str(f.tenant), now=NOW, expires_at=NOW + RETENTION),
+    "name_survivor": lambda store, job, f: store.name_survivor(
+        job.job_id, tenant=str(f.tenant), seen=str(f.seen_survivor), survivor=f"{7:032x}", now=NOW
+    ),
     "expire": lambda store, job, f: store.expire(job.job_id, tenant=str(f.tenant), now=NOW, expires_at=NOW + RETENTION),
     "enqueue_scheduled": lambda store, job, f: store.enqueue_scheduled(
         job.job_id, tenant=str(f.tenant), now=NOW, sweep_at=NOW + LEASE

@@ -10,6 +10,7 @@ from offpath_local.cli import main
 from offpath_tools.cost import Config, flow_control_cost_per_job, money
 
 WRU = 0.625 / 1_000_000  # on-demand write unit (docs/benchmarks.md prices)
+RRU = 0.125 / 1_000_000  # on-demand read unit
 
 
 def costs(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, float]:
@@ -27,13 +28,15 @@ def test_each_debounced_submit_writes_its_keys_record(capsys: pytest.CaptureFixt
     assert costs(capsys, "--debounced-share", "0.5")["debounce"] == pytest.approx(500_000 * WRU)
 
 
-def test_each_superseded_job_adds_the_cancel_of_its_item(capsys: pytest.CaptureFixture[str]) -> None:
+def test_each_superseded_job_adds_its_cancel_a_read_of_the_record_and_its_renaming(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     small = costs(capsys, "--debounced-share", "1", "--superseded-share", "0.8")["debounce"]
     large = costs(capsys, "--debounced-share", "1", "--superseded-share", "0.8", "--payload-bytes", "2000")["debounce"]
 
-    assert small == pytest.approx((1 + 0.8 * 1) * 1_000_000 * WRU)
-    # 2000 payload bytes and the item's own make a 3 KB item: 3 write units for its cancel.
-    assert large == pytest.approx((1 + 0.8 * 3) * 1_000_000 * WRU)
+    assert small == pytest.approx(((1 + 0.8 * 2 * 1) * WRU + 0.8 * RRU) * 1_000_000)
+    # 2000 payload bytes and the item's own make a 3 KB item: 3 write units for each of its two writes.
+    assert large == pytest.approx(((1 + 0.8 * 2 * 3) * WRU + 0.8 * RRU) * 1_000_000)
 
 
 def test_a_superseded_share_above_the_debounced_one_is_refused(capsys: pytest.CaptureFixture[str]) -> None:

@@ -46,6 +46,7 @@ def test_five_submits_within_the_window_leave_the_last_to_run_seconds_after_it(
 
     assert stored(store, last).status is JobStatus.QUEUED
     assert stored(store, last).run_at == START + timedelta(seconds=0.8 + 2)
+    # At once, each names the job that superseded it.
     for earlier, later in itertools.pairwise(jobs):
         superseded = stored(store, earlier)
         assert (superseded.status, superseded.cancel_reason, superseded.superseded_by) == (
@@ -53,12 +54,35 @@ def test_five_submits_within_the_window_leave_the_last_to_run_seconds_after_it(
             "superseded",
             later.job_id,
         )
-    # Each message went out with the window's delay; the superseded jobs' deliveries are acked unrun.
+    # Each message went out with the window's delay; the superseded jobs' deliveries are acked unrun, and each then
+    # names the burst's survivor.
     assert [sent.delay_s for sent in queue.sent] == [2] * 5
     clock.advance(2)
     assert all(process_record(delivery_of(job), worker_ports, policy, unbounded) for job in jobs)
     assert [scripted.runs_of(job.job_id) for job in jobs] == [0, 0, 0, 0, 1]
     assert stored(store, last).status is JobStatus.SUCCEEDED
+    assert [stored(store, job).superseded_by for job in jobs] == [last.job_id] * 4 + [None]
+
+
+def test_a_job_of_a_later_burst_is_not_named(
+    ports: Ports,
+    worker_ports: WorkerPorts,
+    policy: WorkerPolicy,
+    store: InMemoryJobStore,
+    clock: ManualClock,
+) -> None:
+    first = debounced(ports)
+    clock.advance(1.5)
+    second = debounced(ports)
+    clock.advance(2.5)  # second's window ended: a new burst begins
+    third = debounced(ports)
+
+    # first's message comes late, after the new burst began.
+    assert process_record(delivery_of(first), worker_ports, policy, unbounded) is True
+
+    assert stored(store, first).superseded_by == second.job_id
+    assert stored(store, second).status is JobStatus.QUEUED
+    assert stored(store, third).status is JobStatus.QUEUED
 
 
 def test_a_submit_after_the_window_supersedes_nothing(

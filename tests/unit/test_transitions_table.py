@@ -53,6 +53,7 @@ EXPECTED = {
     "requeue_expired_lease": (S.QUEUED, {S.RUNNING: ()}, (G.ATTEMPT_FENCE, G.LEASE_EXPIRED, G.ATTEMPTS_LEFT)),
     "cancel": (S.CANCELLED, {S.QUEUED: (), S.SCHEDULED: (), S.RETRYING: ()}, (G.SAME_TENANT,)),
     "expire": (S.EXPIRED, {S.QUEUED: (), S.SCHEDULED: (), S.RETRYING: ()}, (G.SAME_TENANT, G.START_BY_PASSED)),
+    "name_survivor": (None, {S.CANCELLED: ()}, (G.SAME_TENANT, G.SURVIVOR_FENCE)),
     "enqueue_scheduled": (S.QUEUED, {S.SCHEDULED: ()}, (G.SAME_TENANT,)),
     "redrive": (S.QUEUED, {S.FAILED: ()}, (G.SAME_TENANT,)),
     "retry_by_hand": (S.QUEUED, {S.FAILED: (), S.CANCELLED: (), S.EXPIRED: ()}, (G.SAME_TENANT,)),
@@ -82,6 +83,7 @@ def test_the_refusals_say_which_guard_failed() -> None:
         "lease still held",
         "another sweep handled the job",
         "the job's expiry has not come",
+        "the superseded job names another survivor",
     ]
     running = a_job(S.RUNNING, attempt=2, lease_until=LATER)
     with pytest.raises(TransitionError, match="attempt 1 no longer holds the job"):

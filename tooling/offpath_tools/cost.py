@@ -886,8 +886,11 @@ def quota_cost_per_job(config: Config, kind: str = "none", *, readers: float = 1
 # Expiry adds no write: its time rides on the job's item (a few bytes) and its message, and the worker reads it from
 # the message; a job that expires costs one write (the expire) in place of its claim and outcome. A debounced submit
 # writes its key's record (one item under 1 KB: 1 write unit); a submit that supersedes an earlier job also
-# cancels it (one write of the earlier job's item: its payload and JOB_ITEM_BASE_BYTES, in 1 KB units).
+# cancels it (one write of the earlier job's item: its payload and JOB_ITEM_BASE_BYTES, in 1 KB units). When the
+# superseded job's message comes the worker reads the record (consistent, under 4 KB: 1 read unit) and, when the
+# burst went on, names its survivor (one more write of the item; counted for every superseded job: the most it costs).
 DEBOUNCE_RECORD_WRU = 1
+DEBOUNCE_RECORD_READ_RRU = 1
 JOB_ITEM_BASE_BYTES = 600
 
 
@@ -898,10 +901,11 @@ def flow_control_cost_per_job(config: Config, *, debounced_share: float = 0.0, s
         raise ValueError("the debounced share must be between 0 and 1")
     if not 0 <= superseded_share <= debounced_share:
         raise ValueError("the superseded share must be between 0 and the debounced share")
-    wru_price, _ = dynamodb_unit_prices(config)
+    wru_price, rru_price = dynamodb_unit_prices(config)
     # A payload "as measured" is a few dozen bytes: the item stays under 1 KB.
-    cancel_wru = math.ceil(((config.payload_bytes or 0) + JOB_ITEM_BASE_BYTES) / 1024)
-    return (debounced_share * DEBOUNCE_RECORD_WRU + superseded_share * cancel_wru) * wru_price
+    item_wru = math.ceil(((config.payload_bytes or 0) + JOB_ITEM_BASE_BYTES) / 1024)
+    writes = debounced_share * DEBOUNCE_RECORD_WRU + superseded_share * 2 * item_wru
+    return writes * wru_price + superseded_share * DEBOUNCE_RECORD_READ_RRU * rru_price
 
 
 # -- notices: the notifier, the event bus and webhook deliveries (issue 12) -------------------------------

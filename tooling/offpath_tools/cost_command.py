@@ -205,7 +205,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         f"expiry: {money(0.0)} per million jobs (its time rides on the job's item and message); debounce "
         f"({args.debounced_share:g} of the jobs debounced, {args.superseded_share:g} superseded): "
         f"{money(debounce * MILLION)} per million jobs, {money(debounce * config.jobs_per_month)} a month (1 write "
-        "unit per debounced submit for its key's record, 1 write of the earlier job's item per superseded one; "
+        "unit per debounced submit for its key's record; per superseded job its cancel, a read of the record and at "
+        "most one more write of its item; "
         "docs/flow-control.md)\n"
     )
     return 0

@@ -297,6 +297,19 @@ class InMemoryJobStore:
             self._debounce[tenant, job_type, key] = record
             return previous
 
+    def name_survivor(self, job_id: str, *, tenant: str, seen: str, survivor: str, now: datetime) -> None:
+        self._owned(
+            "name_survivor",
+            job_id,
+            tenant,
+            lambda current: transitions.name_survivor(current, tenant=tenant, seen=seen, survivor=survivor, now=now),
+        )
+
+    def debounce_record(self, tenant: str, job_type: str, key: str) -> DebounceRecord | None:
+        with self._lock:
+            self._enter("debounce_record", write=False)
+            return self._debounce.get((tenant, job_type, key))
+
     def discard(self, job_id: str, *, tenant: str, now: datetime) -> Job:
         return self._owned(
             "discard", job_id, tenant, lambda current: transitions.discard(current, tenant=tenant, now=now)

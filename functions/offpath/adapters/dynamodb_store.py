@@ -60,6 +60,7 @@ from offpath.domain.job import (
     FAIL,
     FAIL_EXPIRED_LEASE,
     LEASE_EXPIRED_OUTCOME,
+    NAME_SURVIVOR,
     RECORD_PROGRESS,
     REDRIVE,
     REQUEUE_EXPIRED_LEASE,
@@ -214,14 +215,7 @@ class DynamoDbJobStore:
             ReturnValues="ALL_OLD",
         )
         old = response.get("Attributes")
-        if not old:
-            return None
-        plain = DEBOUNCE_RECORD.read(plain_values(old))
-        return DebounceRecord(
-            job_id=str(plain["job_id"]),
-            submitted_at=parse_iso(plain["submitted_at"]),
-            window_end=parse_iso(plain["window_end"]),
-        )
+        return debounce_record_from_item(old) if old else None
 
     def key_record(self, tenant: str, idempotency_key: str) -> KeyRecord | None:
         response = self._call(
@@ -760,6 +754,34 @@ class DynamoDbJobStore:
             logger.warning("an expired job's key record was not extended", extra={"job_id": job_id})
         return expired
 
+    def name_survivor(self, job_id: str, *, tenant: str, seen: str, survivor: str, now: datetime) -> None:
+        """One conditional write: the superseded job that named `seen` names `survivor` (its status and times stay)."""
+        try:
+            self._write(
+                NAME_SURVIVOR,
+                tenant,
+                job_id,
+                Facts(now=now, tenant=tenant, seen_survivor=seen),
+                "SET superseded_by = :survivor",
+                {":survivor": survivor},
+                returns=False,
+            )
+        except ConditionFailed as failed:
+            current = _tenants_job(failed, job_id)
+            if current.superseded_by == survivor:
+                return  # this write's own, met by an SDK retry
+            raise JobConflictError(current, "the superseded job names another survivor") from None
+
+    def debounce_record(self, tenant: str, job_type: str, key: str) -> DebounceRecord | None:
+        response = self._call(
+            self.client.get_item,
+            TableName=self.table_name,
+            Key=key_of(debounce_partition(tenant, job_type, key)),
+            ConsistentRead=True,
+        )
+        item = response.get("Item")
+        return debounce_record_from_item(item) if item else None
+
     def discard(self, job_id: str, *, tenant: str, now: datetime) -> Job:
         # FAILED stays FAILED: an SDK retry of this write meets its own result and simply writes it again.
         try:
@@ -928,6 +950,15 @@ def idempotency_partition(tenant: str, idempotency_key: str) -> str:
     return f"{KEY_ITEM_PREFIX}{tenant}#{digest}"
 
 
+def debounce_record_from_item(item: Mapping[str, Any]) -> DebounceRecord:
+    plain = DEBOUNCE_RECORD.read(plain_values(item))
+    return DebounceRecord(
+        job_id=str(plain["job_id"]),
+        submitted_at=parse_iso(plain["submitted_at"]),
+        window_end=parse_iso(plain["window_end"]),
+    )
+
+
 def debounce_partition(tenant: str, job_type: str, key: str) -> str:
     """The partition key of a tenant's debounce key's record for a job type (the key itself is not stored)."""
     digest = hashlib.sha256(f"{job_type}\n{key}".encode()).hexdigest()[:KEY_DIGEST_CHARS]
@@ -962,6 +993,11 @@ def guard_condition(guard: Guard, facts: Facts) -> tuple[str, dict[str, Any]]:
             return "(attribute_not_exists(lease_until) OR lease_until <= :now)", {":now": iso(_fact(facts.now, guard))}
         case Guard.SWEEP_FENCE:
             return "sweep_at = :seen", {":seen": iso(_fact(facts.seen_sweep_at, guard))}
+        case Guard.SURVIVOR_FENCE:
+            return "cancel_reason = :superseded AND superseded_by = :seen_survivor", {
+                ":superseded": SUPERSEDED,
+                ":seen_survivor": _fact(facts.seen_survivor, guard),
+            }
         case Guard.START_BY_PASSED:
             # A comparison with a missing attribute is false: a job without an expiry never expires.
             return "start_by <= :now", {":now": iso(_fact(facts.now, guard))}

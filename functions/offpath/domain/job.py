@@ -217,6 +217,7 @@ class Facts:
     tenant: str | None = None  # the tenant the caller names
     attempt: int | None = None  # the attempt the caller holds
     seen_sweep_at: datetime | None = None  # the sweep time the caller saw
+    seen_survivor: str | None = None  # the job a superseded job named when the caller read it
 
 
 class Guard(enum.Enum):
@@ -229,6 +230,7 @@ class Guard(enum.Enum):
     LEASE_EXPIRED = "lease still held"
     SWEEP_FENCE = "another sweep handled the job"
     START_BY_PASSED = "the job's expiry has not come"
+    SURVIVOR_FENCE = "the superseded job names another survivor"
 
     def holds(self, job: Job, facts: Facts) -> bool:
         match self:
@@ -244,6 +246,8 @@ class Guard(enum.Enum):
                 return job.sweep_at is not None and job.sweep_at == facts.seen_sweep_at
             case Guard.START_BY_PASSED:
                 return job.start_by is not None and job.start_by <= _given(facts.now, self)
+            case Guard.SURVIVOR_FENCE:
+                return job.cancel_reason == SUPERSEDED and job.superseded_by == _given(facts.seen_survivor, self)
 
     def refusal(self, facts: Facts) -> str:
         if self is Guard.ATTEMPT_FENCE:
@@ -350,6 +354,10 @@ EXPIRE = Transition(
     sources=_from(JobStatus.QUEUED, JobStatus.SCHEDULED, JobStatus.RETRYING),
     guards=(Guard.SAME_TENANT, Guard.START_BY_PASSED),
 )
+# A superseded job names a later survivor of its burst (logic/debounce.py), fenced on the one it named.
+NAME_SURVIVOR = Transition(
+    "name_survivor", to=None, sources=_from(JobStatus.CANCELLED), guards=(Guard.SAME_TENANT, Guard.SURVIVOR_FENCE)
+)
 # By the job's tenant, by id (POST /jobs/{id}/retry): a failed, cancelled or expired job runs again.
 RETRY_BY_HAND = Transition(
     "retry_by_hand",
@@ -375,6 +383,7 @@ TRANSITIONS = (
     REQUEUE_EXPIRED_LEASE,
     CANCEL,
     EXPIRE,
+    NAME_SURVIVOR,
     ENQUEUE_SCHEDULED,
     REDRIVE,
     RETRY_BY_HAND,
@@ -506,6 +515,12 @@ def expire(job: Job, *, tenant: str, now: datetime, retention: timedelta) -> Job
         expires_at=now + retention,
         sweep_at=None,
     )
+
+
+def name_survivor(job: Job, *, tenant: str, seen: str, survivor: str, now: datetime) -> Job:
+    """A superseded job that named `seen` names `survivor`, a later job of its burst; it stays CANCELLED."""
+    NAME_SURVIVOR.check(job, Facts(now=now, tenant=tenant, seen_survivor=seen))
+    return job.replace(superseded_by=survivor)
 
 
 def enqueue_scheduled(job: Job, *, tenant: str, now: datetime, sweep_at: datetime) -> Job:

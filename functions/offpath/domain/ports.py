@@ -221,6 +221,14 @@ class JobStore(Protocol):
         """One write: `record` becomes the debounce key's record; the record it replaced comes back (None: none)."""
         ...
 
+    def debounce_record(self, tenant: str, job_type: str, key: str) -> DebounceRecord | None:
+        """The debounce key's record (a consistent read), None when there is none."""
+        ...
+
+    def name_survivor(self, job_id: str, *, tenant: str, seen: str, survivor: str, now: datetime) -> None:
+        """A superseded job that named `seen` names `survivor`; JobConflictError when it names another."""
+        ...
+
     def record_firing(self, name: str, firing: Firing, *, keep: int) -> ScheduleState:
         """Add a firing to the schedule's history (newest first, at most `keep`, one per slot)."""
 

@@ -60,6 +60,7 @@ from offpath.domain.ports import JobMessage, JobQueue, JobStore, Metrics
 from offpath.domain.registry import LEASE_MARGIN_S, START_MARGIN_S, UNWRITTEN_BOUND_S, JobType, Registry
 from offpath.domain.timeout import JobTimeout, run_with_timeout
 from offpath.logic.admission import Done, Wait, admit
+from offpath.logic.debounce import name_survivor
 from offpath.observability import bind_attempt, bind_trace_id, bound_job_id, current_trace_id, trace_id_of
 
 logger = logging.getLogger("offpath.worker")
@@ -499,6 +500,8 @@ def _not_claimed(delivery: Delivery, job: Job, ports: WorkerPorts, policy: Worke
     if job.status.is_final or job.status is JobStatus.SCHEDULED:
         ports.metrics.count("DuplicateDeliveries", queue=job.queue, job_type=job.type)
         logger.info("delivery for a %s job; acknowledged without running", job.status.value)
+        if job.cancel_reason is not None:
+            name_survivor(job, ports.store, ports.metrics, now=now)  # a superseded job's own time came
         return True
     if job.status is JobStatus.RUNNING and not job.lease_expired(now):
         # Another worker holds the job. Look again when its lease ends, in case that worker dies.

@@ -269,5 +269,11 @@ class CountingStore:
     def swap_debounce(self, tenant: str, job_type: str, key: str, record: DebounceRecord) -> DebounceRecord | None:
         return self.store.swap_debounce(tenant, job_type, key, record)
 
+    def debounce_record(self, tenant: str, job_type: str, key: str) -> DebounceRecord | None:
+        return self.store.debounce_record(tenant, job_type, key)
+
+    def name_survivor(self, job_id: str, *, tenant: str, seen: str, survivor: str, now: datetime) -> None:
+        self.store.name_survivor(job_id, tenant=tenant, seen=seen, survivor=survivor, now=now)
+
     def record_firing(self, name: str, firing: Firing, *, keep: int) -> ScheduleState:
         return self.store.record_firing(name, firing, keep=keep)
