@@ -25,7 +25,7 @@ from infra.workers import Workers
 from offpath.domain.registry import Registry
 from offpath.observability import NAMESPACE
 
-JOB_OUTCOMES = ("JobsSucceeded", "JobsFailed", "JobsRetried", "JobsDeadLettered")
+JOB_OUTCOMES = ("JobsSucceeded", "JobsFailed", "JobsRetried", "JobsDeadLettered", "JobsExpired")
 DURATION_PERCENTILES = ("p50", "p90", "p99")
 ONE_MINUTE = cdk.Duration.minutes(1)
 FIVE_MINUTES = cdk.Duration.minutes(5)

@@ -48,9 +48,10 @@ class Workers(Construct):
                 memory_mb=WORKER_MEMORY_MB,
                 environment={"OFFPATH_QUEUE_CLASS": name},
             )
-            # GetItem: a job's `ctx.parent`, and a job of a type with a keyed or concurrency limit read before its
-            # claim (logic/limits.py); BatchGetItem: the tenant's open-jobs count, asked by what a job submits
-            # (`ctx.submit`, a chain's next job) when quotas are configured.
+            # GetItem: a job's `ctx.parent`, a job of a type with a keyed or concurrency limit read before its claim
+            # (logic/limits.py), a superseded job's debounce record (logic/debounce.py name_survivor); BatchGetItem:
+            # the tenant's open-jobs count, asked by what a job submits (`ctx.submit`, a chain's next job) when quotas
+            # are configured.
             table.grant(worker, ["UpdateItem", "PutItem", "GetItem", "BatchGetItem"])
             queue = queues.queues[name]
             source = event_sources.SqsEventSource(

@@ -419,9 +419,9 @@ ROUTES: tuple[Route, ...] = (
         "/jobs/{job_id}/retry",
         "retryJob",
         "tenant",
-        "Run a FAILED or CANCELLED job again, with a fresh attempt budget",
+        "Run a FAILED, CANCELLED or EXPIRED job again, with a fresh attempt budget (now, without its expiry)",
         answers=(Answer(202, "JobView", "back to QUEUED; its message is sent"),),
-        refusals=(_NO_JOB, Refusal(409, "not failed or cancelled", "conflict", "job is RUNNING"), _OVER_QUOTA),
+        refusals=(_NO_JOB, Refusal(409, "not failed, cancelled or expired", "conflict", "job is RUNNING"), _OVER_QUOTA),
         parameters=(_JOB_ID,),
     ),
     Route(

@@ -37,7 +37,7 @@ from offpath_local.client import Answer, ApiClient, CannotConnectError, MissingC
 OK, REFUSED, USAGE, CANNOT_CONNECT = 0, 1, 2, 3
 DEFAULT_DATA = ".offpath"
 DEFAULT_URL = "http://127.0.0.1:8000"
-FINAL_STATES = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
+FINAL_STATES = frozenset({"SUCCEEDED", "FAILED", "CANCELLED", "EXPIRED"})
 POLL_S = 0.25
 # Each request of --wait waits this long for the job (GET /jobs/{id}?wait=N, the longest wait the API takes).
 LONG_POLL_S = MAX_WAIT_S
@@ -139,6 +139,14 @@ def _parser() -> argparse.ArgumentParser:
     submit.add_argument("--key", help="Idempotency-Key: the same key and payload give the same job")
     submit.add_argument("--run-at", metavar="TIME", help="ISO 8601 time to run at, e.g. 2026-01-31T09:00:00Z")
     submit.add_argument("--queue", help="the job type's queue class (checked)")
+    submit.add_argument(
+        "--expires-at", metavar="TIME", help="not started by this ISO 8601 time, the job ends EXPIRED without running"
+    )
+    submit.add_argument(
+        "--debounce",
+        metavar="KEY:SECONDS",
+        help="a later submit under KEY within SECONDS supersedes this job; the last runs SECONDS after it",
+    )
     submit.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE", help="a tag (repeatable, up to 10)")
     submit.add_argument("--wait", action="store_true", help="follow the job to a final state (progress bar)")
     submit.add_argument("--timeout", type=float, metavar="S", help="with --wait: give up after S seconds (exit 1)")
@@ -152,7 +160,7 @@ def _parser() -> argparse.ArgumentParser:
     jobs.add_argument(
         "--status",
         type=str.upper,
-        help="QUEUED, SCHEDULED, RUNNING, RETRYING, SUCCEEDED, FAILED or CANCELLED (any case)",
+        help="QUEUED, SCHEDULED, RUNNING, RETRYING, SUCCEEDED, FAILED, CANCELLED or EXPIRED (any case)",
     )
     jobs.add_argument("--type", help="a job type")
     jobs.add_argument("--limit", type=int, default=20)
@@ -180,7 +188,7 @@ def _parser() -> argparse.ArgumentParser:
     cancel = commands.add_parser("cancel", parents=[client], help="cancel a job that has not started")
     cancel.add_argument("job_id")
 
-    retry = commands.add_parser("retry", parents=[client], help="run a FAILED or CANCELLED job again")
+    retry = commands.add_parser("retry", parents=[client], help="run a FAILED, CANCELLED or EXPIRED job again")
     retry.add_argument("job_id")
 
     bulk = commands.add_parser(
@@ -615,7 +623,7 @@ def _alarm_rows(body: dict[str, Any]) -> Rows:
 
 def _stats_rows(body: dict[str, Any]) -> Rows:
     """The minutes' counts added up per queue class and job type."""
-    counted = ("submitted", "succeeded", "failed", "retried", "dead_lettered")
+    counted = ("submitted", "succeeded", "failed", "retried", "dead_lettered", "expired")
     totals: dict[tuple[str, str], list[int]] = {}
     for minute in body.get("minutes", []):
         row = totals.setdefault((minute["queue"], minute["job_type"]), [0] * len(counted))
@@ -637,6 +645,13 @@ def _submit(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
         body["run_at"] = args.run_at
     if args.queue:
         body["queue"] = args.queue
+    if args.expires_at:
+        body["expires_at"] = args.expires_at
+    if args.debounce:
+        key, sep, seconds = args.debounce.rpartition(":")
+        if not sep or not key or not seconds.isdigit():
+            raise UsageError("--debounce takes KEY:SECONDS")
+        body["debounce"] = {"key": key, "seconds": int(seconds)}
     if args.tag:
         pairs = [tag.partition("=") for tag in args.tag]
         if any(not sep for _, sep, _ in pairs):
@@ -752,6 +767,8 @@ def _print_job(job: dict[str, Any], out: TextIO, as_json: bool) -> None:
         ("result", json.dumps(job.get("result")) if job.get("result") is not None else None),
         ("error", job.get("error")),
         ("run_at", job.get("run_at")),
+        ("expires_at", job.get("expires_at")),
+        ("superseded_by", job.get("superseded_by")),
         ("created_at", job.get("created_at")),
         ("started_at", job.get("started_at")),
         ("finished_at", job.get("finished_at")),

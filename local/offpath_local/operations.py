@@ -40,6 +40,7 @@ class LocalStats:
                 failed=m.failed,
                 retried=m.retried,
                 dead_lettered=m.dead_lettered,
+                expired=m.expired,
                 duration_p50_s=m.duration_p50_s,
                 duration_p95_s=m.duration_p95_s,
                 queue_wait_p50_s=m.queue_wait_p50_s,

@@ -425,3 +425,37 @@ def test_a_jobs_tags_are_shown_and_list_the_jobs_tagged_so(console: OpenConsole,
     expect(admin.page.locator("#filter-tag")).to_have_value("customer:acme-42")
     expect(row(admin, tagged)).to_have_count(1)
     expect(row(admin, untagged)).to_have_count(0)
+
+
+def test_an_expired_job_shows_its_expiry_and_runs_when_retried_from_its_page(
+    console: OpenConsole, local: Local
+) -> None:
+    # Due 1.9 s from now, its message is delivered 2 s after the submit (SQS delays are whole seconds): expired.
+    now = datetime.now(UTC)
+    expires_at = (now + timedelta(seconds=1.901)).isoformat().replace("+00:00", "Z")
+    run_at = (now + timedelta(seconds=1.9)).isoformat().replace("+00:00", "Z")
+    job_id = submit(local, "demo.echo", {"late": True}, run_at=run_at, expires_at=expires_at)
+    local.wait_for_job(job_id, {"EXPIRED", "SUCCEEDED"}, timeout_s=30)
+    admin = console(TOKEN_A).open(f"/console/jobs/{job_id}")
+    expect(admin.page.locator("main .badge").first).to_have_text("EXPIRED")
+    expect(admin.page.locator("main dl.fields")).to_contain_text("Expires at")
+    expect(admin.page.locator("main ol.timeline")).to_contain_text("EXPIRED: not started by its expires_at; never ran")
+
+    admin.page.get_by_role("button", name="Retry").click()
+
+    expect(admin.page.locator("main .badge").first).to_have_text("SUCCEEDED", timeout=RUN_S)
+    assert local.job(job_id)["expires_at"] is None
+
+
+def test_a_superseded_job_links_the_job_that_took_its_place(console: OpenConsole, local: Local) -> None:
+    key = f"browser-{datetime.now(UTC).timestamp()}"
+    first = submit(local, "demo.echo", {"n": 1}, debounce={"key": key, "seconds": 60})
+    second = submit(local, "demo.echo", {"n": 2}, debounce={"key": key, "seconds": 60})
+    admin = console(TOKEN_A).open(f"/console/jobs/{first}")
+    expect(admin.page.locator("main .badge").first).to_have_text("CANCELLED")
+    expect(admin.page.locator("main ol.timeline")).to_contain_text("superseded by a later submit")
+
+    admin.page.locator(f'main dl.fields a[href="/console/jobs/{second}"]').click()
+
+    expect(admin.page.locator("main .badge").first).to_have_text("QUEUED")
+    local.call("POST", f"/jobs/{second}/cancel")

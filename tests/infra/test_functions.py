@@ -75,8 +75,9 @@ EXPECTED_ACTIONS = {
     "worker": {
         "dynamodb:UpdateItem",
         "dynamodb:PutItem",
-        # A job's `ctx.parent`, a job of a type with a limit read before its claim (logic/limits.py); the tenant's
-        # open-jobs count for what a job submits (ctx.submit, a chain's next job).
+        # A job's `ctx.parent`, a job of a type with a limit read before its claim (logic/limits.py), a superseded
+        # job's debounce record (logic/debounce.py name_survivor); the tenant's open-jobs count for what a job
+        # submits (ctx.submit, a chain's next job).
         "dynamodb:GetItem",
         "dynamodb:BatchGetItem",
         # The event source mapping's grant on its own queue (ChangeMessageVisibility: the retry backoff, and the

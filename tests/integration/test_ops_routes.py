@@ -379,7 +379,7 @@ def with_sources(pipeline: Pipeline, **sources: Any) -> Pipeline:
 
 
 def test_an_admin_reads_the_per_minute_statistics(pipeline: Pipeline) -> None:
-    row = MinuteStats(T0, "default", "demo.echo", 3, 2, 1, 1, 1, 0.012, 0.05, 0.2, 0.9)
+    row = MinuteStats(T0, "default", "demo.echo", 3, 2, 1, 1, 1, 0.012, 0.05, 0.2, 0.9, expired=4)
     stats = FixedStats([row])
     with_sources(pipeline, stats=stats)
 
@@ -396,6 +396,7 @@ def test_an_admin_reads_the_per_minute_statistics(pipeline: Pipeline) -> None:
             "failed": 1,
             "retried": 1,
             "dead_lettered": 1,
+            "expired": 4,
             "duration_p50_s": 0.012,
             "duration_p95_s": 0.05,
             "queue_wait_p50_s": 0.2,

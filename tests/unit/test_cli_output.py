@@ -71,3 +71,58 @@ def test_the_job_types_table_says_each_types_limits_in_a_few_words() -> None:
 
     assert header[-1] == "LIMITS"
     assert [row[-1] for row in rows] == ["-", "2 at once, 10/s per account", "100/m per type"]
+
+
+class _Recording:
+    """An ApiClient that answers every submit with a QUEUED job and keeps what it was sent."""
+
+    def __init__(self) -> None:
+        self.bodies: list[object] = []
+
+    def call(self, method: str, path: str, **kwargs: object) -> Answer:
+        self.bodies.append(kwargs.get("body"))
+        return Answer(202, {"job_id": "j1", "type": "demo.echo", "status": "QUEUED"}, {})
+
+
+def submit_args(*argv: str) -> object:
+    from offpath_local.cli import _parser as parser
+
+    return parser().parse_args(["submit", "demo.echo", *argv])
+
+
+def test_submit_sends_the_expiry_and_the_debounce_it_is_given() -> None:
+    import io
+
+    from offpath_local.cli import _submit
+
+    client = _Recording()
+    args = submit_args("--expires-at", "2026-12-02T10:00:00Z", "--debounce", "user:42:5")
+
+    assert _submit(client, args, io.StringIO()) == 0  # type: ignore[arg-type]
+
+    assert client.bodies == [
+        {
+            "type": "demo.echo",
+            "payload": {},
+            "expires_at": "2026-12-02T10:00:00Z",
+            "debounce": {"key": "user:42", "seconds": 5},
+        }
+    ]
+
+
+@pytest.mark.parametrize("given", ["nokey", ":5", "k:", "k:five"])
+def test_a_debounce_without_key_and_seconds_is_a_usage_error(given: str) -> None:
+    import io
+
+    from offpath_local.cli import UsageError, _submit
+
+    with pytest.raises(UsageError, match="KEY:SECONDS"):
+        _submit(_Recording(), submit_args("--debounce", given), io.StringIO())  # type: ignore[arg-type]
+
+
+def test_the_listing_filter_takes_expired_in_any_case() -> None:
+    from offpath_local.cli import FINAL_STATES
+    from offpath_local.cli import _parser as parser
+
+    assert parser().parse_args(["jobs", "--status", "expired"]).status == "EXPIRED"
+    assert "EXPIRED" in FINAL_STATES

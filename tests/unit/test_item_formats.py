@@ -61,6 +61,7 @@ def test_the_item_kinds_and_their_current_versions() -> None:
         "rate limit bucket": ("LIMIT#RATE#", 1),
         "bulk operation": ("BULK#", 1),
         "open bulk operations": ("BULKOPEN#", 1),
+        "debounce record": ("DEBOUNCE#", 1),
     }
 
 

@@ -14,6 +14,7 @@ offpath_tools.cost_doc renders the model's section of docs/benchmarks.md.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -832,10 +833,10 @@ def describe(config: Config, measured_payload: int | None = None) -> str:
     )
 
 
-# GET /stats asks, per (queue, job type) with metrics, 5 sums and 4 percentiles (adapters/cloudwatch.py),
-# after 5 ListMetrics requests; the console asks it once a minute while its overview is open.
-STATS_METRICS_PER_PAIR = 9
-STATS_LIST_REQUESTS = 5
+# GET /stats asks, per (queue, job type) with metrics, 6 sums and 4 percentiles (adapters/cloudwatch.py),
+# after 6 ListMetrics requests; the console asks it once a minute while its overview is open.
+STATS_METRICS_PER_PAIR = 10
+STATS_LIST_REQUESTS = 6
 CONSOLE_HOURS_PER_MONTH = 8 * 22
 
 
@@ -937,6 +938,32 @@ def limits_cost_per_job(config: Config, kind: str = "none", *, waits: float = 0.
     wru_price, rru_price = dynamodb_unit_prices(config)
     wru, rru = limits_units_per_job(kind, waits=waits)
     return wru * wru_price + rru * rru_price + waits * LIMIT_WAIT_SQS_REQUESTS * price("sqs_request")
+
+
+# -- expiry and debounce (logic/expiry.py, logic/debounce.py; docs/flow-control.md) --------------------------------
+# Expiry adds no write: its time rides on the job's item (a few bytes) and its message, and the worker reads it from
+# the message; a job that expires costs one write (the expire) in place of its claim and outcome. A debounced submit
+# writes its key's record (one item under 1 KB: 1 write unit); a submit that supersedes an earlier job also
+# cancels it (one write of the earlier job's item: its payload and JOB_ITEM_BASE_BYTES, in 1 KB units). When the
+# superseded job's message comes the worker reads the record (consistent, under 4 KB: 1 read unit) and, when the
+# burst went on, names its survivor (one more write of the item; counted for every superseded job: the most it costs).
+DEBOUNCE_RECORD_WRU = 1
+DEBOUNCE_RECORD_READ_RRU = 1
+JOB_ITEM_BASE_BYTES = 600
+
+
+def flow_control_cost_per_job(config: Config, *, debounced_share: float = 0.0, superseded_share: float = 0.0) -> float:
+    """Dollars a job adds for debounce: `debounced_share` of the jobs are submitted with a debounce, of which
+    `superseded_share` (a share of all jobs) are superseded. 0 when no job is debounced; expiry is always 0."""
+    if not 0 <= debounced_share <= 1:
+        raise ValueError("the debounced share must be between 0 and 1")
+    if not 0 <= superseded_share <= debounced_share:
+        raise ValueError("the superseded share must be between 0 and the debounced share")
+    wru_price, rru_price = dynamodb_unit_prices(config)
+    # A payload "as measured" is a few dozen bytes: the item stays under 1 KB.
+    item_wru = math.ceil(((config.payload_bytes or 0) + JOB_ITEM_BASE_BYTES) / 1024)
+    writes = debounced_share * DEBOUNCE_RECORD_WRU + superseded_share * 2 * item_wru
+    return writes * wru_price + superseded_share * DEBOUNCE_RECORD_READ_RRU * rru_price
 
 
 # -- notices: the notifier, the event bus and webhook deliveries (issue 12) -------------------------------

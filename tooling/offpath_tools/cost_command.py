@@ -34,6 +34,7 @@ from offpath_tools.cost import (
     cheapest,
     describe,
     estimate,
+    flow_control_cost_per_job,
     limits_cost_per_job,
     limits_units_per_job,
     load_measured,
@@ -122,6 +123,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="how often a job waits for its limits before it runs, on average (default 0)",
     )
+    setup.add_argument(
+        "--debounced-share",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="share of the jobs submitted with a debounce (one record write each; default 0)",
+    )
+    setup.add_argument(
+        "--superseded-share",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="share of the jobs superseded by a later debounced submit (one cancel write each; default 0)",
+    )
     setup.add_argument("--json", action="store_true", help="print the estimate as JSON")
 
 
@@ -173,6 +188,13 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     except (ValueError, FileNotFoundError) as error:
         print(f"offpath cost: {error}", file=sys.stderr)
         return USAGE
+    try:
+        debounce = flow_control_cost_per_job(
+            config, debounced_share=args.debounced_share, superseded_share=args.superseded_share
+        )
+    except ValueError as error:
+        print(f"offpath cost: {error}", file=sys.stderr)
+        return USAGE
     if args.json:
         result = estimate(measured, config)
         cheapest_config = cheapest(config)
@@ -197,6 +219,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
             "limits_write_units_per_job": limits_units_per_job(args.limits, waits=args.limit_waits)[0],
             "limits_read_units_per_job": limits_units_per_job(args.limits, waits=args.limit_waits)[1],
             "limits_per_million_jobs": limits_cost_per_job(config, args.limits, waits=args.limit_waits) * MILLION,
+            "expiry_per_million_jobs": 0.0,
+            "debounce_per_million_jobs": debounce * MILLION,
         }
         out.write(json.dumps(document, indent=2) + "\n")
         return 0
@@ -220,6 +244,12 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         f"per million jobs, {money(limits * config.jobs_per_month)} a month on top of the above (a concurrency slot: "
         "2 writes, taken and given back; a rate limit: 1; the job read before its claim: 1 read unit; each wait: "
         "one more of each and 2 SQS requests; 0 for a type without limits; --limits, docs/flow-control.md)\n"
+        f"expiry: {money(0.0)} per million jobs (its time rides on the job's item and message); debounce "
+        f"({args.debounced_share:g} of the jobs debounced, {args.superseded_share:g} superseded): "
+        f"{money(debounce * MILLION)} per million jobs, {money(debounce * config.jobs_per_month)} a month (1 write "
+        "unit per debounced submit for its key's record; per superseded job its cancel, a read of the record and at "
+        "most one more write of its item; "
+        "docs/flow-control.md)\n"
     )
     return 0
 

@@ -36,6 +36,7 @@ from offpath.domain.job import AttemptError, Job, JobStatus, Progress
 from offpath.domain.ports import (
     FILTERED_SCAN_PAGES,
     CreateOutcome,
+    DebounceRecord,
     Firing,
     JobMessage,
     JobPage,
@@ -58,6 +59,7 @@ class InMemoryJobStore:
         self._jobs: dict[tuple[str, str], Job] = {}
         self._keys: dict[tuple[str, str], KeyRecord] = {}
         self._once: set[tuple[str, str]] = set()
+        self._debounce: dict[tuple[str, str, str], DebounceRecord] = {}
         self._schedules: dict[str, ScheduleState] = {}
         self._faults: dict[str, list[Exception]] = {}
         self.writes: list[str] = []
@@ -240,7 +242,14 @@ class InMemoryJobStore:
         )
 
     def cancel(
-        self, job_id: str, *, tenant: str, now: datetime, expires_at: datetime, operation: str | None = None
+        self,
+        job_id: str,
+        *,
+        tenant: str,
+        now: datetime,
+        expires_at: datetime,
+        operation: str | None = None,
+        superseded_by: str | None = None,
     ) -> Job:
         with self._lock:
             self._enter("cancel", write=True)
@@ -249,7 +258,12 @@ class InMemoryJobStore:
                 raise JobNotFoundError(job_id)
             try:
                 cancelled = transitions.cancel(
-                    current, tenant=tenant, now=now, retention=expires_at - now, operation=operation
+                    current,
+                    tenant=tenant,
+                    now=now,
+                    retention=expires_at - now,
+                    operation=operation,
+                    superseded_by=superseded_by,
                 )
             except TransitionError:
                 raise JobConflictError(current, f"a {current.status.value} job cannot be cancelled") from None
@@ -306,6 +320,39 @@ class InMemoryJobStore:
                 current, tenant=tenant, now=now, sweep_at=sweep_at, operation=operation
             ),
         )
+
+    def expire(self, job_id: str, *, tenant: str, now: datetime, expires_at: datetime) -> Job:
+        with self._lock:
+            self._enter("expire", write=True)
+            current = self._jobs.get((tenant, job_id))
+            if current is None:
+                raise JobNotFoundError(job_id)
+            try:
+                expired = transitions.expire(current, tenant=tenant, now=now, retention=expires_at - now)
+            except TransitionError:
+                raise JobConflictError(current, f"a {current.status.value} job does not expire now") from None
+            self._jobs[tenant, job_id] = expired
+            return expired
+
+    def swap_debounce(self, tenant: str, job_type: str, key: str, record: DebounceRecord) -> DebounceRecord | None:
+        with self._lock:
+            self._enter("swap_debounce", write=True)
+            previous = self._debounce.get((tenant, job_type, key))
+            self._debounce[tenant, job_type, key] = record
+            return previous
+
+    def name_survivor(self, job_id: str, *, tenant: str, seen: str, survivor: str, now: datetime) -> None:
+        self._owned(
+            "name_survivor",
+            job_id,
+            tenant,
+            lambda current: transitions.name_survivor(current, tenant=tenant, seen=seen, survivor=survivor, now=now),
+        )
+
+    def debounce_record(self, tenant: str, job_type: str, key: str) -> DebounceRecord | None:
+        with self._lock:
+            self._enter("debounce_record", write=False)
+            return self._debounce.get((tenant, job_type, key))
 
     def discard(self, job_id: str, *, tenant: str, now: datetime) -> Job:
         return self._owned(

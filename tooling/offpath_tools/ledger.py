@@ -39,7 +39,7 @@ from offpath_tools.launcher import OffpathLocal, free_loopback_port
 from offpath_tools.webhook_receiver import Receiver
 
 TENANT, TOKEN = "ledger", "ledger-token-0123456789"
-FINAL = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
+FINAL = frozenset({"SUCCEEDED", "FAILED", "CANCELLED", "EXPIRED"})
 EFFECTS_FILE = "effects.jsonl"
 # Where the runtime's job types (offpath_tools.ledger_jobs, loaded by the runtime and never imported here: it
 # declares a queue class in the registry) write the side effects the ledger counts.
@@ -70,7 +70,12 @@ WEBHOOK_NAME = "ledger"
 WEBHOOK_PATH = "/ledger"
 RECEIVER_FAILS_EVERY = 10
 WEBHOOK_RETRY_SCALE = 0.01
-FINAL_EVENTS = {"SUCCEEDED": "job.succeeded", "FAILED": "job.failed", "CANCELLED": "job.cancelled"}
+FINAL_EVENTS = {
+    "SUCCEEDED": "job.succeeded",
+    "FAILED": "job.failed",
+    "CANCELLED": "job.cancelled",
+    "EXPIRED": "job.expired",
+}
 # The flow-control variant (`--flow-control`): `e2e.limited` jobs (offpath_tools.ledger_jobs) of FLOW_ACCOUNTS
 # accounts, at most LIMITED_AT_ONCE running at once per account.
 LIMITED_AT_ONCE = 2

@@ -10,6 +10,9 @@ Item layout (key `pk` + `sk`, offpath.naming; every key is made by `item_key`):
 - `IDEM#<tenant>#<sha256(key) prefix>` / `#`: an idempotency key's record (the job's id and creation time, the
   submission's fingerprint), written by one conditional put before the job (`record_key`); it expires
   (TTL) after the job's retention, counted from when the job is due.
+- `DEBOUNCE#<tenant>#<sha256(type, key) prefix>` / `#`: a debounce key's record (its burst's survivor, when it was
+  submitted and when its window ends; logic/debounce.py), replaced by each debounced submit; it expires (TTL) a
+  day after its window.
 - `ONCE#<scope>#<name>` / `#`: a `ctx.once` mark; `SCHEDULE#<name>` / `#`: a schedule's firings. The quota
   counters (adapters/dynamodb_quotas.py) and the webhook items (adapters/webhook_store.py) are single items too.
 Index (offpath.naming.TABLE_INDEXES): the sparse `sweep` index (shard, sweep time) for the sweeper, keys only
@@ -31,7 +34,7 @@ import zlib
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast, overload
 
@@ -39,7 +42,7 @@ import botocore.exceptions
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.config import Config
 
-from offpath.adapters.item_formats import JOB, KEY_RECORD, ONCE_MARK, SCHEDULE_STATE
+from offpath.adapters.item_formats import DEBOUNCE_RECORD, JOB, KEY_RECORD, ONCE_MARK, SCHEDULE_STATE
 from offpath.domain.errors import (
     IdempotencyConflictError,
     InvalidRequestError,
@@ -53,10 +56,12 @@ from offpath.domain.job import (
     CLAIM,
     DISCARD,
     ENQUEUE_SCHEDULED,
+    EXPIRE,
     FAIL,
     FAIL_EXPIRED_LEASE,
     FOLLOWED_UP,
     LEASE_EXPIRED_OUTCOME,
+    NAME_SURVIVOR,
     RECORD_PROGRESS,
     REDRIVE,
     REQUEUE_EXPIRED_LEASE,
@@ -64,6 +69,7 @@ from offpath.domain.job import (
     RETRY,
     RETRY_BY_HAND,
     SUCCEED,
+    SUPERSEDED,
     AttemptError,
     AttemptRecord,
     Facts,
@@ -78,6 +84,7 @@ from offpath.domain.job import (
 from offpath.domain.ports import (
     FILTERED_SCAN_PAGES,
     CreateOutcome,
+    DebounceRecord,
     Firing,
     JobPage,
     KeyRecord,
@@ -96,6 +103,9 @@ INDEX_SWEEP = "sweep"
 # The condition of a write that must create its item.
 NEW_ITEM = f"attribute_not_exists({TABLE_PARTITION_KEY})"
 KEY_ITEM_PREFIX = "IDEM#"
+DEBOUNCE_ITEM_PREFIX = "DEBOUNCE#"
+# A debounce key's record is kept this long after its window ended (TTL); a record gone is a key never used.
+DEBOUNCE_RECORD_MARGIN = timedelta(days=1)
 # An idempotency key's record is named by this many hex digits of the key's SHA-256 (128 bits).
 KEY_DIGEST_CHARS = 32
 # The sweep index's partition key is spread over shards so no single partition takes every write.
@@ -187,6 +197,26 @@ class DynamoDbJobStore:
             if not failed.item:
                 raise StoreUnavailableError("DynamoDB returned no record with the failed key condition") from None
             return key_record_from_item(failed.item)
+
+    def swap_debounce(self, tenant: str, job_type: str, key: str, record: DebounceRecord) -> DebounceRecord | None:
+        """One unconditional put (ReturnValues ALL_OLD: the record it replaced comes back with it, no read)."""
+        response = self._call(
+            self.client.put_item,
+            TableName=self.table_name,
+            Item=attribute_values(
+                {
+                    **item_key(debounce_partition(tenant, job_type, key)),
+                    **DEBOUNCE_RECORD.stamp,
+                    "job_id": record.job_id,
+                    "submitted_at": iso(record.submitted_at),
+                    "window_end": iso(record.window_end),
+                    "expires_at": epoch(record.window_end + DEBOUNCE_RECORD_MARGIN),
+                }
+            ),
+            ReturnValues="ALL_OLD",
+        )
+        old = response.get("Attributes")
+        return debounce_record_from_item(old) if old else None
 
     def key_record(self, tenant: str, idempotency_key: str) -> KeyRecord | None:
         response = self._call(
@@ -568,7 +598,8 @@ class DynamoDbJobStore:
                 sweep_at=sweep_at,
                 # ADD: a job written before hand retries were counted has no `retries` yet.
                 also=f", attempt = :zero, resends = :zero{marked} "
-                "REMOVE #e, finished_at, expires_at, lease_until, next_attempt_at, discarded_at ADD retries :one",
+                "REMOVE #e, finished_at, expires_at, lease_until, next_attempt_at, discarded_at, start_by, "
+                "cancel_reason, superseded_by ADD retries :one",
                 values={":zero": 0, ":one": 1, **({":op": operation} if operation is not None else {})},
                 names={"#e": "error"},
             )
@@ -702,18 +733,30 @@ class DynamoDbJobStore:
     # -- api --------------------------------------------------------------------------------
 
     def cancel(
-        self, job_id: str, *, tenant: str, now: datetime, expires_at: datetime, operation: str | None = None
+        self,
+        job_id: str,
+        *,
+        tenant: str,
+        now: datetime,
+        expires_at: datetime,
+        operation: str | None = None,
+        superseded_by: str | None = None,
     ) -> Job:
         marked = ", bulk_operation_id = :op" if operation is not None else ""
+        # Superseded (a later submit under its debounce key): the reason and the survivor, in the same write.
+        why = ", cancel_reason = :reason, superseded_by = :survivor" if superseded_by is not None else ""
+        why_values = {":reason": SUPERSEDED, ":survivor": superseded_by} if superseded_by is not None else {}
+        if operation is not None:
+            why_values[":op"] = operation
         try:
             cancelled = self._write(
                 CANCEL,
                 tenant,
                 job_id,
                 Facts(now=now, tenant=tenant),
-                f"SET #s = :status, updated_at = :now, finished_at = :now, expires_at = :ttl{marked} "
+                f"SET #s = :status, updated_at = :now, finished_at = :now, expires_at = :ttl{marked}{why} "
                 "REMOVE sweep_pk, sweep_at",
-                {":now": iso(now), ":ttl": epoch(expires_at), **({":op": operation} if operation is not None else {})},
+                {":now": iso(now), ":ttl": epoch(expires_at), **why_values},
             )
             try:
                 self._keep_key(cancelled, now, expires_at)
@@ -732,6 +775,58 @@ class DynamoDbJobStore:
                 # This cancel's own write, met by an SDK retry after its response was lost.
                 return current
             raise JobConflictError(current, f"a {current.status.value} job cannot be cancelled") from None
+
+    def expire(self, job_id: str, *, tenant: str, now: datetime, expires_at: datetime) -> Job:
+        """A waiting job past its `start_by` -> EXPIRED (one conditional write); JobConflictError with the job as it
+        is when it is not waiting or its expiry has not come (an SDK retry of this write meets its own result)."""
+        try:
+            expired = self._write(
+                EXPIRE,
+                tenant,
+                job_id,
+                Facts(now=now, tenant=tenant),
+                "SET #s = :status, updated_at = :now, finished_at = :now, expires_at = :ttl "
+                "REMOVE sweep_pk, sweep_at, lease_until, next_attempt_at",
+                {":now": iso(now), ":ttl": epoch(expires_at)},
+            )
+        except ConditionFailed as failed:
+            current = _tenants_job(failed, job_id)
+            if current.status is JobStatus.EXPIRED and current.updated_at == now:
+                return current
+            raise JobConflictError(current, f"a {current.status.value} job does not expire now") from None
+        try:
+            self._keep_key(expired, now, expires_at)
+        except StoreUnavailableError:
+            logger.warning("an expired job's key record was not extended", extra={"job_id": job_id})
+        return expired
+
+    def name_survivor(self, job_id: str, *, tenant: str, seen: str, survivor: str, now: datetime) -> None:
+        """One conditional write: the superseded job that named `seen` names `survivor` (its status and times stay)."""
+        try:
+            self._write(
+                NAME_SURVIVOR,
+                tenant,
+                job_id,
+                Facts(now=now, tenant=tenant, seen_survivor=seen),
+                "SET superseded_by = :survivor",
+                {":survivor": survivor},
+                returns=False,
+            )
+        except ConditionFailed as failed:
+            current = _tenants_job(failed, job_id)
+            if current.superseded_by == survivor:
+                return  # this write's own, met by an SDK retry
+            raise JobConflictError(current, "the superseded job names another survivor") from None
+
+    def debounce_record(self, tenant: str, job_type: str, key: str) -> DebounceRecord | None:
+        response = self._call(
+            self.client.get_item,
+            TableName=self.table_name,
+            Key=key_of(debounce_partition(tenant, job_type, key)),
+            ConsistentRead=True,
+        )
+        item = response.get("Item")
+        return debounce_record_from_item(item) if item else None
 
     def discard(self, job_id: str, *, tenant: str, now: datetime) -> Job:
         # FAILED stays FAILED: an SDK retry of this write meets its own result and simply writes it again.
@@ -901,6 +996,21 @@ def idempotency_partition(tenant: str, idempotency_key: str) -> str:
     return f"{KEY_ITEM_PREFIX}{tenant}#{digest}"
 
 
+def debounce_record_from_item(item: Mapping[str, Any]) -> DebounceRecord:
+    plain = DEBOUNCE_RECORD.read(plain_values(item))
+    return DebounceRecord(
+        job_id=str(plain["job_id"]),
+        submitted_at=parse_iso(plain["submitted_at"]),
+        window_end=parse_iso(plain["window_end"]),
+    )
+
+
+def debounce_partition(tenant: str, job_type: str, key: str) -> str:
+    """The partition key of a tenant's debounce key's record for a job type (the key itself is not stored)."""
+    digest = hashlib.sha256(f"{job_type}\n{key}".encode()).hexdigest()[:KEY_DIGEST_CHARS]
+    return f"{DEBOUNCE_ITEM_PREFIX}{tenant}#{digest}"
+
+
 def sweep_shard(job_id: str) -> str:
     """The sweep index's partition of a job: from the random end of its id (its start is the time)."""
     return f"SWEEP#{int(job_id[-2:], 16) % SWEEP_SHARDS}"
@@ -929,6 +1039,14 @@ def guard_condition(guard: Guard, facts: Facts) -> tuple[str, dict[str, Any]]:
             return "(attribute_not_exists(lease_until) OR lease_until <= :now)", {":now": iso(_fact(facts.now, guard))}
         case Guard.SWEEP_FENCE:
             return "sweep_at = :seen", {":seen": iso(_fact(facts.seen_sweep_at, guard))}
+        case Guard.SURVIVOR_FENCE:
+            return "cancel_reason = :superseded AND superseded_by = :seen_survivor", {
+                ":superseded": SUPERSEDED,
+                ":seen_survivor": _fact(facts.seen_survivor, guard),
+            }
+        case Guard.START_BY_PASSED:
+            # A comparison with a missing attribute is false: a job without an expiry never expires.
+            return "start_by <= :now", {":now": iso(_fact(facts.now, guard))}
 
 
 def condition_of(transition: Transition, facts: Facts) -> Condition:
@@ -1112,6 +1230,11 @@ def to_item(job: Job) -> Item:
             "parent_job_id": job.parent_job_id,
             "next_job_id": job.next_job_id,
             "bulk_operation_id": job.bulk_operation_id,
+            "start_by": when(job.start_by),
+            "cancel_reason": job.cancel_reason,
+            "superseded_by": job.superseded_by,
+            "debounce_key": job.debounce_key,
+            "debounce_s": job.debounce_s,
         }
     )
 
@@ -1165,6 +1288,11 @@ def from_item(item: Mapping[str, Any]) -> Job:
         parent_job_id=plain.get("parent_job_id"),
         next_job_id=plain.get("next_job_id"),
         bulk_operation_id=plain.get("bulk_operation_id"),
+        start_by=when("start_by"),
+        cancel_reason=plain.get("cancel_reason"),
+        superseded_by=plain.get("superseded_by"),
+        debounce_key=plain.get("debounce_key"),
+        debounce_s=int(plain["debounce_s"]) if plain.get("debounce_s") is not None else None,
     )
 
 

@@ -87,6 +87,8 @@ JOB = ItemFormat("job", JOB_ITEM_PREFIX, version=3, upcasters=(v2_adds_the_versi
 KEY_RECORD = ItemFormat("idempotency key record", "IDEM#", version=2, upcasters=(v2_adds_the_version,))
 SCHEDULE_STATE = ItemFormat("schedule state", "SCHEDULE#", version=2, upcasters=(v2_adds_the_version,))
 ONCE_MARK = ItemFormat("once mark", "ONCE#", version=2, upcasters=(v2_adds_the_version,))
+# A debounce key's record (logic/debounce.py): new with this release, so its first version is FIRST_VERSION.
+DEBOUNCE_RECORD = ItemFormat("debounce record", "DEBOUNCE#", version=FIRST_VERSION, upcasters=())
 QUOTA_RATE = ItemFormat("quota rate bucket", "QUOTA#RATE#", version=2, upcasters=(v2_adds_the_version,))
 QUOTA_USAGE = ItemFormat("quota usage counter", "QUOTA#USE#", version=2, upcasters=(v2_adds_the_version,))
 
@@ -123,6 +125,7 @@ FORMATS = (
     LIMIT_RATE,
     BULK_OPERATION,
     BULK_OPEN,
+    DEBOUNCE_RECORD,
 )
 # Longest prefix first: `QUOTA#RATE#` before any shorter prefix it starts with.
 _BY_PREFIX = sorted(FORMATS, key=lambda f: len(f.prefix), reverse=True)

@@ -32,6 +32,8 @@ class EventType(enum.StrEnum):
     # With job.failed: every failed job's message is parked in its queue's dead-letter queue.
     DEAD_LETTERED = "job.dead_lettered"
     CANCELLED = "job.cancelled"
+    # Not started by its expires_at: ended without running.
+    EXPIRED = "job.expired"
 
 
 # The event a job's arrival in a state is.
@@ -43,12 +45,13 @@ ENTERED: dict[JobStatus, EventType] = {
     JobStatus.SUCCEEDED: EventType.SUCCEEDED,
     JobStatus.FAILED: EventType.FAILED,
     JobStatus.CANCELLED: EventType.CANCELLED,
+    JobStatus.EXPIRED: EventType.EXPIRED,
 }
 # Events that also follow from entering a state.
 ALSO: dict[JobStatus, tuple[EventType, ...]] = {JobStatus.FAILED: (EventType.DEAD_LETTERED,)}
 # What a subscriber may ask for (webhooks' `events`): every type but the progress feed, which is for
 # realtime subscribers (a webhook may still ask for it by name).
-FINAL_EVENTS = frozenset({EventType.SUCCEEDED, EventType.FAILED, EventType.CANCELLED})
+FINAL_EVENTS = frozenset({EventType.SUCCEEDED, EventType.FAILED, EventType.CANCELLED, EventType.EXPIRED})
 
 
 @dataclass(frozen=True)

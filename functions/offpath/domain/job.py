@@ -35,16 +35,21 @@ class JobStatus(enum.StrEnum):
     SUCCEEDED = "SUCCEEDED"
     FAILED = "FAILED"
     CANCELLED = "CANCELLED"
+    # Not started by its `start_by` (the submit's `expires_at`): ended without running.
+    EXPIRED = "EXPIRED"
 
     @property
     def is_final(self) -> bool:
         return self in FINAL_STATES
 
 
+# A cancelled job's `cancel_reason` when a later submit under its debounce key took its place (logic/debounce.py).
+SUPERSEDED = "superseded"
+
 # The outcome an attempt's record carries when its worker vanished and its lease ran out.
 LEASE_EXPIRED_OUTCOME = "LEASE_EXPIRED"
 
-FINAL_STATES = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED})
+FINAL_STATES = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.EXPIRED})
 UNFINISHED_STATES = frozenset(JobStatus) - FINAL_STATES
 
 
@@ -134,6 +139,16 @@ class Job:
     # The bulk operation (POST /jobs/bulk) whose retry or cancel last moved the job, written by that same write:
     # a resumed operation knows the jobs it already moved (logic/bulk.py). None for every other job.
     bulk_operation_id: str | None = None
+    # The submit's `expires_at`: a job not started by then ends EXPIRED without running (logic/expiry.py). Not
+    # `expires_at`, which is the item's TTL once the job is final.
+    start_by: datetime | None = None
+    # Why a CANCELLED job was cancelled, when not by its tenant's DELETE: "superseded" (a later submit under its
+    # debounce key, logic/debounce.py), with the job that took its place in `superseded_by`.
+    cancel_reason: str | None = None
+    superseded_by: str | None = None
+    # The submit's debounce: its key (per tenant and type) and window in seconds.
+    debounce_key: str | None = None
+    debounce_s: int | None = None
 
     def replace(self, **changes: Any) -> Job:
         return dataclasses.replace(self, **changes)
@@ -170,12 +185,17 @@ class Job:
     def fingerprint(self) -> str:
         """What a replay under the job's idempotency key must match besides the tenant (the key's scope): the
         type and payload (their hash), the queue, the run_at and the tags (only when there are some: an untagged
-        job's fingerprint is what it was before tags). Kept on the key's record (one text)."""
+        job's fingerprint is what it was before tags). Kept on the key's record (one text). A debounced job's run_at
+        follows from its submit's time: its debounce (key and seconds) stands in for it; an expiry is added when
+        there is one."""
         run_at = self.run_at.astimezone(UTC).isoformat() if self.run_at is not None else ""
+        if self.debounce_key is not None:
+            run_at = "debounce:" + json.dumps([self.debounce_key, self.debounce_s], separators=(",", ":"))
         tags = "|" + json.dumps(dict(sorted(self.tags.items())), separators=(",", ":")) if self.tags else ""
         # A chain's steps, hashed (only when there are some: a job without one keeps the fingerprint it had before).
         then = "|then:" + _digest(json.dumps(self.then, sort_keys=True, separators=(",", ":"))) if self.then else ""
-        return f"{self.payload_hash}|{self.queue}|{run_at}{tags}{then}"
+        expiry = f"|expires:{self.start_by.astimezone(UTC).isoformat()}" if self.start_by is not None else ""
+        return f"{self.payload_hash}|{self.queue}|{run_at}{tags}{then}{expiry}"
 
 
 def _digest(text: str) -> str:
@@ -214,6 +234,7 @@ class Facts:
     tenant: str | None = None  # the tenant the caller names
     attempt: int | None = None  # the attempt the caller holds
     seen_sweep_at: datetime | None = None  # the sweep time the caller saw
+    seen_survivor: str | None = None  # the job a superseded job named when the caller read it
 
 
 class Guard(enum.Enum):
@@ -225,6 +246,8 @@ class Guard(enum.Enum):
     ATTEMPTS_LEFT = "no attempts left"
     LEASE_EXPIRED = "lease still held"
     SWEEP_FENCE = "another sweep handled the job"
+    START_BY_PASSED = "the job's expiry has not come"
+    SURVIVOR_FENCE = "the superseded job names another survivor"
 
     def holds(self, job: Job, facts: Facts) -> bool:
         match self:
@@ -238,6 +261,10 @@ class Guard(enum.Enum):
                 return job.lease_until is None or job.lease_until <= _given(facts.now, self)
             case Guard.SWEEP_FENCE:
                 return job.sweep_at is not None and job.sweep_at == facts.seen_sweep_at
+            case Guard.START_BY_PASSED:
+                return job.start_by is not None and job.start_by <= _given(facts.now, self)
+            case Guard.SURVIVOR_FENCE:
+                return job.cancel_reason == SUPERSEDED and job.superseded_by == _given(facts.seen_survivor, self)
 
     def refusal(self, facts: Facts) -> str:
         if self is Guard.ATTEMPT_FENCE:
@@ -337,11 +364,22 @@ ENQUEUE_SCHEDULED = Transition(
     "enqueue_scheduled", to=JobStatus.QUEUED, sources=_from(JobStatus.SCHEDULED), guards=(Guard.SAME_TENANT,)
 )
 REDRIVE = Transition("redrive", to=JobStatus.QUEUED, sources=_from(JobStatus.FAILED), guards=(Guard.SAME_TENANT,))
-# By the job's tenant, by id (POST /jobs/{id}/retry): a failed or cancelled job runs again.
+# A waiting job not started by its `start_by` ends without running (the worker before a claim, or the sweeper).
+EXPIRE = Transition(
+    "expire",
+    to=JobStatus.EXPIRED,
+    sources=_from(JobStatus.QUEUED, JobStatus.SCHEDULED, JobStatus.RETRYING),
+    guards=(Guard.SAME_TENANT, Guard.START_BY_PASSED),
+)
+# A superseded job names a later survivor of its burst (logic/debounce.py), fenced on the one it named.
+NAME_SURVIVOR = Transition(
+    "name_survivor", to=None, sources=_from(JobStatus.CANCELLED), guards=(Guard.SAME_TENANT, Guard.SURVIVOR_FENCE)
+)
+# By the job's tenant, by id (POST /jobs/{id}/retry): a failed, cancelled or expired job runs again.
 RETRY_BY_HAND = Transition(
     "retry_by_hand",
     to=JobStatus.QUEUED,
-    sources=_from(JobStatus.FAILED, JobStatus.CANCELLED),
+    sources=_from(JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.EXPIRED),
     guards=(Guard.SAME_TENANT,),
 )
 # An operator removed the FAILED job's dead letter (by the job's tenant, as its message names it): it stays FAILED.
@@ -364,6 +402,8 @@ TRANSITIONS = (
     FAIL_EXPIRED_LEASE,
     REQUEUE_EXPIRED_LEASE,
     CANCEL,
+    EXPIRE,
+    NAME_SURVIVOR,
     ENQUEUE_SCHEDULED,
     REDRIVE,
     RETRY_BY_HAND,
@@ -481,18 +521,49 @@ def requeue_expired_lease(job: Job, *, attempt: int, now: datetime, sweep_at: da
     )
 
 
-def cancel(job: Job, *, tenant: str, now: datetime, retention: timedelta, operation: str | None = None) -> Job:
-    """`operation`: the bulk operation that cancels it (marked on the job)."""
+def cancel(
+    job: Job,
+    *,
+    tenant: str,
+    now: datetime,
+    retention: timedelta,
+    operation: str | None = None,
+    superseded_by: str | None = None,
+) -> Job:
+    """By its tenant, or by the bulk operation `operation` (marked on the job); or superseded by the later job
+    `superseded_by` under the same debounce key."""
     CANCEL.check(job, Facts(now=now, tenant=tenant))
     return job.replace(
         bulk_operation_id=operation or job.bulk_operation_id,
         status=JobStatus.CANCELLED,
+        cancel_reason=SUPERSEDED if superseded_by is not None else job.cancel_reason,
+        superseded_by=superseded_by if superseded_by is not None else job.superseded_by,
         lease_until=None,
         finished_at=now,
         updated_at=now,
         expires_at=now + retention,
         sweep_at=None,
     )
+
+
+def expire(job: Job, *, tenant: str, now: datetime, retention: timedelta) -> Job:
+    """QUEUED, SCHEDULED or RETRYING past its `start_by` -> EXPIRED, never having run this time."""
+    EXPIRE.check(job, Facts(now=now, tenant=tenant))
+    return job.replace(
+        status=JobStatus.EXPIRED,
+        lease_until=None,
+        next_attempt_at=None,
+        finished_at=now,
+        updated_at=now,
+        expires_at=now + retention,
+        sweep_at=None,
+    )
+
+
+def name_survivor(job: Job, *, tenant: str, seen: str, survivor: str, now: datetime) -> Job:
+    """A superseded job that named `seen` names `survivor`, a later job of its burst; it stays CANCELLED."""
+    NAME_SURVIVOR.check(job, Facts(now=now, tenant=tenant, seen_survivor=seen))
+    return job.replace(superseded_by=survivor)
 
 
 def enqueue_scheduled(job: Job, *, tenant: str, now: datetime, sweep_at: datetime) -> Job:
@@ -518,8 +589,9 @@ def redrive(job: Job, *, tenant: str, now: datetime, sweep_at: datetime) -> Job:
 
 
 def retry_by_hand(job: Job, *, tenant: str, now: datetime, sweep_at: datetime, operation: str | None = None) -> Job:
-    """FAILED or CANCELLED -> QUEUED with a fresh attempt budget; the hand retry is counted on the job.
-    Its history of attempts is kept. `operation`: the bulk operation that retries it (marked on the job)."""
+    """FAILED, CANCELLED or EXPIRED -> QUEUED with a fresh attempt budget; the hand retry is counted on the job.
+    Its history of attempts is kept; its expiry, cancel reason and debounce are not (it runs as soon as it can).
+    `operation`: the bulk operation that retries it (marked on the job)."""
     RETRY_BY_HAND.check(job, Facts(now=now, tenant=tenant))
     return job.replace(
         bulk_operation_id=operation or job.bulk_operation_id,
@@ -535,6 +607,9 @@ def retry_by_hand(job: Job, *, tenant: str, now: datetime, sweep_at: datetime, o
         sweep_at=sweep_at,
         resends=0,
         discarded_at=None,
+        start_by=None,
+        cancel_reason=None,
+        superseded_by=None,
     )
 
 

@@ -25,18 +25,26 @@ class JobMessage:
     tenant: str
     # The job's trace, carried beside the body (the queue adapter's `traceparent` message attribute).
     trace_id: str | None = field(default=None, compare=False)
+    # The job's expiry (its `start_by`), so the worker's expiry check needs no read; only in the body of a job
+    # that has one (logic/expiry.py).
+    start_by: datetime | None = field(default=None, compare=False)
 
     @classmethod
     def of(cls, job: Job) -> JobMessage:
-        return cls(job.job_id, job.type, job.tenant, job.trace_id)
+        return cls(job.job_id, job.type, job.tenant, job.trace_id, job.start_by)
 
     def to_body(self) -> str:
-        return json.dumps({"job_id": self.job_id, "type": self.type, "tenant": self.tenant}, separators=(",", ":"))
+        body = {"job_id": self.job_id, "type": self.type, "tenant": self.tenant}
+        if self.start_by is not None:
+            body["start_by"] = self.start_by.isoformat()
+        return json.dumps(body, separators=(",", ":"))
 
     @classmethod
     def from_body(cls, body: str) -> JobMessage:
         data = json.loads(body)
-        return cls(job_id=str(data["job_id"]), type=str(data["type"]), tenant=str(data["tenant"]))
+        job_id, job_type, tenant = str(data["job_id"]), str(data["type"]), str(data["tenant"])
+        start_by = datetime.fromisoformat(data["start_by"]) if isinstance(data.get("start_by"), str) else None
+        return cls(job_id=job_id, type=job_type, tenant=tenant, start_by=start_by)
 
 
 @dataclass(frozen=True)
@@ -54,6 +62,16 @@ class KeyRecord:
     created_at: datetime
     fingerprint: str
     submission_id: str
+
+
+@dataclass(frozen=True)
+class DebounceRecord:
+    """A debounce key's record (per tenant, job type and key): the burst's current survivor, when it was
+    submitted, and when its window ends (a later submit before then supersedes it); logic/debounce.py."""
+
+    job_id: str
+    submitted_at: datetime
+    window_end: datetime
 
 
 # An idempotency key's record outlives its job's due time by the retention and this much more (logic/submit.py:
@@ -171,10 +189,24 @@ class JobStore(Protocol):
     def fail_expired_lease(self, job: Job, *, now: datetime, expires_at: datetime) -> None: ...
 
     def cancel(
-        self, job_id: str, *, tenant: str, now: datetime, expires_at: datetime, operation: str | None = None
+        self,
+        job_id: str,
+        *,
+        tenant: str,
+        now: datetime,
+        expires_at: datetime,
+        operation: str | None = None,
+        superseded_by: str | None = None,
     ) -> Job:
-        """QUEUED, SCHEDULED or RETRYING -> CANCELLED; `operation`: the bulk operation that cancels it, marked on
-        the job by the same write."""
+        """QUEUED, SCHEDULED or RETRYING -> CANCELLED: by its tenant; by the bulk operation `operation`, marked on
+        the job by the same write; with `superseded_by`, by a later submit under its debounce key (reason
+        "superseded")."""
+        ...
+
+    def expire(self, job_id: str, *, tenant: str, now: datetime, expires_at: datetime) -> Job:
+        """A waiting job (QUEUED, SCHEDULED, RETRYING) past its `start_by` -> EXPIRED; JobConflictError (with the
+        job) otherwise, JobNotFoundError when there is none."""
+        ...
 
     def set_progress(self, job_id: str, *, tenant: str, attempt: int, progress: Progress, now: datetime) -> None: ...
 
@@ -211,6 +243,18 @@ class JobStore(Protocol):
         another sweep got there first."""
 
     def get_schedule_state(self, name: str) -> ScheduleState | None: ...
+
+    def swap_debounce(self, tenant: str, job_type: str, key: str, record: DebounceRecord) -> DebounceRecord | None:
+        """One write: `record` becomes the debounce key's record; the record it replaced comes back (None: none)."""
+        ...
+
+    def debounce_record(self, tenant: str, job_type: str, key: str) -> DebounceRecord | None:
+        """The debounce key's record (a consistent read), None when there is none."""
+        ...
+
+    def name_survivor(self, job_id: str, *, tenant: str, seen: str, survivor: str, now: datetime) -> None:
+        """A superseded job that named `seen` names `survivor`; JobConflictError when it names another."""
+        ...
 
     def record_firing(self, name: str, firing: Firing, *, keep: int) -> ScheduleState:
         """Add a firing to the schedule's history (newest first, at most `keep`, one per slot)."""

@@ -242,6 +242,8 @@ def submit(request: Request, services: ApiServices) -> Response:
         tags=body.tags,
         trace_id=trace_id_of(request.header("traceparent")),
         then=body.then_spec(),
+        expires_at=body.expires_at,
+        debounce=(body.debounce.key, body.debounce.seconds) if body.debounce is not None else None,
     )
     submitted = submit_job(submit_request, services.ports, services.policy)
     # The answer shows the job as GET /jobs/{id} does, payload included (a submit carries one payload: its
@@ -269,6 +271,8 @@ def submit_many(request: Request, services: ApiServices) -> BatchView:
             submitter=submitter,
             tags=item.tags,
             then=item.then_spec(),
+            expires_at=item.expires_at,
+            debounce=(item.debounce.key, item.debounce.seconds) if item.debounce is not None else None,
         )
         for item in body.jobs
     ]

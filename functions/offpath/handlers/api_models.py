@@ -26,6 +26,7 @@ from offpath.domain.chain import chain_state
 from offpath.domain.errors import InvalidRequestError
 from offpath.domain.job import AttemptRecord, Job, JobStatus
 from offpath.domain.tags import MAX_TAGS, TAG_KEY_PATTERN, TAG_VALUE_PATTERN
+from offpath.logic.debounce import DEBOUNCE_KEY_PATTERN, MAX_DEBOUNCE_KEY_LENGTH, MAX_DEBOUNCE_S, MIN_DEBOUNCE_S
 from offpath.logic.submit import validation_error
 
 if TYPE_CHECKING:
@@ -73,6 +74,9 @@ JOB_EXAMPLE: dict[str, Any] = {
     "parent_job_id": None,
     "next_job_id": None,
     "chain": None,
+    "expires_at": None,
+    "cancel_reason": None,
+    "superseded_by": None,
 }
 _DONE_EXAMPLE = {
     **JOB_EXAMPLE,
@@ -139,6 +143,19 @@ class ThenStep(BaseModel):
     )
 
 
+class Debounce(BaseModel):
+    """A later submit of the same type by the same tenant with the same `key` within `seconds` supersedes this
+    one (it ends CANCELLED, `cancel_reason` "superseded", `superseded_by` naming the later job); the last one
+    runs `seconds` after it was submitted."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: str = Field(
+        min_length=1, max_length=MAX_DEBOUNCE_KEY_LENGTH, pattern=DEBOUNCE_KEY_PATTERN, description="printable ASCII"
+    )
+    seconds: int = Field(ge=MIN_DEBOUNCE_S, le=MAX_DEBOUNCE_S, strict=True)
+
+
 class SubmitBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -157,6 +174,14 @@ class SubmitBody(BaseModel):
             return None
         step = self.then
         return {"type": step.type, "payload": step.payload, **({"then": step.then} if step.then is not None else {})}
+
+    expires_at: Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})] | None = Field(
+        default=None,
+        description="RFC 3339 time (with a zone) by which the job must have started; a job not started by then "
+        "ends EXPIRED without running. In the future, after `run_at` when both are given, at most the retention "
+        "ahead",
+    )
+    debounce: Debounce | None = None
 
 
 def parse_body(model: type[BaseModel], data: Any) -> Any:
@@ -313,6 +338,17 @@ class JobView(BaseModel):
         "was submitted (`next_job_id`), `stopped` when it failed or was cancelled (no next job; a hand retry that "
         "succeeds continues it); null for a job without `then`",
     )
+    expires_at: Timestamp | None = Field(
+        default=None,
+        description="the submit's expires_at: not started by then, the job ends EXPIRED without running; "
+        "a hand retry clears it",
+    )
+    cancel_reason: str | None = Field(
+        default=None,
+        description='why a CANCELLED job was cancelled when not by DELETE: "superseded" (a later submit under its '
+        "debounce key)",
+    )
+    superseded_by: str | None = Field(default=None, description="the later job that superseded this one")
 
     @classmethod
     def of(cls, job: Job, *, with_payload: bool = False) -> JobView:
@@ -344,6 +380,9 @@ class JobView(BaseModel):
             parent_job_id=job.parent_job_id,
             next_job_id=job.next_job_id,
             chain=chain_state(job),
+            expires_at=job.start_by,
+            cancel_reason=job.cancel_reason,
+            superseded_by=job.superseded_by,
         )
 
     @classmethod
@@ -390,6 +429,9 @@ class JobView(BaseModel):
             "parent_job_id": job.parent_job_id,
             "next_job_id": job.next_job_id,
             "chain": chain_state(job),
+            "expires_at": _iso_or_none(job.start_by),
+            "cancel_reason": job.cancel_reason,
+            "superseded_by": job.superseded_by,
         }
         return Dumped(cls, data)
 

@@ -325,6 +325,7 @@ class MinuteView(Projection):
     failed: int
     retried: int = Field(description="failed attempts given another try (automatic retries)")
     dead_lettered: int
+    expired: int = Field(default=0, description="jobs not started by their expires_at, ended EXPIRED without running")
     duration_p50_s: float | None
     duration_p95_s: float | None
     queue_wait_p50_s: float | None
@@ -346,6 +347,7 @@ class StatsView(BaseModel):
                     "failed": 1,
                     "retried": 2,
                     "dead_lettered": 1,
+                    "expired": 0,
                     "duration_p50_s": 0.21,
                     "duration_p95_s": 0.94,
                     "queue_wait_p50_s": 0.05,

@@ -178,6 +178,7 @@ def build_worker_ports(settings: Settings, overrides: Overrides | None = None) -
         # What a job submits (ctx.submit, a chain's next job) is asked of the tenant's quotas like any submit.
         quotas=build_quota_gate(settings, clock, o),
         limits=build_limit_store(settings, registry, o),
+        retention=settings.retention,
     )
 
 

@@ -1,7 +1,8 @@
 """Admission: the checks the worker makes before it claims a job (docs/flow-control.md).
 
 `ADMISSION` runs in a fixed order: expiry, pause, rate limit, concurrency. A step answers None (go on) or a `Wait`:
-the job's message comes back after `seconds`, unclaimed, no attempt spent, the job still QUEUED or RETRYING.
+the job's message comes back after `seconds`, unclaimed, no attempt spent, the job still QUEUED or RETRYING; or
+`Done` (the expiry step): the step ended the job itself (EXPIRED), its message is acknowledged.
 A job type that declares no limits and no pause costs no read or write here beyond a cached flag lookup.
 """
 
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from offpath.logic.expiry import expired
 from offpath.logic.limits import concurrency, rate_limit
 
 
@@ -21,12 +23,19 @@ class Wait:
     reason: str  # "paused" | "concurrency" | "rate_limit" (shown in logs and metrics)
 
 
+@dataclass(frozen=True)
+class Done:
+    """A step ended the job without running it (the expiry step: EXPIRED); its message is acknowledged."""
+
+    reason: str
+
+
 Step = Callable[..., Any]
 
-ADMISSION: tuple[Step, ...] = (rate_limit, concurrency)
+ADMISSION: tuple[Step, ...] = (expired, rate_limit, concurrency)
 
 
-def admit(job_or_message: Any, job_type: Any, ports: Any, *, now: datetime) -> Wait | None:
+def admit(job_or_message: Any, job_type: Any, ports: Any, *, now: datetime) -> Wait | Done | None:
     for step in ADMISSION:
         verdict = step(job_or_message, job_type, ports, now=now)
         if verdict is not None:

@@ -62,7 +62,8 @@ from offpath.domain.ports import JobMessage, JobQueue, JobStore, Metrics, Ports
 from offpath.domain.quotas import QuotaGate
 from offpath.domain.registry import LEASE_MARGIN_S, START_MARGIN_S, UNWRITTEN_BOUND_S, JobType, Registry
 from offpath.domain.timeout import JobTimeout, run_with_timeout
-from offpath.logic.admission import Wait, admit
+from offpath.logic.admission import Done, Wait, admit
+from offpath.logic.debounce import name_survivor
 from offpath.logic.followups import FOLLOWUP_GRACE, followups_due, settle
 from offpath.logic.limits import needs_job, release_slot, slot_attempt
 from offpath.observability import bind_attempt, bind_trace_id, bound_job_id, current_trace_id, trace_id_of
@@ -145,6 +146,8 @@ class WorkerPorts:
     limits: LimitStore | None = None
     # The tenants' quotas, asked by what a job submits (`ctx.submit`, a chain's next job); None: none configured.
     quotas: QuotaGate | None = None
+    # How long a job ended before it ran (EXPIRED) is kept: settings.retention, as WorkerPolicy's.
+    retention: timedelta = timedelta(days=7)
 
     def submit_ports(self) -> Ports:
         """The ports of the submit path, for what a job submits (logic/children.py, logic/followups.py)."""
@@ -260,12 +263,11 @@ def _admit(
 ) -> tuple[bool | None, int | None]:
     """Admission before the claim (logic/admission.py): (None, the attempt a concurrency slot was taken for, if
     one was) when the job may be claimed; else (the record's answer, None): the job waits, unclaimed (no attempt
-    spent), its message back after the wait. A type without limits reads and writes nothing here."""
-    if not job_type.limits.declared:
-        return None, None
+    spent), its message back after the wait; (True, None) when a step ended the job itself (expiry: its message
+    is acknowledged). A type without limits reads and writes nothing here (the expiry is on the message)."""
     now = ports.clock.now()
     subject: Job | JobMessage | None = message
-    if needs_job(job_type):
+    if job_type.limits.declared and needs_job(job_type):
         subject = ports.store.get(message.job_id, tenant=message.tenant)
         if subject is None:
             return None, None  # not written yet (or gone): the claim answers it
@@ -273,8 +275,8 @@ def _admit(
     if answer is None:
         held = job_type.limits.max_concurrency is not None and ports.limits is not None
         return None, slot_attempt(subject) if held and isinstance(subject, Job) else None
-    if not isinstance(answer, Wait):
-        return bool(answer), None
+    if isinstance(answer, Done) or not isinstance(answer, Wait):
+        return True, None
     ports.metrics.count("AdmissionWaits", queue=policy.queue, job_type=job_type.name)
     logger.info("job waits (%s); it goes back unclaimed", answer.reason, extra={"retry_in_s": answer.seconds})
     if _on_last_receives(delivery, ports, policy):
@@ -612,6 +614,8 @@ def _not_claimed(
     if job.status.is_final or job.status is JobStatus.SCHEDULED:
         ports.metrics.count("DuplicateDeliveries", queue=job.queue, job_type=job.type)
         logger.info("delivery for a %s job; acknowledged without running", job.status.value)
+        if job.cancel_reason is not None:
+            name_survivor(job, ports.store, ports.metrics, now=now)  # a superseded job's own time came
         return True
     if job.status is JobStatus.RUNNING and not job.lease_expired(now):
         # Another worker holds the job. Look again when its lease ends, in case that worker dies.

@@ -53,7 +53,8 @@ def cancel_job(
 
 
 def retry_job(job_id: str, *, tenant: str, ports: Ports, sweep_grace: timedelta, operation: str | None = None) -> Job:
-    """FAILED or CANCELLED -> QUEUED with a fresh attempt budget (one conditional write), then the send.
+    """FAILED, CANCELLED or EXPIRED -> QUEUED with a fresh attempt budget (one conditional write), then the send.
+    The retried job runs now: its expiry (and a superseded job's cancel reason) is cleared.
     A send that fails loses nothing: the job carries a sweep time, and the sweeper sends it when it is
     overdue. The job runs now, whatever its run_at. JobConflictError from any other state.
 

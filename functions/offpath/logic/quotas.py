@@ -23,7 +23,15 @@ from typing import Any
 from offpath.domain.clock import Clock
 from offpath.domain.errors import OffpathError
 from offpath.domain.job import AttemptError, Job, JobStatus, Progress
-from offpath.domain.ports import CreateOutcome, Firing, JobPage, JobStore, KeyRecord, ScheduleState
+from offpath.domain.ports import (
+    CreateOutcome,
+    DebounceRecord,
+    Firing,
+    JobPage,
+    JobStore,
+    KeyRecord,
+    ScheduleState,
+)
 from offpath.domain.quotas import (
     COUNT_RETRY_AFTER_S,
     Quota,
@@ -208,12 +216,29 @@ class CountingStore:
         self._count(job.tenant, CLOSED, job.job_id)
 
     def cancel(
-        self, job_id: str, *, tenant: str, now: datetime, expires_at: datetime, operation: str | None = None
+        self,
+        job_id: str,
+        *,
+        tenant: str,
+        now: datetime,
+        expires_at: datetime,
+        operation: str | None = None,
+        superseded_by: str | None = None,
     ) -> Job:
         # The state it leaves decides what it frees: read before (a cancel is rare, and off the submit path).
         before = self.store.get(job_id, tenant=tenant) if self.book.for_tenant(tenant).counts else None
-        job = self.store.cancel(job_id, tenant=tenant, now=now, expires_at=expires_at, operation=operation)
+        job = self.store.cancel(
+            job_id, tenant=tenant, now=now, expires_at=expires_at, operation=operation, superseded_by=superseded_by
+        )
         if before is not None and before.status is not JobStatus.CANCELLED:
+            self._count(tenant, Usage(-1, -1 if before.status is JobStatus.SCHEDULED else 0), job_id)
+        return job
+
+    def expire(self, job_id: str, *, tenant: str, now: datetime, expires_at: datetime) -> Job:
+        # An expired job frees its open-jobs slot as a cancelled one does (read before, as a cancel does).
+        before = self.store.get(job_id, tenant=tenant) if self.book.for_tenant(tenant).counts else None
+        job = self.store.expire(job_id, tenant=tenant, now=now, expires_at=expires_at)
+        if before is not None and not before.status.is_final:
             self._count(tenant, Usage(-1, -1 if before.status is JobStatus.SCHEDULED else 0), job_id)
         return job
 
@@ -251,6 +276,15 @@ class CountingStore:
 
     def get_schedule_state(self, name: str) -> ScheduleState | None:
         return self.store.get_schedule_state(name)
+
+    def swap_debounce(self, tenant: str, job_type: str, key: str, record: DebounceRecord) -> DebounceRecord | None:
+        return self.store.swap_debounce(tenant, job_type, key, record)
+
+    def debounce_record(self, tenant: str, job_type: str, key: str) -> DebounceRecord | None:
+        return self.store.debounce_record(tenant, job_type, key)
+
+    def name_survivor(self, job_id: str, *, tenant: str, seen: str, survivor: str, now: datetime) -> None:
+        self.store.name_survivor(job_id, tenant=tenant, seen=seen, survivor=survivor, now=now)
 
     def record_firing(self, name: str, firing: Firing, *, keep: int) -> ScheduleState:
         return self.store.record_firing(name, firing, keep=keep)

@@ -34,6 +34,9 @@ from offpath.domain.ports import KEY_RECORD_MARGIN, CreateOutcome, JobMessage, P
 from offpath.domain.quotas import QuotaExceededError
 from offpath.domain.registry import NAME_PATTERN, JobType, Submitter
 from offpath.domain.tags import checked_tags
+from offpath.logic.debounce import supersede_previous
+from offpath.logic.expiry import FIELD as EXPIRES_AT
+from offpath.logic.expiry import check_expires_at
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +82,11 @@ class SubmitRequest:
     trace_id: str | None = None
     # The job to submit when this one succeeds, `{"type", "payload", "then"?}` (domain/chain.py).
     then: Mapping[str, Any] | None = None
+    # Not started by then, the job ends EXPIRED (logic/expiry.py). RFC 3339 text, as run_at.
+    expires_at: str | None = None
+    # (key, seconds): a later submit of the type under the key within the window supersedes this one
+    # (logic/debounce.py); the job runs `seconds` from now. The api has checked both.
+    debounce: tuple[str, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -149,7 +157,15 @@ def build_job(
     if size > policy.payload_limit_bytes:
         raise PayloadTooLargeError(size, policy.payload_limit_bytes)
     then = checked_then(request.then, ports, request.submitter) if request.then is not None else None
+    if request.debounce is not None and request.run_at is not None:
+        raise InvalidRequestError("run_at", "run_at and debounce cannot both be given (debounce sets when it runs)")
     run_at = parse_run_at(request.run_at, now, policy) if request.run_at is not None else None
+    if request.debounce is not None:
+        run_at = now + timedelta(seconds=request.debounce[1])
+    start_by = None
+    if request.expires_at is not None:
+        when = parse_time(request.expires_at, now, EXPIRES_AT)
+        start_by = check_expires_at(when, now=now, run_at=run_at, retention=policy.retention)
     due = max(now, run_at) if run_at is not None else now
     scheduled = has_one_time_schedule(run_at, now)
     return Job(
@@ -171,6 +187,9 @@ def build_job(
         tags=tags,
         trace_id=request.trace_id or uuid.uuid4().hex,
         then=then,
+        start_by=start_by,
+        debounce_key=request.debounce[0] if request.debounce is not None else None,
+        debounce_s=request.debounce[1] if request.debounce is not None else None,
     )
 
 
@@ -233,6 +252,14 @@ def checked_then(then: Mapping[str, Any], ports: Ports, submitter: Submitter) ->
 def parse_run_at(text: str, now: datetime, policy: SubmitPolicy) -> datetime:
     """An RFC 3339 date-time (ISO 8601 with seconds and a zone: the document's `date-time`); in the past
     means now; at most `max_schedule_ahead` ahead."""
+    when = parse_time(text, now, "run_at")
+    if when - now > policy.max_schedule_ahead:
+        raise InvalidRequestError("run_at", f"run_at may be at most {policy.max_schedule_ahead.days} days ahead")
+    return when
+
+
+def parse_time(text: str, now: datetime, field: str) -> datetime:
+    """An RFC 3339 date-time with a zone, from the Unix epoch on, in `now`'s zone; refusals name `field`."""
     written = RFC3339_DATE_TIME.fullmatch(text) if len(text) <= 64 else None
     try:
         if written is None:
@@ -240,18 +267,16 @@ def parse_run_at(text: str, now: datetime, policy: SubmitPolicy) -> datetime:
         when = datetime.fromisoformat(text.upper())
     except ValueError:
         raise InvalidRequestError(
-            "run_at", "run_at must be an RFC 3339 date-time (ISO 8601), e.g. 2026-01-31T09:00:00Z"
+            field, f"{field} must be an RFC 3339 date-time (ISO 8601), e.g. 2026-01-31T09:00:00Z"
         ) from None
     if when.tzinfo is None:
-        raise InvalidRequestError("run_at", "run_at must carry a time zone (Z or an offset such as +01:00)")
+        raise InvalidRequestError(field, f"{field} must carry a time zone (Z or an offset such as +01:00)")
     try:
         when = when.astimezone(now.tzinfo)
     except OverflowError:  # e.g. 0001-01-01T00:00:00+01:00 is before year 1 in UTC
-        raise InvalidRequestError("run_at", "run_at is outside the range of UTC times") from None
+        raise InvalidRequestError(field, f"{field} is outside the range of UTC times") from None
     if when < EARLIEST_RUN_AT:
-        raise InvalidRequestError("run_at", "run_at must be 1970-01-01T00:00:00Z or later")
-    if when - now > policy.max_schedule_ahead:
-        raise InvalidRequestError("run_at", f"run_at may be at most {policy.max_schedule_ahead.days} days ahead")
+        raise InvalidRequestError(field, f"{field} must be 1970-01-01T00:00:00Z or later")
     return when
 
 
@@ -293,6 +318,7 @@ def submit_job(request: SubmitRequest, ports: Ports, policy: SubmitPolicy) -> Su
         return Submitted(outcome.job, replayed=True)
     if outcome.job.status is JobStatus.SCHEDULED:
         dispatch(ports, outcome.job)
+    supersede_previous(outcome.job, ports, retention=policy.retention)
     return Submitted(outcome.job, replayed=False)
 
 
@@ -410,6 +436,8 @@ def submit_batch(requests: Sequence[SubmitRequest], ports: Ports, policy: Submit
             if taken.replayed:
                 return BatchItemResult(index, taken)
             outcome = ports.store.create(taken.job)
+            if not outcome.replayed:
+                supersede_previous(outcome.job, ports, retention=policy.retention)
             return BatchItemResult(index, Submitted(outcome.job, outcome.replayed))
         except (
             InvalidRequestError,

@@ -7,6 +7,8 @@ looks at the job and acts on what it finds:
 - SCHEDULED and overdue: its one-time schedule is missing or late -> enqueue it.
 - RUNNING with an expired lease: attempts left -> QUEUED and re-sent; none -> FAILED
   ("lease expired") with its message in the DLQ.
+- QUEUED, SCHEDULED or RETRYING past its expiry (`start_by`, the submit's `expires_at`) -> EXPIRED, rather
+  than sent or enqueued again (logic/expiry.py).
 Before acting it moves the sweep time on with a write fenced on the time it saw, so when two
 sweeps overlap only one of them acts on a job.
 
@@ -71,6 +73,8 @@ class SweepReport:
     enqueued: int = 0
     requeued: int = 0
     failed: int = 0
+    # Waiting jobs past their expiry, ended EXPIRED.
+    expired: int = 0
     deferred: int = 0
     # Of `deferred`: overdue QUEUED or RETRYING jobs not re-sent because their queue holds a backlog.
     backlog: int = 0
@@ -188,6 +192,11 @@ def _sweep_one(
         if settle(job, ports, now=now):
             report.followed_up += 1
             logger.warning("a final job's follow-ups were run by the sweeper")
+        return
+    if status is not JobStatus.RUNNING and job.start_by is not None and job.start_by <= now:
+        ports.store.expire(job.job_id, tenant=job.tenant, now=now, expires_at=now + policy.retention)
+        report.expired += 1
+        logger.info("job past its expiry; expired")
         return
     if status is JobStatus.RUNNING:
         if not job.lease_expired(now):

@@ -19,13 +19,13 @@
   const ALARMS_REFRESH_MS = 10000;
   const DLQ_BANNER_MS = 5000;
   const SYSTEM_TENANT = "system";
-  const STATES = ["QUEUED", "SCHEDULED", "RUNNING", "RETRYING", "SUCCEEDED", "FAILED", "CANCELLED"];
-  const FINAL = new Set(["SUCCEEDED", "FAILED", "CANCELLED"]);
+  const STATES = ["QUEUED", "SCHEDULED", "RUNNING", "RETRYING", "SUCCEEDED", "FAILED", "CANCELLED", "EXPIRED"];
+  const FINAL = new Set(["SUCCEEDED", "FAILED", "CANCELLED", "EXPIRED"]);
   // The names of a job's server-sent events (offpath.domain.events.EventType).
   const EVENT_TYPES = ["job.queued", "job.scheduled", "job.started", "job.retrying", "job.progress", "job.succeeded",
-    "job.failed", "job.dead_lettered", "job.cancelled"];
+    "job.failed", "job.dead_lettered", "job.cancelled", "job.expired"];
   const CANCELLABLE = new Set(["QUEUED", "SCHEDULED", "RETRYING"]);
-  const RETRYABLE = new Set(["FAILED", "CANCELLED"]);
+  const RETRYABLE = new Set(["FAILED", "CANCELLED", "EXPIRED"]);
   const ROLE_PROBE_QUEUE = "offpath-console-role-check";
   const TOKEN_KEY = "offpath.console.token";
   const ROLE_KEY = "offpath.console.role";
@@ -432,10 +432,10 @@
     return keptAnswer("/alarms", null, ALARMS_REFRESH_MS);
   }
 
-  const COUNTS = ["submitted", "succeeded", "failed", "retried", "dead_lettered"];
+  const COUNTS = ["submitted", "succeeded", "failed", "retried", "dead_lettered", "expired"];
 
   // GET /stats: {start, end, minutes: [{minute, queue, job_type, submitted, succeeded, failed, retried,
-  // dead_lettered, duration_p50_s, duration_p95_s, queue_wait_p50_s, queue_wait_p95_s}]}
+  // dead_lettered, expired, duration_p50_s, duration_p95_s, queue_wait_p50_s, queue_wait_p95_s}]}
   function statsView(body) {
     const rows = Array.isArray(body && body.minutes) ? body.minutes : [];
     const perMinute = new Map();
@@ -851,6 +851,8 @@
       ["Progress", progress],
       ["Idempotency key", job.idempotency_key ? h("span", { class: "mono" }, job.idempotency_key) : null],
       ["Run at", job.run_at ? when(job.run_at) : null],
+      ["Expires at", job.expires_at ? when(job.expires_at) : null],
+      ["Superseded by", job.superseded_by ? link(`/jobs/${seg(job.superseded_by)}`, h("span", { class: "mono" }, job.superseded_by)) : null],
       ["Created", when(job.created_at)],
       ["Started", job.started_at ? when(job.started_at) : null],
       ["Finished", job.finished_at ? when(job.finished_at) : null],
@@ -899,7 +901,11 @@
     if (job.redrives) items.push([`Redriven from the DLQ (${job.redrives}×)`, null, ""]);
     if (job.retries) items.push([`Retried by hand (${job.retries}×)`, null, ""]);
     if (FINAL.has(job.status)) {
-      items.push([job.status === "FAILED" && job.error ? `FAILED: ${job.error}` : job.status, job.finished_at || job.updated_at,
+      const ended = job.status === "FAILED" && job.error ? `FAILED: ${job.error}`
+        : job.status === "EXPIRED" ? "EXPIRED: not started by its expires_at; never ran"
+          : job.cancel_reason === "superseded" ? "CANCELLED: superseded by a later submit under its debounce key"
+            : job.status;
+      items.push([ended, job.finished_at || job.updated_at,
         job.status === "SUCCEEDED" ? "good" : job.status === "FAILED" ? "bad" : ""]);
     } else {
       items.push([`Now ${job.status}`, job.updated_at, ""]);
