@@ -722,6 +722,7 @@ def _print_job(job: dict[str, Any], out: TextIO, as_json: bool) -> None:
         ("started_at", job.get("started_at")),
         ("finished_at", job.get("finished_at")),
         ("next_attempt_at", job.get("next_attempt_at")),
+        ("lease_until", job.get("lease_until")),
         ("redrives", job.get("redrives") or None),
         ("tags", ", ".join(f"{k}={v}" for k, v in job["tags"].items()) if job.get("tags") else None),
         ("trace_id", job.get("trace_id")),

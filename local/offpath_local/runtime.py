@@ -30,6 +30,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,7 @@ from offpath_local.output import Output
 from offpath_local.pollers import QueuePoller
 from offpath_local.prometheus import LocalMetrics
 from offpath_local.realtime import JobEventStreams, RealtimeHub
+from offpath_local.recovery import end_leases, left_running
 from offpath_local.resources import (
     DELIVERY_BATCH_SIZE,
     DELIVERY_FUNCTION_TIMEOUT_S,
@@ -167,6 +169,7 @@ class LocalRuntime:
         self.lock = DataLock(self.data_dir)
         self.snapshot = Snapshot(self.data_dir)
         self.restored: dict[str, int] | None = None  # what the snapshot brought back at start; None: nothing
+        self.recovered: list[str] = []  # jobs a previous run left RUNNING, whose leases this start ended
         self.abandoned = 0  # batches still running when the grace period ended
         self._pollers: list[QueuePoller] = []
         self._saver: StateSaver | None = None
@@ -230,6 +233,7 @@ class LocalRuntime:
             )
         sources = self._state_sources(clients, resources, registry)
         saved = self._restore(sources)
+        self.recovered = self._end_leases_of_previous_run(clients["dynamodb"], resources.table_name, saved)
         if config.faults is not None:
             # Before any function makes its clients: they all come from boto3's default session.
             self.faults = FaultInjector(config.faults, self.data_dir / FAULTS_FILE)
@@ -285,6 +289,10 @@ class LocalRuntime:
             function.available()
             function.start()
             self._parts.append(function)
+        if self.recovered:  # their leases ended: the sweeper requeues them now, not at its next minute
+            async_functions[sweeper_function_name(config.prefix)].invoke_async(
+                {"kind": "sweep", "scheduled_time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
+            )
 
         # Pollers: one per queue class, on its own SQS client (its long polls hold a connection).
         for name, queue_class in registry.queues.items():
@@ -579,6 +587,11 @@ class LocalRuntime:
             f"restored {r['jobs']} job(s), {r['messages']} queued message(s), {r['schedules']} one-time schedule(s)"
             f" and {r['records']} other record(s) (idempotency keys, once marks...)"
             + (f"; {self._replayed} journaled change(s) replayed" if self._replayed else "")
+            + (
+                f"; {len(self.recovered)} job(s) left RUNNING by the previous run: leases ended, requeued now"
+                if self.recovered
+                else ""
+            )
         )
 
     # -- internals ----------------------------------------------------------------------------
@@ -697,6 +710,18 @@ class LocalRuntime:
         self.journal.start()
         self._state_live = True
         return saved
+
+    def _end_leases_of_previous_run(self, dynamodb: Any, table_name: str, saved: dict[str, Any] | None) -> list[str]:
+        """No worker of this run holds a lease yet, and the data directory's lock keeps any other run out: the
+        leases of the jobs the previous run left RUNNING are ended (recovery.py)."""
+        if not saved:
+            return []
+        items = (saved.get("table") or {}).get("items") or []
+        jobs = left_running(items, TABLE_KEY[0])
+        ended = end_leases(dynamodb, table_name, jobs, datetime.now(UTC)) if jobs else []
+        if ended:
+            logger.info("%d job(s) left RUNNING by the previous run: their leases ended at start", len(ended))
+        return ended
 
     def _private_files(self) -> None:
         """The data directory is its owner's alone (state.DataLock made it 0700), and so is every file in it: files

@@ -404,3 +404,45 @@ def test_the_data_directory_is_private_and_the_emulator_answers_only_the_runtime
     assert {"events.jsonl", "offpath.log", "local.json", "lock"} <= set(modes)
     assert {name: mode for name, mode in modes.items() if mode != "0o600"} == {}
     assert running.stop()[0] == 0
+
+
+def test_a_job_left_running_by_a_killed_runtime_is_recovered_at_the_next_start_not_at_its_lease_end(
+    tmp_path: Path, instances: list[Instance]
+) -> None:
+    """Real timings: the job's lease is the worker's 12 minutes and more. After kill -9 the next start ends the
+    leases the dead run held (no worker of its own can hold one) and the sweeper requeues the job at once."""
+    data_dir = tmp_path / "data"
+    first = start(data_dir, tmp_path / "console-1.txt")
+    instances.append(first)
+    job_id = submit(first.local, "demo.sleep", {"ms": 20_000})
+    running = first.local.wait_for_job(job_id, {"RUNNING"}, token=TOKEN)
+    lease_until = datetime.fromisoformat(running["lease_until"])
+    assert lease_until - datetime.now(UTC) > timedelta(minutes=5)
+    shown = subprocess.run(
+        [sys.executable, "-m", "offpath_local", "status", job_id, "--data", str(data_dir)],
+        cwd=ROOT,
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert f"lease_until      {running['lease_until']}" in shown.stdout.splitlines()
+    first.process.kill()
+    first.process.wait(timeout=10)
+
+    second = start(data_dir, tmp_path / "console-2.txt")
+    instances.append(second)
+    # Long before the 12-minute lease would end: attempt 2 runs on a new lease, then the job succeeds.
+    again = wait_for(
+        lambda: ((j := job(second.local, job_id))["attempts"] == 2 and j["status"] == "RUNNING" and j) or None,
+        timeout_s=90,
+    )
+    view = final(second.local, job_id, timeout_s=90)
+
+    assert "1 job(s) left RUNNING by the previous run: leases ended, requeued now" in second.console
+    assert datetime.fromisoformat(again["lease_until"]) > datetime.now(UTC)
+    assert view["status"] == "SUCCEEDED"
+    assert [a["outcome"] for a in view["attempt_history"]] == ["LEASE_EXPIRED", "SUCCEEDED"]
+    assert view["lease_until"] is None
+    assert second.stop()[0] == 0

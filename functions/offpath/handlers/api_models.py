@@ -62,6 +62,7 @@ JOB_EXAMPLE: dict[str, Any] = {
     "started_at": None,
     "finished_at": None,
     "next_attempt_at": None,
+    "lease_until": None,
     "redrives": 0,
     "retries": 0,
     "payload": {"user_id": "u-42", "email": "ada@example.com"},
@@ -257,6 +258,11 @@ class JobView(BaseModel):
     started_at: Timestamp | None = None
     finished_at: Timestamp | None = None
     next_attempt_at: Timestamp | None = None
+    lease_until: Timestamp | None = Field(
+        default=None,
+        description="while RUNNING: when the attempt's lease ends; a worker that died is recovered then "
+        "(the sweeper requeues the job, or fails it on its last attempt)",
+    )
     redrives: int = 0
     retries: int = Field(default=0, description="how often the job was retried by hand (POST /jobs/{id}/retry)")
     payload: dict[str, Any] | None = None
@@ -293,6 +299,7 @@ class JobView(BaseModel):
             started_at=job.started_at,
             finished_at=job.finished_at,
             next_attempt_at=job.next_attempt_at,
+            lease_until=_lease_until(job),
             redrives=job.redrives,
             retries=job.retries,
             payload=job.payload if with_payload else None,
@@ -327,6 +334,7 @@ class JobView(BaseModel):
             "started_at": _iso_or_none(job.started_at),
             "finished_at": _iso_or_none(job.finished_at),
             "next_attempt_at": _iso_or_none(job.next_attempt_at),
+            "lease_until": _iso_or_none(_lease_until(job)),
             "redrives": int(job.redrives),
             "retries": int(job.retries),
             "payload": payload,
@@ -345,6 +353,11 @@ class JobView(BaseModel):
             "discarded_at": _iso_or_none(job.discarded_at),
         }
         return Dumped(cls, data)
+
+
+def _lease_until(job: Job) -> datetime | None:
+    """The lease of the attempt running; none once the job is not RUNNING (the item may keep an old one)."""
+    return job.lease_until if job.status is JobStatus.RUNNING else None
 
 
 class JobPageView(BaseModel):

@@ -723,6 +723,7 @@
       ["Started", job.started_at ? when(job.started_at) : null],
       ["Finished", job.finished_at ? when(job.finished_at) : null],
       ["Next attempt", job.next_attempt_at ? when(job.next_attempt_at) : null],
+      ["Lease until", job.lease_until ? when(job.lease_until) : null],
       ["Redrives", job.redrives ? String(job.redrives) : null],
       ["Retried by hand", job.retries ? String(job.retries) : null],
       ["Tags", job.tags && Object.keys(job.tags).length ? h("span", { class: "tags" },
