@@ -1102,11 +1102,12 @@
 
   function deliveriesTable(list) {
     return table(
-      [{ label: "Event" }, { label: "Type" }, { label: "Attempt", cls: "num" }, { label: "At" }, { label: "Status" },
-        { label: "Latency", cls: "num" }, { label: "Error" }, { label: "Next retry" }],
+      [{ label: "Event" }, { label: "Type" }, { label: "Job" }, { label: "Attempt", cls: "num" }, { label: "At" },
+        { label: "Status" }, { label: "Latency", cls: "num" }, { label: "Error" }, { label: "Next retry" }],
       list.map((a) => [
         h("span", { class: "mono wrap" }, a.event_id),
         a.type,
+        a.job_id ? link(`/jobs/${seg(a.job_id)}`, h("span", { class: "mono wrap" }, a.job_id)) : "-",
         a.attempt,
         when(a.at),
         deliveryStatus(a),
