@@ -369,10 +369,31 @@ ROUTES: tuple[Route, ...] = (
         "/jobs/{job_id}/retry",
         "retryJob",
         "tenant",
-        "Run a FAILED or CANCELLED job again, with a fresh attempt budget",
-        answers=(Answer(202, "JobView", "back to QUEUED; its message is sent"),),
-        refusals=(_NO_JOB, Refusal(409, "not failed or cancelled", "conflict", "job is RUNNING"), _OVER_QUOTA),
-        parameters=(_JOB_ID,),
+        "Run a FAILED or CANCELLED job again, with a fresh attempt budget. A CANCELLED job whose `run_at` is still "
+        "ahead keeps it (SCHEDULED again, or QUEUED with its message delayed) unless `now=true`",
+        answers=(
+            Answer(
+                202,
+                "JobView",
+                "back to QUEUED, its message sent (delayed to its run_at, if ahead); or back to SCHEDULED (a "
+                "cancelled job's run_at further ahead than 15 minutes)",
+            ),
+        ),
+        refusals=(
+            _NO_JOB,
+            Refusal(409, "not failed or cancelled", "conflict", "job is RUNNING"),
+            Refusal(422, "now is not true or false", "invalid_request", "now must be true or false", "now"),
+            _OVER_QUOTA,
+        ),
+        parameters=(
+            _JOB_ID,
+            Parameter(
+                "now",
+                "query",
+                {"type": "boolean", "default": False},
+                description="true: run now, even if the cancelled job's run_at is still ahead",
+            ),
+        ),
     ),
     Route(
         "GET",

@@ -550,6 +550,9 @@ OPERATIONS: dict[str, Callable[[JobStore, Job, Facts], object]] = {
     "retry_by_hand": lambda store, job, f: store.retry_by_hand(
         job.job_id, tenant=str(f.tenant), now=NOW, sweep_at=NOW + LEASE
     ),
+    "retry_by_hand_scheduled": lambda store, job, f: store.retry_by_hand(
+        job.job_id, tenant=str(f.tenant), now=NOW, sweep_at=NOW + LEASE, scheduled=True
+    ),
     "discard": lambda store, job, f: store.discard(job.job_id, tenant=str(f.tenant), now=NOW),
     "reschedule_sweep": lambda store, job, f: store.reschedule_sweep(
         job.replace(sweep_at=f.seen_sweep_at), sweep_at=NOW + LEASE, resent=False

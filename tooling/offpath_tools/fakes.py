@@ -263,12 +263,16 @@ class InMemoryJobStore:
             lambda current: transitions.redrive(current, tenant=tenant, now=now, sweep_at=sweep_at),
         )
 
-    def retry_by_hand(self, job_id: str, *, tenant: str, now: datetime, sweep_at: datetime) -> Job:
+    def retry_by_hand(
+        self, job_id: str, *, tenant: str, now: datetime, sweep_at: datetime, scheduled: bool = False
+    ) -> Job:
         return self._owned(
             "retry_by_hand",
             job_id,
             tenant,
-            lambda current: transitions.retry_by_hand(current, tenant=tenant, now=now, sweep_at=sweep_at),
+            lambda current: transitions.retry_by_hand(
+                current, tenant=tenant, now=now, sweep_at=sweep_at, scheduled=scheduled
+            ),
         )
 
     def discard(self, job_id: str, *, tenant: str, now: datetime) -> Job:

@@ -62,6 +62,7 @@ from offpath.domain.job import (
     RESCHEDULE_SWEEP,
     RETRY,
     RETRY_BY_HAND,
+    RETRY_BY_HAND_SCHEDULED,
     SUCCEED,
     AttemptError,
     AttemptRecord,
@@ -522,10 +523,13 @@ class DynamoDbJobStore:
             names={"#e": "error"},
         )
 
-    def retry_by_hand(self, job_id: str, *, tenant: str, now: datetime, sweep_at: datetime) -> Job:
+    def retry_by_hand(
+        self, job_id: str, *, tenant: str, now: datetime, sweep_at: datetime, scheduled: bool = False
+    ) -> Job:
+        transition = RETRY_BY_HAND_SCHEDULED if scheduled else RETRY_BY_HAND
         try:
             return self._move_to_queued(
-                RETRY_BY_HAND,
+                transition,
                 job_id,
                 tenant=tenant,
                 now=now,
@@ -540,7 +544,7 @@ class DynamoDbJobStore:
             current = conflict.job
             if (
                 current is not None
-                and current.status is JobStatus.QUEUED
+                and current.status is transition.to
                 and current.updated_at == now
                 and current.sweep_at == sweep_at
             ):

@@ -327,6 +327,14 @@ RETRY_BY_HAND = Transition(
     sources=_from(JobStatus.FAILED, JobStatus.CANCELLED),
     guards=(Guard.SAME_TENANT,),
 )
+# A CANCELLED job that was delayed, retried by hand while its run_at is still further off than an SQS delay
+# reaches: SCHEDULED again (its one-time schedule is made again), unless the caller asked for now.
+RETRY_BY_HAND_SCHEDULED = Transition(
+    "retry_by_hand_scheduled",
+    to=JobStatus.SCHEDULED,
+    sources=_from(JobStatus.CANCELLED),
+    guards=(Guard.SAME_TENANT,),
+)
 # An operator removed the FAILED job's dead letter (by the job's tenant, as its message names it): it stays FAILED.
 DISCARD = Transition("discard", to=None, sources=_from(JobStatus.FAILED), guards=(Guard.SAME_TENANT,))
 # The sweeper moves an unfinished job's next look on, fenced on the sweep time it saw, so two
@@ -347,6 +355,7 @@ TRANSITIONS = (
     ENQUEUE_SCHEDULED,
     REDRIVE,
     RETRY_BY_HAND,
+    RETRY_BY_HAND_SCHEDULED,
     DISCARD,
     RESCHEDULE_SWEEP,
 )
@@ -482,12 +491,14 @@ def redrive(job: Job, *, tenant: str, now: datetime, sweep_at: datetime) -> Job:
     )
 
 
-def retry_by_hand(job: Job, *, tenant: str, now: datetime, sweep_at: datetime) -> Job:
+def retry_by_hand(job: Job, *, tenant: str, now: datetime, sweep_at: datetime, scheduled: bool = False) -> Job:
     """FAILED or CANCELLED -> QUEUED with a fresh attempt budget; the hand retry is counted on the job.
-    Its history of attempts is kept."""
-    RETRY_BY_HAND.check(job, Facts(now=now, tenant=tenant))
+    Its history of attempts is kept. `scheduled`: a CANCELLED job goes back to SCHEDULED instead (its run_at
+    is still ahead)."""
+    transition = RETRY_BY_HAND_SCHEDULED if scheduled else RETRY_BY_HAND
+    transition.check(job, Facts(now=now, tenant=tenant))
     return job.replace(
-        status=JobStatus.QUEUED,
+        status=JobStatus.SCHEDULED if scheduled else JobStatus.QUEUED,
         attempt=0,
         error=None,
         finished_at=None,

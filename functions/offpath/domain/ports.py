@@ -170,9 +170,12 @@ class JobStore(Protocol):
     def reset_for_redrive(self, job_id: str, *, tenant: str, now: datetime, sweep_at: datetime) -> Job:
         """FAILED -> QUEUED with a fresh attempt budget and the redrive counted."""
 
-    def retry_by_hand(self, job_id: str, *, tenant: str, now: datetime, sweep_at: datetime) -> Job:
-        """FAILED or CANCELLED -> QUEUED with a fresh attempt budget and the hand retry counted; another
-        tenant's job is JobNotFoundError, any other state JobConflictError."""
+    def retry_by_hand(
+        self, job_id: str, *, tenant: str, now: datetime, sweep_at: datetime, scheduled: bool = False
+    ) -> Job:
+        """FAILED or CANCELLED -> QUEUED with a fresh attempt budget and the hand retry counted (`scheduled`:
+        CANCELLED -> SCHEDULED, for a delayed job whose run_at is still ahead); another tenant's job is
+        JobNotFoundError, any other state JobConflictError."""
 
     def discard(self, job_id: str, *, tenant: str, now: datetime) -> Job:
         """Mark a FAILED job's dead letter discarded (the job stays FAILED); another tenant's job is

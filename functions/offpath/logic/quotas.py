@@ -231,9 +231,11 @@ class CountingStore:
         self._count(tenant, OPEN, job_id)
         return job
 
-    def retry_by_hand(self, job_id: str, *, tenant: str, now: datetime, sweep_at: datetime) -> Job:
-        job = self.store.retry_by_hand(job_id, tenant=tenant, now=now, sweep_at=sweep_at)
-        self._count(tenant, OPEN, job_id)
+    def retry_by_hand(
+        self, job_id: str, *, tenant: str, now: datetime, sweep_at: datetime, scheduled: bool = False
+    ) -> Job:
+        job = self.store.retry_by_hand(job_id, tenant=tenant, now=now, sweep_at=sweep_at, scheduled=scheduled)
+        self._count(tenant, Usage(1, 1) if scheduled else OPEN, job_id)
         return job
 
     def requeue_expired_lease(self, job: Job, *, now: datetime, sweep_at: datetime) -> Job:

@@ -702,8 +702,10 @@
         `Cancel job ${job.job_id} (${job.type})? It will not run.`) } }, "Cancel"));
     }
     if (session.features.retry && RETRYABLE.has(job.status)) {
+      const later = job.status === "CANCELLED" && job.run_at && new Date(job.run_at) > new Date();
       actions.append(h("button", { type: "button", on: { click: () => act("Retry", "POST", `/jobs/${id}/retry`,
-        `Run job ${job.job_id} (${job.type}) again, with a fresh budget of ${job.max_attempts} attempts?`) } }, "Retry"));
+        `Run job ${job.job_id} (${job.type}) again, with a fresh budget of ${job.max_attempts} attempts?` +
+        (later ? ` It keeps its run_at (${job.run_at}).` : "")) } }, "Retry"));
     }
     const progress = job.progress
       ? h("div", { class: "progress" },
