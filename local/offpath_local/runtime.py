@@ -54,7 +54,15 @@ from offpath_local.gateway import Authorizer, Gateway
 from offpath_local.job_events import ConsoleSummary, JobEvents
 from offpath_local.journal import Journal, apply
 from offpath_local.notices import DeliveryFunction, LoopbackResolver, NotifierFunction
-from offpath_local.operations import AlarmChanges, LocalAlarms, LocalStats
+from offpath_local.operations import (
+    ALARM_RECORD,
+    CHANGES_KEPT,
+    AlarmChanges,
+    LocalAlarms,
+    LocalStats,
+    recorded_alarm_changes,
+    restored_reason,
+)
 from offpath_local.output import Output
 from offpath_local.pollers import QueuePoller
 from offpath_local.prometheus import LocalMetrics
@@ -357,7 +365,7 @@ class LocalRuntime:
             specs=resources.alarms,
             events=self.counts,
             interval_s=config.alarm_interval_s,
-            record_path=self.data_dir / "alarms.jsonl",
+            record_path=self.data_dir / ALARM_RECORD,
             on_change=self._on_alarm,
         )
         self._alarms = alarms
@@ -732,12 +740,20 @@ class LocalRuntime:
                 path.chmod(0o600)
 
     def _restore_alarms(self, cloudwatch: Any, states: dict[str, str]) -> None:
+        """The alarms' states before the restart, each with the reason of the change that set it (alarms.jsonl);
+        the recent changes, from the same record, are listed again (GET /alarms)."""
         assert self._alarms is not None
+        if not states:  # nothing restored (a first start, or --fresh)
+            return
+        changes = recorded_alarm_changes(self.data_dir / ALARM_RECORD)
+        for change in changes[-CHANGES_KEPT:]:
+            self.alarm_changes.record(change)
+        last = {str(change["alarm"]): change for change in changes}
         for name, state in states.items():
             if name in self._alarms.states and state in {"OK", "ALARM"}:
                 self._alarms.states[name] = state
                 cloudwatch.set_alarm_state(
-                    AlarmName=name, StateValue=state, StateReason="the state before the restart (data directory)"
+                    AlarmName=name, StateValue=state, StateReason=restored_reason(state, last.get(name))
                 )
 
     def _on_batch(self, queue_class: str, result: PollResult) -> None:

@@ -446,3 +446,31 @@ def test_a_job_left_running_by_a_killed_runtime_is_recovered_at_the_next_start_n
     assert [a["outcome"] for a in view["attempt_history"]] == ["LEASE_EXPIRED", "SUCCEEDED"]
     assert view["lease_until"] is None
     assert second.stop()[0] == 0
+
+
+def test_after_a_restart_each_alarm_keeps_the_reason_of_its_state_and_the_recent_changes(
+    tmp_path: Path, instances: list[Instance]
+) -> None:
+    data_dir = tmp_path / "data"
+    first = start(data_dir, tmp_path / "console-1.txt")
+    instances.append(first)
+    job_id = submit(first.local, "demo.poison", {"reason": "for the alarm"})
+    assert final(first.local, job_id)["status"] == "FAILED"
+    wait_for(lambda: first.local.alarm_state("offpath-default-dlq-depth") == "ALARM" or None, timeout_s=60)
+    before = first.local.call("GET", "/alarms", token=TOKEN).body
+    fired = next(a for a in before["alarms"] if a["name"] == "offpath-default-dlq-depth")
+    assert first.stop()[0] == 0
+
+    second = start(data_dir, tmp_path / "console-2.txt")
+    instances.append(second)
+    after = second.local.call("GET", "/alarms", token=TOKEN).body
+
+    alarm = next(a for a in after["alarms"] if a["name"] == "offpath-default-dlq-depth")
+    assert alarm["state"] == "ALARM"
+    assert alarm["reason"].startswith(fired["reason"]) and "kept across a restart" in alarm["reason"]
+    assert [a["name"] for a in after["alarms"] if not a["reason"] or "unknown" in a["reason"].lower()] == []
+    assert any(
+        c["alarm"] == "offpath-default-dlq-depth" and c["new_state"] == "ALARM" and c["reason"] == fired["reason"]
+        for c in after["changes"]
+    )
+    assert second.stop()[0] == 0

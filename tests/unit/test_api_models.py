@@ -54,6 +54,7 @@ jobs = st.builds(
     error=st.none() | st.text(max_size=20),
     redrives=st.integers(0, 3),
     retries=st.integers(0, 3),
+    retried_at=st.none() | times,
     attempt_history=st.lists(records, max_size=3).map(tuple),
 )
 

@@ -408,6 +408,7 @@ def test_retry_by_hand(status: JobStatus) -> None:
         next_attempt_at=None,
         updated_at=NOW,
         retries=2,
+        retried_at=NOW,
         sweep_at=SWEEP_AT,
         resends=0,
     )
@@ -426,6 +427,7 @@ def test_retry_by_hand_scheduled() -> None:
         next_attempt_at=None,
         updated_at=NOW,
         retries=2,
+        retried_at=NOW,
         sweep_at=SWEEP_AT,
         resends=0,
     )

@@ -535,7 +535,7 @@ class DynamoDbJobStore:
                 now=now,
                 sweep_at=sweep_at,
                 # ADD: a job written before hand retries were counted has no `retries` yet.
-                also=", attempt = :zero, resends = :zero "
+                also=", retried_at = :now, attempt = :zero, resends = :zero "
                 "REMOVE #e, finished_at, expires_at, lease_until, next_attempt_at, discarded_at ADD retries :one",
                 values={":zero": 0, ":one": 1},
                 names={"#e": "error"},
@@ -1071,6 +1071,7 @@ def to_item(job: Job) -> Item:
             "tags": dict(job.tags) if job.tags else None,
             "trace_id": job.trace_id,
             "discarded_at": when(job.discarded_at),
+            "retried_at": when(job.retried_at),
         }
     )
 
@@ -1120,6 +1121,7 @@ def from_item(item: Mapping[str, Any]) -> Job:
         tags=dict(plain.get("tags") or {}),
         trace_id=plain.get("trace_id"),
         discarded_at=when("discarded_at"),
+        retried_at=when("retried_at"),
     )
 
 

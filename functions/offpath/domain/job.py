@@ -123,6 +123,7 @@ class Job:
     # When an operator discarded the FAILED job's dead letter (DELETE /queues/{name}/dead-letters/{job_id}): a
     # redriven copy of its message does not run it. A hand retry clears it.
     discarded_at: datetime | None = None
+    retried_at: datetime | None = None  # the last hand retry (POST /jobs/{id}/retry); absent before it was kept
 
     def replace(self, **changes: Any) -> Job:
         return dataclasses.replace(self, **changes)
@@ -507,6 +508,7 @@ def retry_by_hand(job: Job, *, tenant: str, now: datetime, sweep_at: datetime, s
         next_attempt_at=None,
         updated_at=now,
         retries=job.retries + 1,
+        retried_at=now,
         sweep_at=sweep_at,
         resends=0,
         discarded_at=None,

@@ -65,6 +65,7 @@ JOB_EXAMPLE: dict[str, Any] = {
     "lease_until": None,
     "redrives": 0,
     "retries": 0,
+    "retried_at": None,
     "payload": {"user_id": "u-42", "email": "ada@example.com"},
     "attempt_history": [],
     "tags": {"plan": "pro", "signup-source": "web"},
@@ -265,6 +266,7 @@ class JobView(BaseModel):
     )
     redrives: int = 0
     retries: int = Field(default=0, description="how often the job was retried by hand (POST /jobs/{id}/retry)")
+    retried_at: Timestamp | None = Field(default=None, description="when it was last retried by hand")
     payload: dict[str, Any] | None = None
     attempt_history: list[AttemptView] = Field(default_factory=list)
     tags: dict[str, str] | None = Field(default=None, description="the tags given at submit, if any")
@@ -302,6 +304,7 @@ class JobView(BaseModel):
             lease_until=_lease_until(job),
             redrives=job.redrives,
             retries=job.retries,
+            retried_at=job.retried_at,
             payload=job.payload if with_payload else None,
             attempt_history=[AttemptView.of(record) for record in job.attempt_history],
             tags=dict(job.tags) if job.tags else None,
@@ -337,6 +340,7 @@ class JobView(BaseModel):
             "lease_until": _iso_or_none(_lease_until(job)),
             "redrives": int(job.redrives),
             "retries": int(job.retries),
+            "retried_at": _iso_or_none(job.retried_at),
             "payload": payload,
             "attempt_history": [
                 {
