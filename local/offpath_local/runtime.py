@@ -120,6 +120,19 @@ _RESOURCE_SETTINGS = frozenset(
 )
 
 
+def port_free(host: str, port: int) -> None:
+    """Raises OSError (EADDRINUSE) when the API's port is taken, before the start changes anything. Port 0 (any
+    free port) is never taken."""
+    if port == 0:
+        return
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        # As the HTTP server binds (allow_reuse_address): a port left in TIME_WAIT is free, a listener's is not.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind((host, port))
+
+
 class ReceiverPortTaken(OSError):
     """A port named for webhook receivers is one of the runtime's own (`offpath local` refuses to start)."""
 
@@ -199,6 +212,8 @@ class LocalRuntime:
         """Raises state.DataDirectoryInUse, having changed nothing, when another instance uses the data directory."""
         started = time.perf_counter()
         config = self.config
+        port_free(config.host, config.port)  # before the data directory is made or touched
+        created = not self.data_dir.exists()
         self.lock.acquire()
         self._private_files()
         self.output.install()
@@ -206,6 +221,8 @@ class LocalRuntime:
             self._start(config)
         except BaseException:
             self.stop()
+            if created:  # a start that failed leaves no data directory of its own behind
+                shutil.rmtree(self.data_dir, ignore_errors=True)
             raise
         self.started_in_s = time.perf_counter() - started
         self._started = True
@@ -563,6 +580,7 @@ class LocalRuntime:
             " only this runtime)",
             f"  data       {self.data_dir}/  (function logs: offpath.log, alarm changes: alarms.jsonl)",
             f"  state      {self._state_line()}",
+            f"  quotas     {self._quotas_line()}",
             *(
                 [f"  faults     {self.config.faults.describe()} (each injected one in {FAULTS_FILE})"]
                 if self.faults
@@ -583,6 +601,19 @@ class LocalRuntime:
             f"{self.config.stop_grace_s:g} s to finish). One line per job state change follows.",
         ]
         return "\n".join(lines)
+
+    def _quotas_line(self) -> str:
+        """The tenants' quotas in force (--quota, else OFFPATH_QUOTAS), one entry each as `--quota` takes it."""
+        from offpath.domain.quotas import QuotaSpecError, parse
+
+        text = self.config.quotas if self.config.quotas is not None else os.environ.get("OFFPATH_QUOTAS", "")
+        try:
+            book = parse(text)
+        except QuotaSpecError as error:
+            return f"unreadable ({error})"
+        if not book.configured:
+            return "none (--quota TENANT:submits_per_s=N,open_jobs=M... limits a tenant)"
+        return "; ".join(book.text().split(";"))
 
     def _state_line(self) -> str:
         kept = f"kept in {self.snapshot.path.name} across restarts"

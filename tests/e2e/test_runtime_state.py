@@ -474,3 +474,35 @@ def test_after_a_restart_each_alarm_keeps_the_reason_of_its_state_and_the_recent
         for c in after["changes"]
     )
     assert second.stop()[0] == 0
+
+
+def test_the_start_banner_lists_the_quotas_in_force(tmp_path: Path, instances: list[Instance]) -> None:
+    quota = f"{TENANT}:submits_per_s=5,open_jobs=10"
+    running = start(tmp_path / "data", tmp_path / "console.txt", "--quota", quota, "--quota", "*:open_jobs=100")
+    instances.append(running)
+
+    line = wait_for(lambda: next((x for x in running.console.splitlines() if x.strip().startswith("quotas ")), None))
+
+    assert line.split(None, 1)[1] == f"*:open_jobs=100; {quota}"
+    assert running.stop()[0] == 0
+
+
+def test_a_start_on_a_busy_port_fails_naming_it_and_leaves_no_data_directory(tmp_path: Path) -> None:
+    import socket
+
+    from offpath_local.cli import REFUSED
+
+    data_dir = tmp_path / "never-made"
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        args = command(data_dir)
+        args[args.index("--port") + 1] = str(port)
+        done = subprocess.run(args, cwd=ROOT, env=environment(), capture_output=True, text=True, timeout=120)
+
+    assert done.returncode == REFUSED, done.stderr
+    assert "offpath local: cannot start:" in done.stderr and "Address already in use" in done.stderr
+    assert "is another program using this port? try --port" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not data_dir.exists()
