@@ -11,6 +11,7 @@ from constructs import Construct
 from infra.api import JobApi
 from infra.guards import Guards
 from infra.lambda_function import ServiceFunction, function_kit
+from infra.log_insights import LogQueries
 from infra.monitoring import Monitoring
 from infra.nag import NO_TRACING_REASON, XRAY_REASON, acknowledge, add_checks, wildcard_resource
 from infra.notices import Notices
@@ -89,6 +90,13 @@ class OffpathStack(cdk.Stack):
             api=self.api,
             schedules=self.schedules,
             notices=self.notices,
+        )
+        self.log_queries = LogQueries(
+            self,
+            "LogQueries",
+            prefix=options.prefix,
+            functions=self.functions,
+            workers=list(self.workers.workers.values()),
         )
         self.guards = Guards(
             self, "Guards", options=options, api=self.api, enqueue=self.schedules.enqueue, table=self.table
