@@ -181,6 +181,9 @@ def _parser() -> argparse.ArgumentParser:
 
     retry = commands.add_parser("retry", parents=[client], help="run a FAILED or CANCELLED job again")
     retry.add_argument("job_id")
+    retry.add_argument(
+        "--now", action="store_true", help="run now, even a cancelled job whose run_at is still ahead (it keeps it)"
+    )
 
     commands.add_parser("job-types", parents=[client], help="the job types: queue, limits, who may submit")
     commands.add_parser("alarms", parents=[client], help="the alarms, those in ALARM first (admin)")
@@ -528,7 +531,8 @@ def run_client(args: argparse.Namespace) -> int:
                 out.write(f"schedule {args.schedule} skipped: {body.get('skipped_reason')}\n")
         return OK
     if command in ("cancel", "retry"):
-        answer = client.call("POST", f"/jobs/{_path_part(args.job_id)}/{command}")
+        query = {"now": "true"} if command == "retry" and args.now else None
+        answer = client.call("POST", f"/jobs/{_path_part(args.job_id)}/{command}", query=query)
         if not answer.ok:
             return _refused(answer)
         _print_job(answer.body, out, args.json)
