@@ -212,9 +212,16 @@ class LocalRuntime:
         """Raises state.DataDirectoryInUse, having changed nothing, when another instance uses the data directory."""
         started = time.perf_counter()
         config = self.config
-        port_free(config.host, config.port)  # before the data directory is made or touched
         created = not self.data_dir.exists()
-        self.lock.acquire()
+        if created:  # a busy port stops the start before the data directory is made
+            port_free(config.host, config.port)
+        self.lock.acquire()  # an instance on this data directory is named first, whatever port it holds
+        if not created:
+            try:
+                port_free(config.host, config.port)
+            except OSError:
+                self.lock.release()
+                raise
         self._private_files()
         self.output.install()
         try:
