@@ -419,10 +419,32 @@ ROUTES: tuple[Route, ...] = (
         "/jobs/{job_id}/retry",
         "retryJob",
         "tenant",
-        "Run a FAILED, CANCELLED or EXPIRED job again, with a fresh attempt budget (now, without its expiry)",
-        answers=(Answer(202, "JobView", "back to QUEUED; its message is sent"),),
-        refusals=(_NO_JOB, Refusal(409, "not failed, cancelled or expired", "conflict", "job is RUNNING"), _OVER_QUOTA),
-        parameters=(_JOB_ID,),
+        "Run a FAILED, CANCELLED or EXPIRED job again, with a fresh attempt budget (without its expiry). A CANCELLED "
+        "job whose `run_at` is still ahead keeps it (SCHEDULED again, or QUEUED with its message delayed) unless "
+        "`now=true`",
+        answers=(
+            Answer(
+                202,
+                "JobView",
+                "back to QUEUED, its message sent (delayed to its run_at, if ahead); or back to SCHEDULED (a "
+                "cancelled job's run_at further ahead than 15 minutes)",
+            ),
+        ),
+        refusals=(
+            _NO_JOB,
+            Refusal(409, "not failed, cancelled or expired", "conflict", "job is RUNNING"),
+            Refusal(422, "now is not true or false", "invalid_request", "now must be true or false", "now"),
+            _OVER_QUOTA,
+        ),
+        parameters=(
+            _JOB_ID,
+            Parameter(
+                "now",
+                "query",
+                {"type": "boolean", "default": False},
+                description="true: run now, even if the cancelled job's run_at is still ahead",
+            ),
+        ),
     ),
     Route(
         "GET",

@@ -190,6 +190,9 @@ def _parser() -> argparse.ArgumentParser:
 
     retry = commands.add_parser("retry", parents=[client], help="run a FAILED, CANCELLED or EXPIRED job again")
     retry.add_argument("job_id")
+    retry.add_argument(
+        "--now", action="store_true", help="run now, even a cancelled job whose run_at is still ahead (it keeps it)"
+    )
 
     bulk = commands.add_parser(
         "bulk", parents=[client], help="retry or cancel every job a filter matches: a preview, a question, progress"
@@ -549,7 +552,8 @@ def run_client(args: argparse.Namespace) -> int:
                 out.write(f"schedule {args.schedule} skipped: {body.get('skipped_reason')}\n")
         return OK
     if command in ("cancel", "retry"):
-        answer = client.call("POST", f"/jobs/{_path_part(args.job_id)}/{command}")
+        query = {"now": "true"} if command == "retry" and args.now else None
+        answer = client.call("POST", f"/jobs/{_path_part(args.job_id)}/{command}", query=query)
         if not answer.ok:
             return _refused(answer)
         _print_job(answer.body, out, args.json)
@@ -773,6 +777,7 @@ def _print_job(job: dict[str, Any], out: TextIO, as_json: bool) -> None:
         ("started_at", job.get("started_at")),
         ("finished_at", job.get("finished_at")),
         ("next_attempt_at", job.get("next_attempt_at")),
+        ("lease_until", job.get("lease_until")),
         ("redrives", job.get("redrives") or None),
         ("tags", ", ".join(f"{k}={v}" for k, v in job["tags"].items()) if job.get("tags") else None),
         ("trace_id", job.get("trace_id")),

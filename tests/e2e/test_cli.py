@@ -161,17 +161,23 @@ def test_jobs_takes_a_status_in_any_case(target: Target, capsys: pytest.CaptureF
     assert {job["status"] for job in listed["jobs"]} == {"FAILED"}
 
 
-def test_retry_runs_a_cancelled_job_again(target: Target, capsys: pytest.CaptureFixture[str]) -> None:
+def test_retry_runs_a_cancelled_job_again_at_its_run_at_or_now(
+    target: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
     tomorrow = (datetime.now(UTC) + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
     later = {"type": "demo.echo", "payload": {"n": 2}, "run_at": tomorrow}
-    job_id = target.call("POST", "/jobs", body=later).body["job_id"]
-    assert run(target, "cancel", job_id) == OK
+    kept, now = (target.call("POST", "/jobs", body=later).body["job_id"] for _ in range(2))
+    assert run(target, "cancel", kept) == OK and run(target, "cancel", now) == OK
     capsys.readouterr()
 
-    code = run(target, "retry", job_id, "--json")
+    assert run(target, "retry", kept, "--json") == OK
+    scheduled = json.loads(capsys.readouterr().out)
+    assert run(target, "retry", now, "--now", "--json") == OK
+    queued = json.loads(capsys.readouterr().out)
 
-    assert code == OK
-    assert json.loads(capsys.readouterr().out)["status"] in {"QUEUED", "SCHEDULED"}
+    assert (scheduled["status"], scheduled["run_at"][:19]) == ("SCHEDULED", tomorrow[:19])
+    assert queued["status"] == "QUEUED"
+    assert run(target, "cancel", kept) == OK
 
 
 @pytest.mark.needs("admin")

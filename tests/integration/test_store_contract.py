@@ -430,6 +430,7 @@ def test_a_hand_retry_gives_a_failed_or_cancelled_job_a_fresh_budget_and_counts_
     stored = current(job_store, again)
     assert (stored.status, stored.attempt, stored.retries, stored.error) == (JobStatus.QUEUED, 0, 1, None)
     assert (stored.finished_at, stored.expires_at, stored.sweep_at) == (None, None, T0 + 2 * LEASE)
+    assert stored.retried_at == T0 + LEASE
     assert [j.job_id for j in job_store.due_for_sweep(now=T0 + 2 * LEASE, limit=10)] == [stored.job_id]
     assert claim(job_store, new_job(), now=T0 + 2 * LEASE).attempt == 1
 
@@ -662,6 +663,9 @@ OPERATIONS: dict[str, Callable[[JobStore, Job, Facts], object]] = {
     ),
     "retry_by_hand": lambda store, job, f: store.retry_by_hand(
         job.job_id, tenant=str(f.tenant), now=NOW, sweep_at=NOW + LEASE
+    ),
+    "retry_by_hand_scheduled": lambda store, job, f: store.retry_by_hand(
+        job.job_id, tenant=str(f.tenant), now=NOW, sweep_at=NOW + LEASE, scheduled=True
     ),
     "discard": lambda store, job, f: store.discard(job.job_id, tenant=str(f.tenant), now=NOW),
     "reschedule_sweep": lambda store, job, f: store.reschedule_sweep(

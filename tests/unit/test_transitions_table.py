@@ -57,6 +57,7 @@ EXPECTED = {
     "enqueue_scheduled": (S.QUEUED, {S.SCHEDULED: ()}, (G.SAME_TENANT,)),
     "redrive": (S.QUEUED, {S.FAILED: ()}, (G.SAME_TENANT,)),
     "retry_by_hand": (S.QUEUED, {S.FAILED: (), S.CANCELLED: (), S.EXPIRED: ()}, (G.SAME_TENANT,)),
+    "retry_by_hand_scheduled": (S.SCHEDULED, {S.CANCELLED: ()}, (G.SAME_TENANT,)),
     "discard": (None, {S.FAILED: ()}, (G.SAME_TENANT,)),
     "reschedule_sweep": (None, UNFINISHED, (G.SWEEP_FENCE,)),
     "followed_up": (None, {S.SUCCEEDED: (), S.FAILED: (), S.CANCELLED: (), S.EXPIRED: ()}, (G.SWEEP_FENCE,)),
@@ -145,6 +146,10 @@ BY_TENANT = {
     "retry_by_hand": (
         S.CANCELLED,
         lambda job, tenant: transitions.retry_by_hand(job, tenant=tenant, now=LATER, sweep_at=SWEEP_AT),
+    ),
+    "retry_by_hand_scheduled": (
+        S.CANCELLED,
+        lambda job, tenant: transitions.retry_by_hand(job, tenant=tenant, now=LATER, sweep_at=SWEEP_AT, scheduled=True),
     ),
     "claim": (
         S.QUEUED,
@@ -408,9 +413,31 @@ def test_retry_by_hand(status: JobStatus) -> None:
         next_attempt_at=None,
         updated_at=NOW,
         retries=2,
+        retried_at=NOW,
         sweep_at=SWEEP_AT,
         resends=0,
     )
+
+
+def test_retry_by_hand_scheduled() -> None:
+    job = lived(S.CANCELLED, finished_at=T0, expires_at=NOW + RETENTION, sweep_at=None)
+
+    assert transitions.retry_by_hand(job, tenant=TENANT, now=NOW, sweep_at=SWEEP_AT, scheduled=True) == job.replace(
+        status=S.SCHEDULED,
+        attempt=0,
+        error=None,
+        finished_at=None,
+        expires_at=None,
+        lease_until=None,
+        next_attempt_at=None,
+        updated_at=NOW,
+        retries=2,
+        retried_at=NOW,
+        sweep_at=SWEEP_AT,
+        resends=0,
+    )
+    with pytest.raises(TransitionError):
+        transitions.retry_by_hand(lived(S.FAILED), tenant=TENANT, now=NOW, sweep_at=SWEEP_AT, scheduled=True)
 
 
 def test_reschedule_sweep() -> None:

@@ -302,6 +302,9 @@ class Config(BaseModel):
     notifier: bool = True  # the table's stream and the notifier function, which the stack always deploys
     api_type: Literal["http", "rest"] = "http"
     tracing: bool = False  # X-Ray active tracing on every function (the stack's `tracing` option, off)
+    # OpenTelemetry through the ADOT layer (the stack's `otel` option, off): its spans go to X-Ray, so it is
+    # priced as X-Ray traces, only when on (the layer's own run time per invocation is not priced).
+    otel: bool = False
     retention_days: int = Field(default=Settings.model_fields["retention_days"].default, ge=1)  # finished jobs (TTL)
     log_retention_days: int = Field(default=LOG_RETENTION_DAYS, ge=1)
     job_types: int = Field(default=1, ge=1)  # job types in use (EMF metrics per job type)
@@ -313,6 +316,11 @@ class Config(BaseModel):
         if self.scheduled_share + self.delayed_share + self.batched_share > 1:
             raise ValueError("scheduled, delayed and batched shares add up to more than 1")
         return self
+
+    @property
+    def traced(self) -> bool:
+        """X-Ray records traces: active tracing asked for, or OpenTelemetry exporting to it."""
+        return self.tracing or self.otel
 
     def memory(self, function: str) -> int:
         return {"api": self.api_memory_mb, "worker": self.worker_memory_mb}.get(function, self.enqueue_memory_mb)
@@ -510,7 +518,7 @@ def job_usage(measured: Mapping[str, Any], config: Config, assumptions: Assumpti
         per_job = total.get(f"lambda_requests:{function}", 0.0)
         rate = per_job * config.jobs_per_month / SECONDS_PER_MONTH
         traces += per_job * sampled_share(rate, assumptions)
-    total["traces"] = traces if config.tracing else 0.0
+    total["traces"] = traces if config.traced else 0.0
 
     if config.notifier:
         _add(total, notifier_usage(total.get("stream_records", 0.0), config, assumptions), 1.0)
@@ -651,7 +659,7 @@ def fixed_monthly(
         + runs * price("scheduler_invocation")
         + runs * assumptions.sweeper_read_units * rru_price
         + runs * assumptions.platform_log_bytes / 1e9 * price("logs_ingestion_gb")
-        + (runs * price("xray_trace") if config.tracing else 0.0)
+        + (runs * price("xray_trace") if config.traced else 0.0)
     )
     names: set[str] = set()
     for name in SCENARIOS:
@@ -795,6 +803,7 @@ def knobs(base: Config) -> list[tuple[str, Config]]:
         ("payload 64 KB", base.changed(payload_bytes=65_536)),
         ("REST API instead of HTTP API", base.changed(api_type="rest")),
         ("X-Ray tracing on (-c tracing=true)", base.changed(tracing=True)),
+        ("OpenTelemetry via the ADOT layer (-c otel=true; X-Ray traces, only when on)", base.changed(otel=True)),
         ("10M jobs a month (X-Ray samples 5% above 1/s)", base.changed(jobs_per_month=10_000_000)),
         ("submitted in batches of 100", base.changed(batched_share=1.0)),
         (
@@ -829,7 +838,8 @@ def describe(config: Config, measured_payload: int | None = None) -> str:
     return (
         f"{'HTTP' if config.api_type == 'http' else 'REST'} API; Lambda arm64, {memory}; batch size "
         f"{config.batch_size}; payload {payload}; DynamoDB {capacity}; logs at {config.log_level}; X-Ray "
-        f"{'on' if config.tracing else 'off'}"
+        f"{'on' if config.traced else 'off'}"
+        + ("; OpenTelemetry via the ADOT layer (its traces priced as X-Ray's)" if config.otel else "")
     )
 
 

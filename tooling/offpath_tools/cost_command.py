@@ -80,6 +80,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     setup.add_argument("--log-level", choices=["INFO", "WARNING"], default=DEFAULTS.log_level)
     setup.add_argument("--api-type", choices=["http", "rest"], default=DEFAULTS.api_type)
     setup.add_argument("--tracing", action="store_true", help="X-Ray active tracing on (the stack's tracing option)")
+    setup.add_argument(
+        "--otel",
+        action="store_true",
+        help="OpenTelemetry via the ADOT layer on (the stack's otel option): X-Ray traces, priced only when on",
+    )
     setup.add_argument("--platform-logs", action="store_true", help="Lambda's START/END/REPORT lines kept")
     setup.add_argument("--snapstart", action="store_true", help="SnapStart on (the stack's snapstart option)")
     setup.add_argument("--job-types", type=int, default=DEFAULTS.job_types, help="job types in use (metrics)")
@@ -158,6 +163,7 @@ def config_from(args: argparse.Namespace) -> Config:
         log_level=args.log_level,
         api_type=args.api_type,
         tracing=args.tracing,
+        otel=args.otel,
         job_types=args.job_types,
         platform_logs=args.platform_logs,
         snapstart=args.snapstart,

@@ -310,14 +310,21 @@ class InMemoryJobStore:
         )
 
     def retry_by_hand(
-        self, job_id: str, *, tenant: str, now: datetime, sweep_at: datetime, operation: str | None = None
+        self,
+        job_id: str,
+        *,
+        tenant: str,
+        now: datetime,
+        sweep_at: datetime,
+        operation: str | None = None,
+        scheduled: bool = False,
     ) -> Job:
         return self._owned(
             "retry_by_hand",
             job_id,
             tenant,
             lambda current: transitions.retry_by_hand(
-                current, tenant=tenant, now=now, sweep_at=sweep_at, operation=operation
+                current, tenant=tenant, now=now, sweep_at=sweep_at, operation=operation, scheduled=scheduled
             ),
         )
 

@@ -68,6 +68,7 @@ from offpath.domain.job import (
     RESCHEDULE_SWEEP,
     RETRY,
     RETRY_BY_HAND,
+    RETRY_BY_HAND_SCHEDULED,
     SUCCEED,
     SUPERSEDED,
     AttemptError,
@@ -586,18 +587,26 @@ class DynamoDbJobStore:
         )
 
     def retry_by_hand(
-        self, job_id: str, *, tenant: str, now: datetime, sweep_at: datetime, operation: str | None = None
+        self,
+        job_id: str,
+        *,
+        tenant: str,
+        now: datetime,
+        sweep_at: datetime,
+        operation: str | None = None,
+        scheduled: bool = False,
     ) -> Job:
         marked = ", bulk_operation_id = :op" if operation is not None else ""
+        transition = RETRY_BY_HAND_SCHEDULED if scheduled else RETRY_BY_HAND
         try:
             return self._move_to_queued(
-                RETRY_BY_HAND,
+                transition,
                 job_id,
                 tenant=tenant,
                 now=now,
                 sweep_at=sweep_at,
                 # ADD: a job written before hand retries were counted has no `retries` yet.
-                also=f", attempt = :zero, resends = :zero{marked} "
+                also=f", retried_at = :now, attempt = :zero, resends = :zero{marked} "
                 "REMOVE #e, finished_at, expires_at, lease_until, next_attempt_at, discarded_at, start_by, "
                 "cancel_reason, superseded_by ADD retries :one",
                 values={":zero": 0, ":one": 1, **({":op": operation} if operation is not None else {})},
@@ -607,7 +616,7 @@ class DynamoDbJobStore:
             current = conflict.job
             if (
                 current is not None
-                and current.status is JobStatus.QUEUED
+                and current.status is transition.to
                 and current.updated_at == now
                 and current.sweep_at == sweep_at
             ):
@@ -1235,6 +1244,7 @@ def to_item(job: Job) -> Item:
             "superseded_by": job.superseded_by,
             "debounce_key": job.debounce_key,
             "debounce_s": job.debounce_s,
+            "retried_at": when(job.retried_at),
         }
     )
 
@@ -1293,6 +1303,7 @@ def from_item(item: Mapping[str, Any]) -> Job:
         superseded_by=plain.get("superseded_by"),
         debounce_key=plain.get("debounce_key"),
         debounce_s=int(plain["debounce_s"]) if plain.get("debounce_s") is not None else None,
+        retried_at=when("retried_at"),
     )
 
 

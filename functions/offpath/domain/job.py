@@ -149,6 +149,7 @@ class Job:
     # The submit's debounce: its key (per tenant and type) and window in seconds.
     debounce_key: str | None = None
     debounce_s: int | None = None
+    retried_at: datetime | None = None  # the last hand retry (POST /jobs/{id}/retry); absent before it was kept
 
     def replace(self, **changes: Any) -> Job:
         return dataclasses.replace(self, **changes)
@@ -382,6 +383,14 @@ RETRY_BY_HAND = Transition(
     sources=_from(JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.EXPIRED),
     guards=(Guard.SAME_TENANT,),
 )
+# A CANCELLED job that was delayed, retried by hand while its run_at is still further off than an SQS delay
+# reaches: SCHEDULED again (its one-time schedule is made again), unless the caller asked for now.
+RETRY_BY_HAND_SCHEDULED = Transition(
+    "retry_by_hand_scheduled",
+    to=JobStatus.SCHEDULED,
+    sources=_from(JobStatus.CANCELLED),
+    guards=(Guard.SAME_TENANT,),
+)
 # An operator removed the FAILED job's dead letter (by the job's tenant, as its message names it): it stays FAILED.
 DISCARD = Transition("discard", to=None, sources=_from(JobStatus.FAILED), guards=(Guard.SAME_TENANT,))
 # The sweeper moves an unfinished job's next look on, fenced on the sweep time it saw, so two
@@ -407,6 +416,7 @@ TRANSITIONS = (
     ENQUEUE_SCHEDULED,
     REDRIVE,
     RETRY_BY_HAND,
+    RETRY_BY_HAND_SCHEDULED,
     DISCARD,
     RESCHEDULE_SWEEP,
     FOLLOWED_UP,
@@ -588,14 +598,18 @@ def redrive(job: Job, *, tenant: str, now: datetime, sweep_at: datetime) -> Job:
     )
 
 
-def retry_by_hand(job: Job, *, tenant: str, now: datetime, sweep_at: datetime, operation: str | None = None) -> Job:
+def retry_by_hand(
+    job: Job, *, tenant: str, now: datetime, sweep_at: datetime, operation: str | None = None, scheduled: bool = False
+) -> Job:
     """FAILED, CANCELLED or EXPIRED -> QUEUED with a fresh attempt budget; the hand retry is counted on the job.
-    Its history of attempts is kept; its expiry, cancel reason and debounce are not (it runs as soon as it can).
-    `operation`: the bulk operation that retries it (marked on the job)."""
-    RETRY_BY_HAND.check(job, Facts(now=now, tenant=tenant))
+    Its history of attempts is kept; its expiry, cancel reason and debounce are not. `scheduled`: a CANCELLED job
+    goes back to SCHEDULED instead (its run_at is still ahead). `operation`: the bulk operation that retries it
+    (marked on the job)."""
+    transition = RETRY_BY_HAND_SCHEDULED if scheduled else RETRY_BY_HAND
+    transition.check(job, Facts(now=now, tenant=tenant))
     return job.replace(
         bulk_operation_id=operation or job.bulk_operation_id,
-        status=JobStatus.QUEUED,
+        status=JobStatus.SCHEDULED if scheduled else JobStatus.QUEUED,
         attempt=0,
         error=None,
         finished_at=None,
@@ -604,6 +618,7 @@ def retry_by_hand(job: Job, *, tenant: str, now: datetime, sweep_at: datetime, o
         next_attempt_at=None,
         updated_at=now,
         retries=job.retries + 1,
+        retried_at=now,
         sweep_at=sweep_at,
         resends=0,
         discarded_at=None,

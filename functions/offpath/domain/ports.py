@@ -222,11 +222,19 @@ class JobStore(Protocol):
         """FAILED -> QUEUED with a fresh attempt budget and the redrive counted."""
 
     def retry_by_hand(
-        self, job_id: str, *, tenant: str, now: datetime, sweep_at: datetime, operation: str | None = None
+        self,
+        job_id: str,
+        *,
+        tenant: str,
+        now: datetime,
+        sweep_at: datetime,
+        operation: str | None = None,
+        scheduled: bool = False,
     ) -> Job:
-        """FAILED or CANCELLED -> QUEUED with a fresh attempt budget and the hand retry counted; another
-        tenant's job is JobNotFoundError, any other state JobConflictError. `operation`: the bulk operation that
-        retries it, marked on the job by the same write."""
+        """FAILED, CANCELLED or EXPIRED -> QUEUED with a fresh attempt budget and the hand retry counted
+        (`scheduled`: CANCELLED -> SCHEDULED, for a delayed job whose run_at is still ahead); another tenant's job
+        is JobNotFoundError, any other state JobConflictError. `operation`: the bulk operation that retries it,
+        marked on the job by the same write."""
 
     def discard(self, job_id: str, *, tenant: str, now: datetime) -> Job:
         """Mark a FAILED job's dead letter discarded (the job stays FAILED); another tenant's job is

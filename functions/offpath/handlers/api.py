@@ -403,13 +403,21 @@ def cancel_job(request: Request, services: ApiServices) -> JobView:
 def retry_job(request: Request, services: ApiServices) -> JobView:
     checked = _checked_job_id(request.path_parameters["job_id"])
     grace = services.policy.sweep_grace
+    now_text = request.query.get("now", "false")
+    if now_text not in ("true", "false"):
+        raise InvalidRequestError("now", "now must be true or false")
+    now_asked = now_text == "true"
     try:
-        job = queries.retry_job(checked, tenant=request.caller, ports=services.ports, sweep_grace=grace)
+        job = queries.retry_job(
+            checked, tenant=request.caller, ports=services.ports, sweep_grace=grace, now_asked=now_asked
+        )
     except JobNotFoundError:
         if not request.is_admin:
             raise
         # Admins also retry the jobs that schedules made.
-        job = queries.retry_job(checked, tenant=SYSTEM_TENANT, ports=services.ports, sweep_grace=grace)
+        job = queries.retry_job(
+            checked, tenant=SYSTEM_TENANT, ports=services.ports, sweep_grace=grace, now_asked=now_asked
+        )
     return JobView.of(job, with_payload=True)
 
 

@@ -64,8 +64,10 @@ JOB_EXAMPLE: dict[str, Any] = {
     "started_at": None,
     "finished_at": None,
     "next_attempt_at": None,
+    "lease_until": None,
     "redrives": 0,
     "retries": 0,
+    "retried_at": None,
     "payload": {"user_id": "u-42", "email": "ada@example.com"},
     "attempt_history": [],
     "tags": {"plan": "pro", "signup-source": "web"},
@@ -310,8 +312,14 @@ class JobView(BaseModel):
     started_at: Timestamp | None = None
     finished_at: Timestamp | None = None
     next_attempt_at: Timestamp | None = None
+    lease_until: Timestamp | None = Field(
+        default=None,
+        description="while RUNNING: when the attempt's lease ends; a worker that died is recovered then "
+        "(the sweeper requeues the job, or fails it on its last attempt)",
+    )
     redrives: int = 0
     retries: int = Field(default=0, description="how often the job was retried by hand (POST /jobs/{id}/retry)")
+    retried_at: Timestamp | None = Field(default=None, description="when it was last retried by hand")
     payload: dict[str, Any] | None = None
     attempt_history: list[AttemptView] = Field(default_factory=list)
     tags: dict[str, str] | None = Field(default=None, description="the tags given at submit, if any")
@@ -370,8 +378,10 @@ class JobView(BaseModel):
             started_at=job.started_at,
             finished_at=job.finished_at,
             next_attempt_at=job.next_attempt_at,
+            lease_until=_lease_until(job),
             redrives=job.redrives,
             retries=job.retries,
+            retried_at=job.retried_at,
             payload=job.payload if with_payload else None,
             attempt_history=[AttemptView.of(record) for record in job.attempt_history],
             tags=dict(job.tags) if job.tags else None,
@@ -410,8 +420,10 @@ class JobView(BaseModel):
             "started_at": _iso_or_none(job.started_at),
             "finished_at": _iso_or_none(job.finished_at),
             "next_attempt_at": _iso_or_none(job.next_attempt_at),
+            "lease_until": _iso_or_none(_lease_until(job)),
             "redrives": int(job.redrives),
             "retries": int(job.retries),
+            "retried_at": _iso_or_none(job.retried_at),
             "payload": payload,
             "attempt_history": [
                 {
@@ -434,6 +446,11 @@ class JobView(BaseModel):
             "superseded_by": job.superseded_by,
         }
         return Dumped(cls, data)
+
+
+def _lease_until(job: Job) -> datetime | None:
+    """The lease of the attempt running; none once the job is not RUNNING (the item may keep an old one)."""
+    return job.lease_until if job.status is JobStatus.RUNNING else None
 
 
 class JobPageView(BaseModel):

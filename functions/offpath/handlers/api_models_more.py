@@ -554,10 +554,14 @@ class WebhooksView(BaseModel):
 
 
 class DeliveryAttemptView(Projection):
+    """One attempt to deliver an event: `type` the event's type (job.succeeded...), `job_id` the job it is about
+    (null for a `webhook.test` event)."""
+
     model_config = _LAZY
 
     event_id: str
     type: str
+    job_id: str | None = None
     attempt: int
     at: Timestamp
     status_code: int | None = None
@@ -575,6 +579,7 @@ class DeliveriesView(BaseModel):
                 {
                     "event_id": "evt_5b0c3f8e2a1d4c6b9e7f0a2d4c6b8e1f",
                     "type": "job.succeeded",
+                    "job_id": "3f2a9c0e5b7d4e1f8a6c2b9d0e4f7a1c",
                     "attempt": 2,
                     "at": "2026-12-01T09:00:05Z",
                     "status_code": 200,
@@ -585,6 +590,7 @@ class DeliveriesView(BaseModel):
                 {
                     "event_id": "evt_5b0c3f8e2a1d4c6b9e7f0a2d4c6b8e1f",
                     "type": "job.succeeded",
+                    "job_id": "3f2a9c0e5b7d4e1f8a6c2b9d0e4f7a1c",
                     "attempt": 1,
                     "at": "2026-12-01T09:00:00Z",
                     "status_code": 503,

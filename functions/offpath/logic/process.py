@@ -424,7 +424,7 @@ def _run_claimed(
     except JobConflictError:
         logger.warning("a newer attempt owns this job; this attempt's result is discarded")
         return True
-    logger.info("job succeeded", extra={"attempt": job.attempt})
+    logger.info("job succeeded", extra={"attempt": job.attempt, **_attempt_facts(job, finished)})
     if followup_at is not None:
         succeeded = job.replace(
             status=JobStatus.SUCCEEDED,
@@ -569,7 +569,13 @@ def _retry(
     ports.queue.change_visibility(job.queue, delivery.receipt_handle, min(MAX_VISIBILITY_S, delay_s))
     logger.warning(
         "job failed; retrying",
-        extra={"attempt": job.attempt, "retry_in_s": delay_s, "error": error, **_traceback_of(detail)},
+        extra={
+            "attempt": job.attempt,
+            "retry_in_s": delay_s,
+            "error": error,
+            **_attempt_facts(job, now),
+            **_traceback_of(detail),
+        },
     )
     return False
 
@@ -599,7 +605,10 @@ def _fail(
     except JobConflictError:
         logger.warning("a newer attempt owns this job; this attempt's failure is not recorded")
         return True
-    logger.error("job failed", extra={"attempt": job.attempt, "error": reason, **_traceback_of(detail)})
+    logger.error(
+        "job failed",
+        extra={"attempt": job.attempt, "error": reason, **_attempt_facts(job, now), **_traceback_of(detail)},
+    )
     return True
 
 
@@ -632,7 +641,7 @@ def _not_claimed(
             return True
         if job_type is not None:
             release_slot(job, job_type, ports)  # the dead attempt's slot
-        logger.error("job failed: its last attempt's lease expired")
+        logger.error("job failed: its last attempt's lease expired", extra={"job_type": job.type})
         return True
     # Not claimable for a reason that may pass (for example RETRYING with its delay still running
     # after a duplicate delivery): look again later.
@@ -681,6 +690,16 @@ def _frame_line(frame: Any) -> str:
     path = _path_of(frame.filename)
     shown = path[len(_FUNCTIONS_ROOT) :] if path.startswith(_FUNCTIONS_ROOT) else path
     return f"{shown}:{frame.lineno} in {frame.name}\n"
+
+
+def _attempt_facts(job: Job, ended: datetime) -> dict[str, Any]:
+    """What an attempt's end line says beside the job's id: its job type and how long it ran (`duration_ms`, from
+    the claim), for the saved Logs Insights queries (infra/log_queries.py)."""
+    began = job.attempt_started_at or job.started_at
+    facts: dict[str, Any] = {"job_type": job.type}
+    if began is not None:
+        facts["duration_ms"] = round((ended - began).total_seconds() * 1000, 1)
+    return facts
 
 
 def _traceback_of(detail: AttemptError | None) -> dict[str, str]:

@@ -259,10 +259,19 @@ class CountingStore:
         return job
 
     def retry_by_hand(
-        self, job_id: str, *, tenant: str, now: datetime, sweep_at: datetime, operation: str | None = None
+        self,
+        job_id: str,
+        *,
+        tenant: str,
+        now: datetime,
+        sweep_at: datetime,
+        operation: str | None = None,
+        scheduled: bool = False,
     ) -> Job:
-        job = self.store.retry_by_hand(job_id, tenant=tenant, now=now, sweep_at=sweep_at, operation=operation)
-        self._count(tenant, OPEN, job_id)
+        job = self.store.retry_by_hand(
+            job_id, tenant=tenant, now=now, sweep_at=sweep_at, operation=operation, scheduled=scheduled
+        )
+        self._count(tenant, Usage(1, 1) if scheduled else OPEN, job_id)
         return job
 
     def requeue_expired_lease(self, job: Job, *, now: datetime, sweep_at: datetime) -> Job:

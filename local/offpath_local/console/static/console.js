@@ -18,6 +18,7 @@
   const STATS_REFRESH_MS = 60000;
   const ALARMS_REFRESH_MS = 10000;
   const DLQ_BANNER_MS = 5000;
+  const FIRST_DEPTH_GAP_MS = 500;
   const SYSTEM_TENANT = "system";
   const STATES = ["QUEUED", "SCHEDULED", "RUNNING", "RETRYING", "SUCCEEDED", "FAILED", "CANCELLED", "EXPIRED"];
   const FINAL = new Set(["SUCCEEDED", "FAILED", "CANCELLED", "EXPIRED"]);
@@ -307,10 +308,25 @@
   }
 
   // Queue depths seen by this page while it is open (kept across page changes, up to 20 minutes).
-  const depthHistory = { points: [], add(queues) {
+  // The queues' depths measured by this tab, the last 20 minutes, kept in the tab (sessionStorage) so a reload
+  // or a return to the overview draws them at once.
+  const DEPTH_KEY = "offpath.console.depth";
+  const depthHistory = { points: [], loaded: false, add(queues) {
     const now = Date.now();
+    if (!this.loaded) {
+      this.loaded = true;
+      try {
+        const kept = JSON.parse(sessionStorage.getItem(DEPTH_KEY) || "[]");
+        if (Array.isArray(kept)) this.points = kept.filter((p) => p && typeof p.at === "number" && Array.isArray(p.queues));
+      } catch (_) {
+        this.points = [];
+      }
+    }
     this.points.push({ at: now, queues: queues.map((q) => ({ name: q.name, waiting: q.visible + q.delayed, in_flight: q.in_flight, dlq: q.dlq_depth })) });
     while (this.points.length && this.points[0].at < now - 20 * 60 * 1000) this.points.shift();
+    try {
+      sessionStorage.setItem(DEPTH_KEY, JSON.stringify(this.points));
+    } catch (_) { /* storage full or refused: the history lives as long as the page */ }
   } };
 
   // -- pages -----------------------------------------------------------------------------------
@@ -367,7 +383,13 @@
       h("h2", null, "Alarms"), alarms,
     );
     async function refresh() {
-      const answer = await api("GET", "/queues");
+      let answer = await api("GET", "/queues");
+      if (answer.ok && depthHistory.points.length === 0) {
+        // A first look: measure twice, so the chart draws lines at once rather than a dot a series.
+        depthHistory.add(answer.body.queues || []);
+        await new Promise((resolve) => setTimeout(resolve, FIRST_DEPTH_GAP_MS));
+        answer = await api("GET", "/queues");
+      }
       if (!answer.ok) {
         queues.show(["error", answer.status], () => errorBox(answer));
       } else {
@@ -461,7 +483,7 @@
     { label: "jobs submitted and retried per minute", width: chartWidth(null) });
     const sums = table(
       [{ label: "Queue" }, { label: "Job type" }, ...COUNTS.map((c) => ({ label: c.replace("_", "-"), cls: "num" }))],
-      [...totals.values()].filter((t) => COUNTS.some((c) => t[c])).map((t) => [t.queue, h("span", { class: "wrap" }, t.job_type), ...COUNTS.map((c) => t[c])]),
+      [...totals.values()].filter((t) => COUNTS.some((c) => t[c])).map((t) => [t.queue, typeName(t.job_type), ...COUNTS.map((c) => t[c])]),
       "No jobs counted in the last hour.",
     );
     const latest = new Map();
@@ -469,7 +491,7 @@
     const pct = table(
       [{ label: "Queue" }, { label: "Job type" }, { label: "Run p50", cls: "num" }, { label: "Run p95", cls: "num" },
         { label: "Wait p50", cls: "num" }, { label: "Wait p95", cls: "num" }],
-      [...latest.values()].map((r) => [r.queue, r.job_type, seconds(r.duration_p50_s), seconds(r.duration_p95_s),
+      [...latest.values()].map((r) => [r.queue, typeName(r.job_type), seconds(r.duration_p50_s), seconds(r.duration_p95_s),
         seconds(r.queue_wait_p50_s), seconds(r.queue_wait_p95_s)]),
       "No jobs ran in the last hour.",
     );
@@ -512,13 +534,18 @@
     return { title: "Alarms", admin: true, node, refresh };
   }
 
+  // A job type's name (up to 63 characters, no spaces): wraps anywhere, its whole name as its title.
+  function typeName(name) {
+    return h("span", { class: "type-name", title: String(name) }, String(name));
+  }
+
   function jobsTable(jobs) {
     return table(
       [{ label: "Job" }, { label: "Type" }, { label: "Status" }, { label: "Attempts", cls: "num" },
         { label: "Created" }, { label: "Finished", cls: "hide-narrow" }],
       jobs.map((j) => [
         link(`/jobs/${seg(j.job_id)}`, h("span", { class: "mono" }, j.job_id)),
-        h("span", { class: "wrap" }, j.type), badge(j.status), `${j.attempts}/${j.max_attempts}`,
+        typeName(j.type), badge(j.status), `${j.attempts}/${j.max_attempts}`,
         when(j.created_at), h("span", { class: "hide-narrow" }, when(j.finished_at)),
       ]),
       "No jobs match.",
@@ -799,10 +826,11 @@
     }
 
     async function act(label, method, path, question) {
+      actionStarts(message);
       if (question && !ask(question)) return;
       busy = true;
-      message.replaceChildren();
       const answer = await api(method, path);
+      actionDone();
       busy = false;
       message.replaceChildren(answer.ok ? h("div", { class: "notice" }, `${label}: ${answer.body.status || "done"}`) : errorBox(answer));
       final = false;
@@ -834,8 +862,10 @@
         `Cancel job ${job.job_id} (${job.type})? It will not run.`) } }, "Cancel"));
     }
     if (session.features.retry && RETRYABLE.has(job.status)) {
+      const later = job.status === "CANCELLED" && job.run_at && new Date(job.run_at) > new Date();
       actions.append(h("button", { type: "button", on: { click: () => act("Retry", "POST", `/jobs/${id}/retry`,
-        `Run job ${job.job_id} (${job.type}) again, with a fresh budget of ${job.max_attempts} attempts?`) } }, "Retry"));
+        `Run job ${job.job_id} (${job.type}) again, with a fresh budget of ${job.max_attempts} attempts?` +
+        (later ? ` It keeps its run_at (${job.run_at}).` : "")) } }, "Retry"));
     }
     const progress = job.progress
       ? h("div", { class: "progress" },
@@ -845,7 +875,7 @@
       : null;
     const fields = [
       ["Status", badge(job.status)],
-      ["Type", job.type],
+      ["Type", typeName(job.type)],
       ["Queue", session.admin ? link(`/queues/${seg(job.queue)}`, job.queue) : job.queue],
       ["Attempts", `${job.attempts} of ${job.max_attempts}`],
       ["Progress", progress],
@@ -857,6 +887,7 @@
       ["Started", job.started_at ? when(job.started_at) : null],
       ["Finished", job.finished_at ? when(job.finished_at) : null],
       ["Next attempt", job.next_attempt_at ? when(job.next_attempt_at) : null],
+      ["Lease until", job.lease_until ? when(job.lease_until) : null],
       ["Redrives", job.redrives ? String(job.redrives) : null],
       ["Retried by hand", job.retries ? String(job.retries) : null],
       ["Tags", job.tags && Object.keys(job.tags).length ? h("span", { class: "tags" },
@@ -899,7 +930,9 @@
       items.push([`Next attempt`, job.next_attempt_at, ""]);
     }
     if (job.redrives) items.push([`Redriven from the DLQ (${job.redrives}×)`, null, ""]);
-    if (job.retries) items.push([`Retried by hand (${job.retries}×)`, null, ""]);
+    if (job.retries) {
+      items.push([job.retries > 1 ? `Retried by hand (${job.retries}×, the last here)` : "Retried by hand", job.retried_at || null, ""]);
+    }
     if (FINAL.has(job.status)) {
       const ended = job.status === "FAILED" && job.error ? `FAILED: ${job.error}`
         : job.status === "EXPIRED" ? "EXPIRED: not started by its expires_at; never ran"
@@ -910,8 +943,22 @@
     } else {
       items.push([`Now ${job.status}`, job.updated_at, ""]);
     }
-    return h("ol", { class: "timeline" }, items.map(([text, at, cls, more]) =>
+    return h("ol", { class: "timeline" }, inTimeOrder(items).map(([text, at, cls, more]) =>
       h("li", { class: cls || null }, h("div", null, text), at ? h("div", { class: "when" }, when(at)) : null, more || null)));
+  }
+
+  // Timed entries in time order (a stable sort: equal times keep their order); an untimed one stays after the
+  // entry it followed. The final state stays last.
+  function inTimeOrder(items) {
+    let previous = -Infinity;
+    const keyed = items.map((item, i) => {
+      const t = item[1] ? Date.parse(item[1]) : NaN;
+      const key = Number.isNaN(t) ? previous : t;
+      previous = key;
+      return { item, key, i, last: i === items.length - 1 };
+    });
+    keyed.sort((a, b) => (a.last - b.last) || (a.key - b.key) || (a.i - b.i));
+    return keyed.map((k) => k.item);
   }
 
   // An attempt's error: {type, message, traceback} (a plain string from an older api).
@@ -945,10 +992,12 @@
     // The dead letters ticked for "Retry selected" / "Discard selected" (job ids), kept across refreshes.
     const selected = new Set();
     const redrive = h("button", { type: "button", class: "danger", on: { click: async () => {
+      actionStarts(message);
       if (!ask(`Move all ${deadLetters} message${deadLetters === 1 ? "" : "s"} in the ${name} DLQ back to the queue? `
         + "Each of those jobs runs again, the ones that failed for good too.")) return;
       redrive.disabled = true;
       const answer = await api("POST", `/queues/${seg(name)}/redrive`);
+      actionDone();
       message.replaceChildren(answer.ok
         ? h("div", { class: "notice" }, `Redrive of ${name}: ${answer.body.redrive.status}`)
         : errorBox(answer));
@@ -1034,25 +1083,29 @@
           return [
             canRetry || canDiscard ? box : "",
             link(`/jobs/${seg(j.job_id)}`, h("span", { class: "mono" }, j.job_id)),
-            h("span", { class: "wrap" }, j.type),
+            typeName(j.type),
             h("span", { class: "wrap" }, j.error || ""),
             when(j.finished_at),
             h("span", { class: "row-actions" },
               canRetry
                 ? h("button", { type: "button", class: "secondary", on: { click: async (event) => {
+                  actionStarts(message);
                   if (!ask(`Run job ${j.job_id} (${j.type}) again, with a fresh attempt budget? Its dead letter leaves the ${name} DLQ.`)) return;
                   event.target.disabled = true;
                   const r = await api("POST", `/jobs/${seg(j.job_id)}/retry`);
+                  actionDone();
                   message.replaceChildren(r.ok ? h("div", { class: "notice" }, `Retried ${j.job_id}: ${r.body.status}`) : errorBox(r));
                   await refresh();
                 } } }, "Retry")
                 : "",
               canDiscard
                 ? h("button", { type: "button", class: "danger", on: { click: async (event) => {
+                  actionStarts(message);
                   if (!ask(`Discard the dead letter of job ${j.job_id} (${j.type})? It leaves the ${name} DLQ for good; `
                     + "the job stays FAILED and a redrive will not run it.")) return;
                   event.target.disabled = true;
                   const r = await api("DELETE", `/queues/${seg(name)}/dead-letters/${seg(j.job_id)}`);
+                  actionDone();
                   message.replaceChildren(r.ok ? h("div", { class: "notice" }, `Discarded the dead letter of ${j.job_id}`) : errorBox(r));
                   await refresh();
                 } } }, "Discard")
@@ -1083,6 +1136,7 @@
       const jobs = [...selected];
       const n = jobs.length;
       if (n === 0) return;
+      actionStarts(message);
       const plural = n === 1 ? "job" : "jobs";
       const question = action === "retry"
         ? `Run ${n} selected ${plural} again, each with a fresh attempt budget? Their dead letters leave the ${name} DLQ.`
@@ -1102,12 +1156,25 @@
           refused.push(`${id}: ${r.status}`);
         }
       }
+      actionDone();
       const verb = action === "retry" ? "Retried" : "Discarded the dead letters of";
       message.replaceChildren(h("div", { class: refused.length ? "error" : "notice" },
         `${verb} ${done} of ${n} ${plural}`, refused.length ? ` (refused: ${refused.join(", ")})` : ""));
       await refresh();
     }
     return { title: `Queue ${name}`, admin: true, node, refresh };
+  }
+
+  // A page's confirmation (or refusal) says what its last action did: the next action takes it away as it starts
+  // (before its question), and a navigation builds the page anew without it.
+  function actionStarts(message) {
+    message.replaceChildren();
+  }
+
+  // An action changes what the kept answers say (the queues' DLQ depths of the dead-letters banner, the alarms):
+  // they are asked again at the next refresh, not shown stale for their keeping time.
+  function actionDone() {
+    kept.clear();
   }
 
   function card(label, value) {
@@ -1122,9 +1189,11 @@
 
     async function trigger(schedule, button) {
       const name = schedule.name;
+      actionStarts(message);
       if (!ask(`Fire schedule ${name} now? It submits one ${schedule.job} job, as its next firing would.`)) return;
       button.disabled = true;
       const answer = await api("POST", `/schedules/${seg(name)}/trigger`);
+      actionDone();
       button.disabled = false;
       if (!answer.ok) {
         message.replaceChildren(errorBox(answer));
@@ -1243,11 +1312,12 @@
 
   function deliveriesTable(list) {
     return table(
-      [{ label: "Event" }, { label: "Type" }, { label: "Attempt", cls: "num" }, { label: "At" }, { label: "Status" },
-        { label: "Latency", cls: "num" }, { label: "Error" }, { label: "Next retry" }],
+      [{ label: "Event" }, { label: "Type" }, { label: "Job" }, { label: "Attempt", cls: "num" }, { label: "At" },
+        { label: "Status" }, { label: "Latency", cls: "num" }, { label: "Error" }, { label: "Next retry" }],
       list.map((a) => [
         h("span", { class: "mono wrap" }, a.event_id),
         a.type,
+        a.job_id ? link(`/jobs/${seg(a.job_id)}`, h("span", { class: "mono wrap" }, a.job_id)) : "-",
         a.attempt,
         when(a.at),
         deliveryStatus(a),
@@ -1265,8 +1335,10 @@
     const deliveries = region();
     const message = h("div", { role: "status", "aria-live": "polite" });
     const test = h("button", { type: "button", class: "secondary", on: { click: async () => {
+      actionStarts(message);
       test.disabled = true;
       const answer = await api("POST", `/webhooks/${seg(name)}/test`);
+      actionDone();
       message.replaceChildren(answer.ok
         ? h("div", { class: "notice" }, `Sent ${answer.body.type} ${answer.body.event_id}: its attempt shows below.`)
         : errorBox(answer));
