@@ -36,6 +36,8 @@ class Workers(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self.workers: dict[str, ServiceFunction] = {}
+        # Each queue class's event source mapping (a pause disables it: JobApi.allow_pausing).
+        self.sources: dict[str, event_sources.SqsEventSource] = {}
         for name, settings in sorted(registry.queues.items()):
             worker = ServiceFunction(
                 self,
@@ -48,7 +50,8 @@ class Workers(Construct):
                 memory_mb=WORKER_MEMORY_MB,
                 environment={"OFFPATH_QUEUE_CLASS": name},
             )
-            table.grant(worker, ["UpdateItem", "PutItem"])
+            # GetItem: the pause flags (one cached read of the pause item, offpath.logic.pause.PauseFlags).
+            table.grant(worker, ["UpdateItem", "PutItem", "GetItem"])
             queue = queues.queues[name]
             source = event_sources.SqsEventSource(
                 queue,
@@ -66,3 +69,4 @@ class Workers(Construct):
             worker.grant(["sqs:SendMessage"], [queues.dlqs[name].queue_arn, queues.queues[name].queue_arn])
             acknowledge(worker, "Serverless-LambdaEventSourceMappingDestination", ESM_DESTINATION_REASON)
             self.workers[name] = worker
+            self.sources[name] = source

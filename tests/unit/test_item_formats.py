@@ -54,6 +54,7 @@ def test_the_item_kinds_and_their_current_versions() -> None:
         "quota usage counter": ("QUOTA#USE#", 2),
         "webhook endpoints": ("WEBHOOKS#", 3),
         "webhook delivery log": ("WEBHOOKLOG#", 2),
+        "pauses": ("PAUSES", 1),
     }
 
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from offpath.naming import JOB_ITEM_PREFIX
+from offpath.naming import JOB_ITEM_PREFIX, PAUSES_ITEM_KEY
 
 logger = logging.getLogger(__name__)
 
@@ -102,7 +102,20 @@ WEBHOOK_ENDPOINTS = ItemFormat(
 )
 WEBHOOK_LOG = ItemFormat("webhook delivery log", "WEBHOOKLOG#", version=2, upcasters=(v2_adds_the_version,))
 
-FORMATS = (JOB, KEY_RECORD, SCHEDULE_STATE, ONCE_MARK, QUOTA_RATE, QUOTA_USAGE, WEBHOOK_ENDPOINTS, WEBHOOK_LOG)
+# Every pause in force (adapters/dynamodb_pauses.py): one item, one attribute per paused queue class or job type.
+PAUSES = ItemFormat("pauses", PAUSES_ITEM_KEY, version=1, upcasters=())
+
+FORMATS = (
+    JOB,
+    KEY_RECORD,
+    SCHEDULE_STATE,
+    ONCE_MARK,
+    QUOTA_RATE,
+    QUOTA_USAGE,
+    WEBHOOK_ENDPOINTS,
+    WEBHOOK_LOG,
+    PAUSES,
+)
 # Longest prefix first: `QUOTA#RATE#` before any shorter prefix it starts with.
 _BY_PREFIX = sorted(FORMATS, key=lambda f: len(f.prefix), reverse=True)
 

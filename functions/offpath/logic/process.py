@@ -59,11 +59,15 @@ from offpath.domain.job import AttemptError, Job, JobStatus
 from offpath.domain.ports import JobMessage, JobQueue, JobStore, Metrics
 from offpath.domain.registry import LEASE_MARGIN_S, START_MARGIN_S, UNWRITTEN_BOUND_S, JobType, Registry
 from offpath.domain.timeout import JobTimeout, run_with_timeout
+from offpath.logic.admission import Wait, admit
+from offpath.logic.pause import PauseFlags
 from offpath.observability import bind_attempt, bind_trace_id, bound_job_id, current_trace_id, trace_id_of
 
 logger = logging.getLogger("offpath.worker")
 
 MAX_VISIBILITY_S = 43_200
+# SQS's longest message delay (a fresh copy of a waiting job's message).
+MAX_DELAY_S = 900
 MAX_ERROR_LENGTH = 1_000
 # Results live on the job item (DynamoDB's item limit is 400 KB); larger results belong in S3.
 MAX_RESULT_BYTES = 64 * 1024
@@ -134,6 +138,8 @@ class WorkerPorts:
     metrics: Metrics
     rng: random.Random = field(default_factory=random.Random)
     sleep: Callable[[float], None] = time.sleep
+    # The pause flags (logic/pause.py), cached; None: nothing is ever paused for this worker.
+    pauses: PauseFlags | None = None
 
 
 def process_batch(
@@ -213,6 +219,9 @@ def _process(
         logger.error("no job type %s in this deployment", message.type)
         ports.metrics.count("RecordsFailed", queue=policy.queue, job_type=message.type)
         return False
+    wait = admit(message, job_type, ports, now=ports.clock.now())
+    if wait is not None:
+        return _wait(delivery, message, wait, ports, policy)
     if remaining_ms() < job_type.timeout_s * 1000 + policy.start_margin_ms:
         # Never claimed, so no attempt is spent; visible again at once, so it waits for no visibility timeout.
         logger.info("not enough time left in this invocation to start the job; it goes back at once, unclaimed")
@@ -230,17 +239,27 @@ def _process(
         return False
 
 
+def _wait(delivery: Delivery, message: JobMessage, wait: Wait, ports: WorkerPorts, policy: WorkerPolicy) -> bool:
+    """Admission said wait: the message comes back after `wait.seconds`, unclaimed (no attempt spent). On one of its
+    last receives a fresh copy, delayed as long as SQS allows, takes its place, so waiting never dead-letters it."""
+    ports.metrics.count("JobsWaiting", queue=policy.queue, job_type=message.type)
+    if _on_last_receives(delivery, ports, policy):
+        return _send_fresh_copy(message, ports, policy, delay_s=min(MAX_DELAY_S, wait.seconds))
+    ports.queue.change_visibility(policy.queue, delivery.receipt_handle, min(MAX_VISIBILITY_S, wait.seconds))
+    return False
+
+
 def _on_last_receives(delivery: Delivery, ports: WorkerPorts, policy: WorkerPolicy) -> bool:
     """SQS may deliver this message at most LAST_RECEIVES times more, this one included: left on the
     queue, it may next be moved to the DLQ (maxReceiveCount) rather than delivered."""
     return delivery.receive_count > ports.registry.max_receive_count(policy.queue) - LAST_RECEIVES
 
 
-def _send_fresh_copy(message: JobMessage, ports: WorkerPorts, policy: WorkerPolicy) -> bool:
+def _send_fresh_copy(message: JobMessage, ports: WorkerPorts, policy: WorkerPolicy, *, delay_s: int = 0) -> bool:
     """A message that must go back on one of its last receives is sent again (the copy's receive count
     starts at 0) and this one acknowledged. If the copy cannot be sent, this one goes back."""
     try:
-        ports.queue.send(policy.queue, message)
+        ports.queue.send(policy.queue, message, delay_s=delay_s)
     except QueueUnavailableError:
         logger.exception("the fresh copy of a message on its last receives could not be sent; it goes back")
         return False
