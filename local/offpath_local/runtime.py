@@ -20,6 +20,7 @@ is RUNNING with a lease and its message in flight in the snapshot: the next star
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import logging
@@ -56,6 +57,7 @@ from offpath_local.notices import DeliveryFunction, LoopbackResolver, NotifierFu
 from offpath_local.operations import AlarmChanges, LocalAlarms, LocalStats
 from offpath_local.output import Output
 from offpath_local.pollers import QueuePoller
+from offpath_local.queue_switch import LocalQueueSwitch
 from offpath_local.prometheus import LocalMetrics
 from offpath_local.realtime import JobEventStreams, RealtimeHub
 from offpath_local.resources import (
@@ -244,6 +246,8 @@ class LocalRuntime:
         # Functions (their services are built here, on one thread).
         from offpath.adapters.cloudwatch import CloudWatchAlarms
 
+        switch = self._queue_switch(clients, registry, config.prefix, settings)
+
         api = ApiFunction(
             api_function_name(config.prefix),
             self.events,
@@ -253,6 +257,7 @@ class LocalRuntime:
             alarms=LocalAlarms(CloudWatchAlarms(config.prefix, client=clients["cloudwatch"]), self.alarm_changes),
             resolver=LoopbackResolver(),
             cipher=self._cipher(),
+            switch=switch,
         )
         self._parts.append(api)
         read = ApiFunction(read_function_name(config.prefix), self.events, config.read_environments, self.counts.add)
@@ -311,7 +316,11 @@ class LocalRuntime:
                 region=REGION,
             )
             poller = QueuePoller(
-                source, queue_class=name, max_concurrency=queue_class.max_concurrency, on_result=self._on_batch
+                source,
+                queue_class=name,
+                max_concurrency=queue_class.max_concurrency,
+                on_result=self._on_batch,
+                paused=functools.partial(switch.is_paused, name),
             )
             poller.start()
             self._pollers.append(poller)
@@ -394,6 +403,19 @@ class LocalRuntime:
             raise ReceiverPortTaken(f"--webhook-port {self.gateway.port} is the API's own port")
         if self.faults is not None:
             self.faults.arm()
+
+    def _queue_switch(self, clients: dict[str, Any], registry: Any, prefix: str, settings: Any) -> LocalQueueSwitch:
+        """The pollers' switch, with the pauses the table holds applied (a pause outlives a restart)."""
+        from offpath.adapters.dynamodb_pauses import DynamoDbPauseStore
+        from offpath.adapters.queue_switch import AwsQueueSwitch
+        from offpath.naming import alarm_name, oldest_age_alarm_id
+
+        alarms = {name: [alarm_name(prefix, oldest_age_alarm_id(name))] for name in registry.queues}
+        switch = LocalQueueSwitch(AwsQueueSwitch({}, alarms, cloudwatch=clients["cloudwatch"]))
+        for name in DynamoDbPauseStore(settings.table_name, client=clients["dynamodb"]).pauses().queues:
+            if name in registry.queues:
+                switch.apply(name, paused=True)
+        return switch
 
     def _cipher(self) -> Any:
         """The stand-in for the stack's KMS key: the webhook secrets' key, beside the data directory."""
