@@ -122,7 +122,8 @@ class ApiFunction:
         cipher: Any = None,
         switch: Any = None,
     ) -> None:
-        """`switch`: what a queue class's pause switches (offpath_local.queue_switch); `stats`, `alarms`: the runtime's stand-ins for what moto's CloudWatch cannot answer (operations.py);
+        """`stats`, `alarms`: the runtime's stand-ins for what moto's CloudWatch cannot answer (operations.py);
+        `switch`: what a queue class's pause switches (offpath_local.queue_switch, the pollers' switch);
         `resolver`: the webhook routes' resolver (offpath_local.notices.LoopbackResolver, a stand-in for DNS);
         `cipher`: what seals the endpoints' secrets (offpath_local.secret_key, the stand-in for KMS)."""
         self.name = name

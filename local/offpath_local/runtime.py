@@ -57,8 +57,8 @@ from offpath_local.notices import DeliveryFunction, LoopbackResolver, NotifierFu
 from offpath_local.operations import AlarmChanges, LocalAlarms, LocalStats
 from offpath_local.output import Output
 from offpath_local.pollers import QueuePoller
-from offpath_local.queue_switch import LocalQueueSwitch
 from offpath_local.prometheus import LocalMetrics
+from offpath_local.queue_switch import LocalQueueSwitch
 from offpath_local.realtime import JobEventStreams, RealtimeHub
 from offpath_local.resources import (
     DELIVERY_BATCH_SIZE,
