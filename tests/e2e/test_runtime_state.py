@@ -404,3 +404,27 @@ def test_the_data_directory_is_private_and_the_emulator_answers_only_the_runtime
     assert {"events.jsonl", "offpath.log", "local.json", "lock"} <= set(modes)
     assert {name: mode for name, mode in modes.items() if mode != "0o600"} == {}
     assert running.stop()[0] == 0
+
+
+def test_a_paused_queue_stays_paused_across_a_restart_and_runs_its_jobs_once_resumed(
+    tmp_path: Path, instances: list[Instance]
+) -> None:
+    data_dir = tmp_path / "data"
+    first = start(data_dir, tmp_path / "console-1.txt")
+    instances.append(first)
+    paused = first.local.call("POST", "/queues/default/pause", token=TOKEN, body={"reason": "restart"})
+    assert paused.status == 200, paused.body
+    waiting = submit(first.local, "demo.echo", {"waits": True})
+    assert first.stop()[0] == 0
+
+    second = start(data_dir, tmp_path / "console-2.txt")
+    instances.append(second)
+    local = second.local
+    shown = queue(local, "default")
+    time.sleep(2)  # the restarted pollers would have taken the job by now, were the queue not paused
+
+    assert (shown["paused"], shown["paused_at"], shown["pause_reason"]) == (True, paused.body["paused_at"], "restart")
+    assert (job(local, waiting)["status"], job(local, waiting)["attempts"]) == ("QUEUED", 0)
+    assert local.call("POST", "/queues/default/resume", token=TOKEN).status == 200
+    assert (final(local, waiting)["status"], job(local, waiting)["attempts"]) == ("SUCCEEDED", 1)
+    assert second.stop()[0] == 0
