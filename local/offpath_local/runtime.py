@@ -36,7 +36,7 @@ from typing import Any
 
 from offpath.contract import READ_FUNCTION
 from offpath.naming import TABLE_KEY, read_function_name
-from offpath_local.alarms import AlarmEvaluator, EventCounts
+from offpath_local.alarms import AlarmEvaluator, EventCounts, announced
 from offpath_local.console import local_pages
 from offpath_local.emulator import CREDENTIALS, Emulator, QueuePeek
 from offpath_local.event_source import PollResult, SqsEventSource
@@ -747,7 +747,7 @@ class LocalRuntime:
 
     def _on_alarm(self, change: dict[str, Any]) -> None:
         self.alarm_changes.record(change)
-        if "ALARM" not in (change["old_state"], change["new_state"]):
+        if not announced(change):  # (actions disabled: a paused queue class's age alarm notifies nobody)
             return
         stamp = time.strftime("%H:%M:%S")
         self.output.say(
