@@ -363,7 +363,7 @@ def test_offpath_console_serves_the_same_console_for_a_deployed_api(console: Ope
     try:
         remote = console(proxy.session_token, base=proxy.url)
         expect(remote.page.locator("#nav a")).to_have_text(
-            ["Overview", "Jobs", "Queues", "Schedules", "Alarms", "Webhooks"]
+            ["Overview", "Jobs", "Queues", "Job types", "Schedules", "Alarms", "Webhooks"]
         )
         remote.open("/console/jobs")
         expect(row(remote, job_id)).to_have_count(1)
