@@ -79,6 +79,7 @@ class OffpathStack(cdk.Stack):
         self.schedules = Schedules(self, "Schedules", registry=registry, kit=kit, table=self.table, queues=self.queues)
         self.api = JobApi(self, "JobApi", kit=kit, table=self.table, queues=self.queues, schedules=self.schedules)
         self.workers = Workers(self, "Workers", registry=registry, kit=kit, table=self.table, queues=self.queues)
+        self.api.allow_pausing(self.workers)
         self.notices = Notices(self, "Notices", kit=kit, table=self.table, api=self.api.handler)
         self.monitoring = Monitoring(
             self,

@@ -36,6 +36,8 @@ class Workers(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self.workers: dict[str, ServiceFunction] = {}
+        # Each queue class's event source mapping (a pause disables it: JobApi.allow_pausing).
+        self.sources: dict[str, event_sources.SqsEventSource] = {}
         for name, settings in sorted(registry.queues.items()):
             worker = ServiceFunction(
                 self,
@@ -49,9 +51,10 @@ class Workers(Construct):
                 environment={"OFFPATH_QUEUE_CLASS": name},
             )
             # GetItem: a job's `ctx.parent`, a job of a type with a keyed or concurrency limit read before its claim
-            # (logic/limits.py), a superseded job's debounce record (logic/debounce.py name_survivor); BatchGetItem:
-            # the tenant's open-jobs count, asked by what a job submits (`ctx.submit`, a chain's next job) when quotas
-            # are configured.
+            # (logic/limits.py), a superseded job's debounce record (logic/debounce.py name_survivor), the pause flags
+            # (one cached read of the pause item, offpath.logic.pause.PauseFlags); BatchGetItem: the tenant's
+            # open-jobs count, asked by what a job submits (`ctx.submit`, a chain's next job) when quotas are
+            # configured.
             table.grant(worker, ["UpdateItem", "PutItem", "GetItem", "BatchGetItem"])
             queue = queues.queues[name]
             source = event_sources.SqsEventSource(
@@ -72,3 +75,4 @@ class Workers(Construct):
             worker.grant(["sqs:SendMessage"], [queues.dlqs[name].queue_arn, *job_queues])
             acknowledge(worker, "Serverless-LambdaEventSourceMappingDestination", ESM_DESTINATION_REASON)
             self.workers[name] = worker
+            self.sources[name] = source

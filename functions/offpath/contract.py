@@ -223,6 +223,52 @@ WEBHOOK_ROUTES: tuple[Route, ...] = (
     ),
 )
 
+# -- pause and resume (docs/flow-control.md): admin; a paused queue class or job type keeps its jobs queued ------
+_PAUSE_REASON = Refusal(
+    422, 'the body is not {} or {"reason": 1 to 200 characters}', "invalid_request", "reason: ...", "reason"
+)
+_SWITCH_FAILED = Refusal(
+    503,
+    "the queue's polling could not be switched (the pause state in the table stands; the same call again applies it)",
+    "unavailable",
+    "a backing service is unavailable; retry later",
+)
+
+
+def _pause_routes(kind: str, path: str, what: str) -> tuple[Route, ...]:
+    missing = Refusal(404, f"no such {what}", "not_found", f"no such {what}")
+    name = Parameter("name", "path", {"type": "string", "minLength": 1, "maxLength": 128}, required=True)
+    return (
+        Route(
+            "POST",
+            f"{path}/{{name}}/pause",
+            f"pause{kind}",
+            "admin",
+            f"Admin: pause a {what}: its jobs stay queued (no attempt spent) until it is resumed; pausing a paused "
+            f"{what} changes nothing",
+            answers=(Answer(200, "PauseView", "paused (or already paused: its original paused_at and reason)"),),
+            refusals=(_MALFORMED, missing, _PAUSE_REASON, _SWITCH_FAILED),
+            request="PauseBody",
+            parameters=(name,),
+        ),
+        Route(
+            "POST",
+            f"{path}/{{name}}/resume",
+            f"resume{kind}",
+            "admin",
+            f"Admin: resume a paused {what}: its waiting jobs run; resuming one not paused changes nothing",
+            answers=(Answer(200, "PauseView", "resumed (or was not paused)"),),
+            refusals=(missing, _SWITCH_FAILED),
+            parameters=(name,),
+        ),
+    )
+
+
+PAUSE_ROUTES: tuple[Route, ...] = (
+    *_pause_routes("Queue", "/queues", "queue"),
+    *_pause_routes("JobType", "/job-types", "job type"),
+)
+
 ROUTES: tuple[Route, ...] = (
     Route(
         "POST",
@@ -492,6 +538,7 @@ ROUTES: tuple[Route, ...] = (
         ),
         parameters=(Parameter("max_per_second", "query", {"type": "integer", "minimum": 1, "maximum": 500}),),
     ),
+    *PAUSE_ROUTES,
     Route(
         "DELETE",
         "/queues/{name}/dead-letters/{job_id}",

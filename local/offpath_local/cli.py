@@ -5,6 +5,7 @@
     offpath status ID | jobs | queues | redrive QUEUE | schedules | trigger NAME | cancel ID
     offpath discard QUEUE ID            remove a FAILED job's dead letter (it stays FAILED, marked discarded)
     offpath bulk retry|cancel [filters] retry or cancel every job a filter matches (preview, confirm, progress)
+    offpath pause queue|type NAME       pause a queue class or a job type: its jobs wait (resume: run again)
     offpath console --api URL           the web console for a deployed API, on 127.0.0.1:8080
     offpath clock --endpoint URL        fire a deployment's schedules where its Scheduler does not (LocalStack)
     offpath smoke --api URL             check a live stack after a deploy (docs/deploy.md)
@@ -179,6 +180,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     discard.add_argument("queue")
     discard.add_argument("job_id")
+
+    for verb, what in (("pause", "its jobs wait, queued, no attempt spent"), ("resume", "its waiting jobs run")):
+        switch = commands.add_parser(verb, parents=[client], help=f"{verb} a queue class or a job type: {what} (admin)")
+        switch.add_argument("kind", choices=sorted(PAUSE_PATHS), help="queue (a queue class) or type (a job type)")
+        switch.add_argument("name")
+        if verb == "pause":
+            switch.add_argument("--reason", help="why (shown with the pause; up to 200 characters)")
 
     commands.add_parser("schedules", parents=[client], help="declared schedules and their next firing")
 
@@ -494,9 +502,10 @@ def run_client(args: argparse.Namespace) -> int:
                         "-" if age is None else f"{age:g}s",
                         q["dlq_depth"],
                         redrive.get("status", "-") if redrive else "-",
+                        _paused_since(q),
                     ]
                 )
-            _table(out, ["QUEUE", "VISIBLE", "IN_FLIGHT", "DELAYED", "OLDEST", "DLQ", "REDRIVE"], rows)
+            _table(out, ["QUEUE", "VISIBLE", "IN_FLIGHT", "DELAYED", "OLDEST", "DLQ", "REDRIVE", "PAUSED"], rows)
         return OK
     if command == "redrive":
         query = {"max_per_second": str(args.max_per_second)} if args.max_per_second else None
@@ -515,6 +524,16 @@ def run_client(args: argparse.Namespace) -> int:
         if not answer.ok:
             return _refused(answer)
         _print_job(answer.body, out, args.json)
+        return OK
+    if command in ("pause", "resume"):
+        body = {"reason": args.reason} if command == "pause" and args.reason else None
+        answer = client.call("POST", f"{PAUSE_PATHS[args.kind]}/{_path_part(args.name)}/{command}", body=body)
+        if not answer.ok:
+            return _refused(answer)
+        if args.json:
+            _json(answer.body, out)
+        else:
+            out.write(pause_line(answer.body) + "\n")
         return OK
     if command == "schedules":
         answer = client.call("GET", "/schedules")
@@ -593,13 +612,14 @@ def _listing(
 
 
 def _job_type_rows(body: dict[str, Any]) -> Rows:
-    return ["JOB_TYPE", "QUEUE", "MAX_ATTEMPTS", "TIMEOUT", "SUBMITTED_BY", "LIMITS"], [
+    return ["JOB_TYPE", "QUEUE", "MAX_ATTEMPTS", "TIMEOUT", "SUBMITTED_BY", "PAUSED", "LIMITS"], [
         [
             t["name"],
             t["queue"],
             t["max_attempts"],
             f"{t['timeout_s']}s",
             t["submitted_by"],
+            _paused_since(t),
             _limits_text(t.get("limits")),
         ]
         for t in body.get("job_types", [])
@@ -614,6 +634,27 @@ def _limits_text(limits: dict[str, Any] | None) -> str:
     parts += [str(limits["rate_limit"])] if limits.get("rate_limit") else []
     key = limits.get("concurrency_key")
     return ", ".join(parts) + (f" per {key}" if key else " per type")
+
+
+# `offpath pause queue NAME` / `offpath pause type NAME`: the API's paths.
+PAUSE_PATHS = {"queue": "/queues", "type": "/job-types"}
+
+
+def _paused_since(view: dict[str, Any]) -> str:
+    """A listing's PAUSED column: since when (`-`: not paused)."""
+    return f"since {view.get('paused_at')}" if view.get("paused") else "-"
+
+
+def pause_line(body: dict[str, Any]) -> str:
+    """What `offpath pause` and `offpath resume` print: the state, and whether this call changed it."""
+    what = f"{'queue' if body.get('kind') == 'queue' else 'job type'} {body.get('name')}"
+    waiting = body.get("waiting")
+    jobs = f"; {waiting} job{'s' if waiting != 1 else ''} waiting" if waiting is not None else ""
+    if not body.get("paused"):
+        return f"{what} resumed" if body.get("changed") else f"{what} was not paused"
+    reason = f" ({body['pause_reason']})" if body.get("pause_reason") else ""
+    state = "paused" if body.get("changed") else "already paused"
+    return f"{what} {state} since {body.get('paused_at')}{reason}{jobs}"
 
 
 def _alarm_rows(body: dict[str, Any]) -> Rows:

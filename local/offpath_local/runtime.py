@@ -20,6 +20,7 @@ is RUNNING with a lease and its message in flight in the snapshot: the next star
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import logging
@@ -36,7 +37,7 @@ from typing import Any
 
 from offpath.contract import READ_FUNCTION
 from offpath.naming import TABLE_KEY, read_function_name
-from offpath_local.alarms import AlarmEvaluator, EventCounts
+from offpath_local.alarms import AlarmEvaluator, EventCounts, announced
 from offpath_local.console import local_pages
 from offpath_local.emulator import CREDENTIALS, Emulator, QueuePeek
 from offpath_local.event_source import PollResult, SqsEventSource
@@ -66,6 +67,7 @@ from offpath_local.operations import (
 from offpath_local.output import Output
 from offpath_local.pollers import QueuePoller
 from offpath_local.prometheus import LocalMetrics
+from offpath_local.queue_switch import LocalQueueSwitch
 from offpath_local.realtime import JobEventStreams, RealtimeHub
 from offpath_local.recovery import end_leases, left_running
 from offpath_local.resources import (
@@ -280,6 +282,8 @@ class LocalRuntime:
         # Functions (their services are built here, on one thread).
         from offpath.adapters.cloudwatch import CloudWatchAlarms
 
+        switch = self._queue_switch(clients, registry, config.prefix, settings)
+
         api = ApiFunction(
             api_function_name(config.prefix),
             self.events,
@@ -289,6 +293,7 @@ class LocalRuntime:
             alarms=LocalAlarms(CloudWatchAlarms(config.prefix, client=clients["cloudwatch"]), self.alarm_changes),
             resolver=LoopbackResolver(),
             cipher=self._cipher(),
+            switch=switch,
         )
         self._parts.append(api)
         read = ApiFunction(read_function_name(config.prefix), self.events, config.read_environments, self.counts.add)
@@ -351,7 +356,11 @@ class LocalRuntime:
                 region=REGION,
             )
             poller = QueuePoller(
-                source, queue_class=name, max_concurrency=queue_class.max_concurrency, on_result=self._on_batch
+                source,
+                queue_class=name,
+                max_concurrency=queue_class.max_concurrency,
+                on_result=self._on_batch,
+                paused=functools.partial(switch.is_paused, name),
             )
             poller.start()
             self._pollers.append(poller)
@@ -434,6 +443,19 @@ class LocalRuntime:
             raise ReceiverPortTaken(f"--webhook-port {self.gateway.port} is the API's own port")
         if self.faults is not None:
             self.faults.arm()
+
+    def _queue_switch(self, clients: dict[str, Any], registry: Any, prefix: str, settings: Any) -> LocalQueueSwitch:
+        """The pollers' switch, with the pauses the table holds applied (a pause outlives a restart)."""
+        from offpath.adapters.dynamodb_pauses import DynamoDbPauseStore
+        from offpath.adapters.queue_switch import AwsQueueSwitch
+        from offpath.naming import alarm_name, oldest_age_alarm_id
+
+        alarms = {name: [alarm_name(prefix, oldest_age_alarm_id(name))] for name in registry.queues}
+        switch = LocalQueueSwitch(AwsQueueSwitch({}, alarms, cloudwatch=clients["cloudwatch"]))
+        for name in DynamoDbPauseStore(settings.table_name, client=clients["dynamodb"]).pauses().queues:
+            if name in registry.queues:
+                switch.apply(name, paused=True)
+        return switch
 
     def _cipher(self) -> Any:
         """The stand-in for the stack's KMS key: the webhook secrets' key, beside the data directory."""
@@ -804,7 +826,7 @@ class LocalRuntime:
 
     def _on_alarm(self, change: dict[str, Any]) -> None:
         self.alarm_changes.record(change)
-        if "ALARM" not in (change["old_state"], change["new_state"]):
+        if not announced(change):  # (actions disabled: a paused queue class's age alarm notifies nobody)
             return
         stamp = time.strftime("%H:%M:%S")
         self.output.say(

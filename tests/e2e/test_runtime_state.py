@@ -506,3 +506,27 @@ def test_a_start_on_a_busy_port_fails_naming_it_and_leaves_no_data_directory(tmp
     assert "is another program using this port? try --port" in done.stderr
     assert "Traceback" not in done.stderr
     assert not data_dir.exists()
+
+
+def test_a_paused_queue_stays_paused_across_a_restart_and_runs_its_jobs_once_resumed(
+    tmp_path: Path, instances: list[Instance]
+) -> None:
+    data_dir = tmp_path / "data"
+    first = start(data_dir, tmp_path / "console-1.txt")
+    instances.append(first)
+    paused = first.local.call("POST", "/queues/default/pause", token=TOKEN, body={"reason": "restart"})
+    assert paused.status == 200, paused.body
+    waiting = submit(first.local, "demo.echo", {"waits": True})
+    assert first.stop()[0] == 0
+
+    second = start(data_dir, tmp_path / "console-2.txt")
+    instances.append(second)
+    local = second.local
+    shown = queue(local, "default")
+    time.sleep(2)  # the restarted pollers would have taken the job by now, were the queue not paused
+
+    assert (shown["paused"], shown["paused_at"], shown["pause_reason"]) == (True, paused.body["paused_at"], "restart")
+    assert (job(local, waiting)["status"], job(local, waiting)["attempts"]) == ("QUEUED", 0)
+    assert local.call("POST", "/queues/default/resume", token=TOKEN).status == 200
+    assert (final(local, waiting)["status"], job(local, waiting)["attempts"]) == ("SUCCEEDED", 1)
+    assert second.stop()[0] == 0

@@ -58,6 +58,10 @@ EXPECTED_ACTIONS = {
         "cloudwatch:ListMetrics",
         "cloudwatch:DescribeAlarms",
         "cloudwatch:DescribeAlarmHistory",
+        # A queue class's pause: its event source mapping and its age alarm's actions (adapters/queue_switch.py).
+        "lambda:UpdateEventSourceMapping",
+        "cloudwatch:DisableAlarmActions",
+        "cloudwatch:EnableAlarmActions",
         "scheduler:CreateSchedule",
         "scheduler:DeleteSchedule",
         "iam:PassRole",
@@ -76,8 +80,8 @@ EXPECTED_ACTIONS = {
         "dynamodb:UpdateItem",
         "dynamodb:PutItem",
         # A job's `ctx.parent`, a job of a type with a limit read before its claim (logic/limits.py), a superseded
-        # job's debounce record (logic/debounce.py name_survivor); the tenant's open-jobs count for what a job
-        # submits (ctx.submit, a chain's next job).
+        # job's debounce record (logic/debounce.py name_survivor), the pause flags, cached (logic/pause.py); the
+        # tenant's open-jobs count for what a job submits (ctx.submit, a chain's next job).
         "dynamodb:GetItem",
         "dynamodb:BatchGetItem",
         # The event source mapping's grant on its own queue (ChangeMessageVisibility: the retry backoff, and the
@@ -446,3 +450,37 @@ def test_without_a_python313_the_synth_stops_saying_how_to_install_one(tmp_path:
             lambda_python()
     finally:
         lambda_function.lambda_python.cache_clear()
+
+
+def test_the_api_may_switch_exactly_the_workers_event_source_mappings(default_stack: Synthesized) -> None:
+    template = default_stack.json
+    functions = functions_by_name(template)
+    _, api = functions[f"{default_stack.stack.options.prefix}-api"]
+    mappings = {
+        logical: m["Properties"]
+        for logical, m in template["Resources"].items()
+        if m["Type"] == "AWS::Lambda::EventSourceMapping" and "Queue" in render(m["Properties"]["EventSourceArn"])
+    }
+    queues = queues_by_name(template)
+    by_class = {
+        name: next(
+            logical
+            for logical, m in mappings.items()
+            if render(m["EventSourceArn"]) == f"<{queues[f'offpath-{name}'][0]}.Arn>"
+        )
+        for name in default_stack.registry.queues
+    }
+
+    given = json.loads(render(api["Environment"]["Variables"]["OFFPATH_QUEUE_MAPPINGS"]))
+
+    assert given == {name: f"<{logical}>" for name, logical in by_class.items()}
+    granted = [
+        statement
+        for statement in statements_of_role(template, role_of(api))
+        if "lambda:UpdateEventSourceMapping" in as_list(statement["Action"])
+    ]
+    assert len(granted) == 1
+    assert sorted(render(r) for r in as_list(granted[0]["Resource"])) == sorted(
+        f"arn:<AWS::Partition>:lambda:<AWS::Region>:<AWS::AccountId>:event-source-mapping:<{logical}>"
+        for logical in by_class.values()
+    )

@@ -259,6 +259,9 @@ def test_job_types_lists_every_registered_type_with_its_policy_and_payload_schem
             "submitted_by": getattr(job_type, "submitted_by", "tenant"),
             "payload_schema": job_type.payload_model.model_json_schema(),
             "limits": LIMITS_SHOWN.get(job_type.name),
+            "paused": False,
+            "paused_at": None,
+            "pause_reason": None,
         }
 
 

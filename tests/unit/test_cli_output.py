@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from offpath_local.cli import _alarm_rows, _refused
+from offpath_local.cli import _alarm_rows, _job_type_rows, _refused, pause_line
 from offpath_local.client import Answer
 
 
@@ -126,3 +126,86 @@ def test_the_listing_filter_takes_expired_in_any_case() -> None:
 
     assert parser().parse_args(["jobs", "--status", "expired"]).status == "EXPIRED"
     assert "EXPIRED" in FINAL_STATES
+
+
+PAUSED_AT = "2026-12-02T10:00:00Z"
+
+
+@pytest.mark.parametrize(
+    ("body", "line"),
+    [
+        (
+            {
+                "kind": "queue",
+                "name": "default",
+                "paused": True,
+                "paused_at": PAUSED_AT,
+                "changed": True,
+                "pause_reason": "migration",
+                "waiting": 3,
+            },
+            f"queue default paused since {PAUSED_AT} (migration); 3 jobs waiting",
+        ),
+        (
+            {
+                "kind": "queue",
+                "name": "default",
+                "paused": True,
+                "paused_at": PAUSED_AT,
+                "changed": False,
+                "pause_reason": None,
+                "waiting": 1,
+            },
+            f"queue default already paused since {PAUSED_AT}; 1 job waiting",
+        ),
+        (
+            {
+                "kind": "job_type",
+                "name": "demo.echo",
+                "paused": True,
+                "paused_at": PAUSED_AT,
+                "changed": True,
+                "pause_reason": None,
+                "waiting": None,
+            },
+            f"job type demo.echo paused since {PAUSED_AT}",
+        ),
+        ({"kind": "queue", "name": "bulk", "paused": False, "changed": True, "waiting": 0}, "queue bulk resumed"),
+        (
+            {"kind": "job_type", "name": "demo.echo", "paused": False, "changed": False, "waiting": None},
+            "job type demo.echo was not paused",
+        ),
+    ],
+)
+def test_pause_and_resume_print_the_state_and_whether_it_changed(body: dict[str, object], line: str) -> None:
+    assert pause_line(body) == line
+
+
+def test_the_job_types_table_shows_since_when_a_type_is_paused() -> None:
+    body = {
+        "job_types": [
+            {
+                "name": "demo.sleep",
+                "queue": "default",
+                "max_attempts": 3,
+                "timeout_s": 60,
+                "submitted_by": "tenant",
+                "paused": True,
+                "paused_at": PAUSED_AT,
+            },
+            {
+                "name": "demo.echo",
+                "queue": "default",
+                "max_attempts": 3,
+                "timeout_s": 30,
+                "submitted_by": "tenant",
+                "paused": False,
+                "paused_at": None,
+            },
+        ]
+    }
+
+    header, rows = _job_type_rows(body)
+
+    assert header[-2] == "PAUSED"
+    assert [row[-2] for row in rows] == [f"since {PAUSED_AT}", "-"]

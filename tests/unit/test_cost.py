@@ -478,3 +478,13 @@ def test_the_notifier_the_stack_deploys_is_counted_in_the_default_estimate(measu
     )
     assert per_million(measured, Config(), BARE) > per_million(measured, Config(notifier=False), BARE)
     assert "notifier (Lambda)" not in dict(cost.notices_rows())
+
+
+def test_the_pause_flags_cost_one_read_per_busy_worker_environment_every_10_s(measured: dict[str, Any]) -> None:
+    config = Config()
+    fixed = cost.estimate(measured, config).fixed_monthly
+
+    _, rru_price = cost.dynamodb_unit_prices(config)
+    reads = config.queue_classes_in_use * cost.SECONDS_PER_MONTH / 10
+    assert fixed["pause flags (a worker environment's read per 10 s)"] == pytest.approx(reads * rru_price)
+    assert fixed["pause flags (a worker environment's read per 10 s)"] < 0.5, "cents a month: a cached flag"

@@ -62,6 +62,7 @@ def test_the_item_kinds_and_their_current_versions() -> None:
         "bulk operation": ("BULK#", 1),
         "open bulk operations": ("BULKOPEN#", 1),
         "debounce record": ("DEBOUNCE#", 1),
+        "pauses": ("PAUSES", 1),
     }
 
 

@@ -242,6 +242,12 @@ class Assumptions:
     sweeper_runs_per_month: float = 60 * 24 * DAYS_PER_MONTH
     sweeper_read_units: float = 4 * 0.5
     sweeper_ms: float = 30.0
+    # The worker's pause flags (offpath.logic.pause.PauseFlags): a worker environment that runs jobs reads the pause
+    # item (one strongly consistent read of a small item: 1 read unit) at most once per 10 s, never more than once a
+    # job. Counted for one busy environment per queue class in use, all month: each further busy environment adds
+    # as much, a quiet one nothing.
+    pause_flag_reads_per_queue_month: float = SECONDS_PER_MONTH / 10
+    pause_flag_read_units: float = 1.0
     # X-Ray's default sampling for Lambda: the first request each second, then 5%.
     xray_reservoir_per_s: float = 1.0
     xray_rate: float = 0.05
@@ -688,6 +694,10 @@ def fixed_monthly(
     return {
         **snapstart,
         "sweeper (every minute)": sweeper,
+        "pause flags (a worker environment's read per 10 s)": config.queue_classes_in_use
+        * assumptions.pause_flag_reads_per_queue_month
+        * assumptions.pause_flag_read_units
+        * rru_price,
         "idle queue polling": config.queue_classes_in_use
         * assumptions.idle_receives_per_queue_month
         * price("sqs_request"),

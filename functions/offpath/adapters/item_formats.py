@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from offpath.naming import JOB_ITEM_PREFIX
+from offpath.naming import JOB_ITEM_PREFIX, PAUSES_ITEM_KEY
 
 logger = logging.getLogger(__name__)
 
@@ -111,6 +111,8 @@ WEBHOOK_LOG = ItemFormat("webhook delivery log", "WEBHOOKLOG#", version=2, upcas
 # A bulk operation (POST /jobs/bulk: adapters/dynamodb_bulk.py), and the one item naming the running ones.
 BULK_OPERATION = ItemFormat("bulk operation", "BULK#", version=1, upcasters=())
 BULK_OPEN = ItemFormat("open bulk operations", "BULKOPEN#", version=1, upcasters=())
+# Every pause in force (adapters/dynamodb_pauses.py): one item, one attribute per paused queue class or job type.
+PAUSES = ItemFormat("pauses", PAUSES_ITEM_KEY, version=1, upcasters=())
 
 FORMATS = (
     JOB,
@@ -126,6 +128,7 @@ FORMATS = (
     BULK_OPERATION,
     BULK_OPEN,
     DEBOUNCE_RECORD,
+    PAUSES,
 )
 # Longest prefix first: `QUOTA#RATE#` before any shorter prefix it starts with.
 _BY_PREFIX = sorted(FORMATS, key=lambda f: len(f.prefix), reverse=True)

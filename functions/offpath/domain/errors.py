@@ -116,3 +116,8 @@ class TenantRefusedError(OffpathError):
 
 class MetricsUnavailableError(OffpathError):
     """CloudWatch (metrics or alarms) kept failing after bounded retries."""
+
+
+class SwitchUnavailableError(OffpathError):
+    """A queue class's switch (its event source mapping, its alarm's actions) could not be set; the pause state in
+    the table stands and the next pause or resume of the queue applies the switch again."""

@@ -30,6 +30,7 @@ from offpath.domain.errors import (
     QueueUnavailableError,
     RedriveInProgressError,
     StoreUnavailableError,
+    SwitchUnavailableError,
     TenantRefusedError,
     UnknownScheduleError,
     WebhookNotFoundError,
@@ -52,7 +53,9 @@ from offpath.handlers.composition import (
     WebhookServices,
     build_bulk_services,
     build_monitor,
+    build_pause_store,
     build_ports,
+    build_queue_switch,
     build_redriver,
     build_wait_slots,
     build_webhook_services,
@@ -67,6 +70,7 @@ from offpath.handlers.http import (
     Router,
     UnauthorizedError,
 )
+from offpath.logic import pause as pausing
 from offpath.logic import queries, waiting
 from offpath.logic.quotas import CachedQuotaGate
 from offpath.logic.schedules import SYSTEM_TENANT, describe_schedules, fire_schedule
@@ -85,9 +89,11 @@ from offpath.tenancy import is_admin, tenant_of
 
 if TYPE_CHECKING:
     from offpath.domain.bulk import BulkFilter
-    from offpath.domain.operations import AlarmSource, QueueMonitor, Redriver, StatsSource
+    from offpath.domain.operations import AlarmSource, AlarmState, QueueMonitor, Redriver, StatsSource
+    from offpath.domain.pauses import PauseKind, Pauses, PauseStore, QueueSwitch
     from offpath.handlers.api_models_more import (
         AlarmsView,
+        AlarmView,
         BatchAccepted,
         BatchBody,
         BatchRefused,
@@ -98,6 +104,7 @@ if TYPE_CHECKING:
         HealthView,
         JobTypesView,
         OpenApiDocument,
+        PauseView,
         QueuesView,
         QuotasView,
         SchedulesView,
@@ -145,6 +152,9 @@ class ApiServices:
     # Bulk operations (POST /jobs/bulk): given, or built by `build_bulk` at the first bulk route's call.
     bulk: BulkServices | None = None
     build_bulk: Callable[[Ports], BulkServices] | None = None
+    # Pause and resume: the pause state (the table's item) and what a queue class's pause switches (None: none).
+    pauses: PauseStore | None = None
+    switch: QueueSwitch | None = None
 
 
 @functools.lru_cache(maxsize=1)
@@ -157,8 +167,11 @@ def default_services() -> ApiServices:
 
 def build_services(settings: Settings, overrides: Overrides | None = None) -> ApiServices:
     overrides = overrides or Overrides()  # one SQS client for the queue, the monitor and the redriver
+    ports = build_ports(settings, "api", overrides)
     return ApiServices(
-        ports=build_ports(settings, "api", overrides),
+        ports=ports,
+        pauses=build_pause_store(settings, overrides),
+        switch=build_queue_switch(settings, ports.registry, overrides),
         policy=submit_policy(settings),
         monitor=build_monitor(settings, overrides),
         redriver=build_redriver(settings, overrides),
@@ -526,46 +539,144 @@ def list_alarms(request: Request, services: ApiServices) -> AlarmsView:
 
     if services.alarms is None:
         raise MetricsUnavailableError("no alarm source configured")
+    alarms = services.alarms.alarms()
+    muted = _muted_alarms(alarms, services)
     return AlarmsView(
-        alarms=[AlarmView.of(alarm) for alarm in services.alarms.alarms()],
+        alarms=[muted.get(alarm.name, AlarmView.of(alarm)) for alarm in alarms],
         changes=[AlarmChangeView.of(change) for change in services.alarms.changes(limit=ALARM_CHANGES_SHOWN)],
     )
 
 
+def _muted_alarms(alarms: list[AlarmState], services: ApiServices) -> dict[str, AlarmView]:
+    """The age alarms of the paused queue classes, shown as PAUSED whatever their state (their actions are
+    disabled by the pause: they page nobody)."""
+    from offpath.handlers.api_models_more import AlarmView
+    from offpath.naming import alarm_name, oldest_age_alarm_id
+
+    shown: dict[str, AlarmView] = {}
+    if services.pauses is None:
+        return shown
+    by_name = {alarm.name: alarm for alarm in alarms}
+    for name, pause in _pauses(services).queues.items():
+        alarm = by_name.get(alarm_name(services.settings.stack_prefix, oldest_age_alarm_id(name)))
+        if alarm is not None:
+            since = pause.paused_at.isoformat().replace("+00:00", "Z")
+            reason = f"queue {name} is paused since {since}; its alarm pages nobody until it is resumed"
+            shown[alarm.name] = AlarmView.of(alarm).model_copy(update={"state": "PAUSED", "reason": reason})
+    return shown
+
+
+def _pauses(services: ApiServices) -> Pauses:
+    from offpath.domain.pauses import Pauses
+
+    return services.pauses.pauses() if services.pauses is not None else Pauses()
+
+
 @handles("listJobTypes")
 def list_job_types(request: Request, services: ApiServices) -> JobTypesView:
-    from offpath.handlers.api_models_more import JobTypeLimitsView, JobTypesView, JobTypeView
+    from offpath.handlers.api_models_more import JobTypeLimitsView, JobTypesView, JobTypeView, PauseView
 
     registry = services.ports.registry
-    return JobTypesView(
-        job_types=[
-            JobTypeView(
-                name=job_type.name,
-                queue=job_type.queue,
-                max_attempts=job_type.max_attempts,
-                timeout_s=job_type.timeout_s,
-                submitted_by=getattr(job_type, "submitted_by", "tenant"),
-                payload_schema=job_type.payload_model.model_json_schema(),
-                limits=JobTypeLimitsView(
-                    concurrency_key=job_type.limits.key_text,
-                    max_concurrency=job_type.limits.max_concurrency,
-                    rate_limit=job_type.limits.rate_limit.text if job_type.limits.rate_limit else None,
-                )
-                if job_type.limits.declared
-                else None,
+    paused = _pauses(services).job_types
+    views = [
+        JobTypeView(
+            name=job_type.name,
+            queue=job_type.queue,
+            max_attempts=job_type.max_attempts,
+            timeout_s=job_type.timeout_s,
+            submitted_by=getattr(job_type, "submitted_by", "tenant"),
+            payload_schema=job_type.payload_model.model_json_schema(),
+            limits=JobTypeLimitsView(
+                concurrency_key=job_type.limits.key_text,
+                max_concurrency=job_type.limits.max_concurrency,
+                rate_limit=job_type.limits.rate_limit.text if job_type.limits.rate_limit else None,
             )
-            for job_type in sorted(registry.job_types.values(), key=lambda jt: jt.name)
-        ]
-    )
+            if job_type.limits.declared
+            else None,
+            **PauseView.fields_of(paused.get(job_type.name)),
+        )
+        for job_type in sorted(registry.job_types.values(), key=lambda jt: jt.name)
+    ]
+    # Paused ones first (each group by name).
+    return JobTypesView(job_types=sorted(views, key=lambda view: not view.paused))
 
 
 @handles("listQueues")
 def list_queues(request: Request, services: ApiServices) -> QueuesView:
     from offpath.handlers.api_models_more import QueuesView, QueueView
 
-    return QueuesView(
-        queues=[QueueView.of(stats, services.redriver.latest(stats.name)) for stats in services.monitor.stats()]
+    paused = _pauses(services).queues
+    views = [
+        QueueView.of(stats, services.redriver.latest(stats.name), paused.get(stats.name))
+        for stats in services.monitor.stats()
+    ]
+    # Paused ones first (each group in the monitor's order).
+    return QueuesView(queues=sorted(views, key=lambda view: not view.paused))
+
+
+def _pause_reason(request: Request) -> str | None:
+    from offpath.handlers.api_models_more import PauseBody
+
+    if not request.text().strip():
+        return None
+    body: PauseBody = parse_body(PauseBody, _decoded_json(request))
+    return body.reason
+
+
+def _pause_services(services: ApiServices) -> PauseStore:
+    if services.pauses is None:
+        raise StoreUnavailableError("no pause store configured")
+    return services.pauses
+
+
+def _pause_view(kind: PauseKind, name: str, pause: Any, changed: bool, services: ApiServices) -> PauseView:
+    from offpath.handlers.api_models_more import PauseView
+
+    waiting_jobs = services.ports.queue.depth(name) if kind == "queue" else None
+    return PauseView(kind=kind, name=name, changed=changed, waiting=waiting_jobs, **PauseView.fields_of(pause))
+
+
+def _pause(kind: PauseKind, request: Request, services: ApiServices) -> PauseView:
+    name = request.path_parameters["name"]
+    reason = _pause_reason(request)
+    state, made = pausing.pause(
+        kind,
+        name,
+        reason=reason,
+        registry=services.ports.registry,
+        store=_pause_services(services),
+        switch=services.switch,
+        clock=services.ports.clock,
     )
+    return _pause_view(kind, name, state, made, services)
+
+
+def _resume(kind: PauseKind, request: Request, services: ApiServices) -> PauseView:
+    name = request.path_parameters["name"]
+    lifted = pausing.resume(
+        kind, name, registry=services.ports.registry, store=_pause_services(services), switch=services.switch
+    )
+    return _pause_view(kind, name, None, lifted is not None, services)
+
+
+@handles("pauseQueue")
+def pause_queue(request: Request, services: ApiServices) -> PauseView:
+    return _pause("queue", request, services)
+
+
+@handles("resumeQueue")
+def resume_queue(request: Request, services: ApiServices) -> PauseView:
+    return _resume("queue", request, services)
+
+
+@handles("pauseJobType")
+def pause_job_type(request: Request, services: ApiServices) -> PauseView:
+    return _pause("job_type", request, services)
+
+
+@handles("resumeJobType")
+def resume_job_type(request: Request, services: ApiServices) -> PauseView:
+    return _resume("job_type", request, services)
 
 
 @handles("redriveQueue")
@@ -790,6 +901,8 @@ def refusal(error: Exception) -> Response:
         return _error(404, "not_found", "no such webhook endpoint")
     if isinstance(error, UnknownScheduleError):
         return _error(404, "not_found", "no such schedule")
+    if isinstance(error, pausing.UnknownPauseTargetError):
+        return _error(404, "not_found", str(error))
     if isinstance(error, RedriveInProgressError):
         return _error(409, "redrive_in_progress", "a redrive of this queue is already running")
     if isinstance(error, DeadLetterNotFoundError):
@@ -798,7 +911,9 @@ def refusal(error: Exception) -> Response:
         return _error(404, "not_found", "no such job")
     if isinstance(error, JobConflictError):
         return _error(409, "conflict", str(error))
-    if isinstance(error, StoreUnavailableError | QueueUnavailableError | MetricsUnavailableError):
+    if isinstance(
+        error, StoreUnavailableError | QueueUnavailableError | MetricsUnavailableError | SwitchUnavailableError
+    ):
         logger.error("dependency unavailable", extra={"reason": str(error)})
         return _error(
             503, "unavailable", "a backing service is unavailable; retry later", **{"Retry-After": RETRY_AFTER_S}

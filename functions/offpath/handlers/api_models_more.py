@@ -23,6 +23,7 @@ from offpath.domain.bulk import BulkFilter, BulkOperation
 from offpath.domain.events import EventType
 from offpath.domain.job import JobStatus
 from offpath.domain.operations import QueueStats, RedriveTask
+from offpath.domain.pauses import MAX_REASON_CHARS, Pause
 from offpath.domain.tags import TAG_FILTER_PATTERN
 from offpath.handlers.api_models import (
     _LAZY,
@@ -120,9 +121,12 @@ class QueueView(BaseModel):
     oldest_age_s: float | None
     dlq_depth: int
     redrive: RedriveTaskView | None = None
+    paused: bool = Field(default=False, description="paused: its jobs wait, unpolled, no attempt spent")
+    paused_at: Timestamp | None = Field(default=None, description="since when it is paused")
+    pause_reason: str | None = Field(default=None, description="the reason given with the pause")
 
     @classmethod
-    def of(cls, stats: QueueStats, redrive: RedriveTask | None) -> QueueView:
+    def of(cls, stats: QueueStats, redrive: RedriveTask | None, pause: Pause | None = None) -> QueueView:
         return cls(
             name=stats.name,
             visible=stats.visible,
@@ -131,6 +135,7 @@ class QueueView(BaseModel):
             oldest_age_s=stats.oldest_age_s,
             dlq_depth=stats.dlq_depth,
             redrive=RedriveTaskView.of(redrive) if redrive else None,
+            **PauseView.fields_of(pause),
         )
 
 
@@ -146,6 +151,9 @@ class QueuesView(BaseModel):
                     "oldest_age_s": 4.2,
                     "dlq_depth": 12,
                     "redrive": _REDRIVE_EXAMPLE,
+                    "paused": True,
+                    "paused_at": "2026-12-02T10:00:00Z",
+                    "pause_reason": "database migration",
                 }
             ]
         }
@@ -269,6 +277,9 @@ class JobTypeView(BaseModel):
     submitted_by: str = Field(description="who may submit it: tenant (any caller), admin, or system (schedules)")
     payload_schema: dict[str, Any] = Field(description="the JSON Schema of the job type's payload")
     limits: JobTypeLimitsView | None = Field(default=None, description="its flow limits; null: none declared")
+    paused: bool = Field(default=False, description="paused: its jobs wait, unclaimed, no attempt spent")
+    paused_at: Timestamp | None = Field(default=None, description="since when it is paused")
+    pause_reason: str | None = Field(default=None, description="the reason given with the pause")
 
 
 class JobTypesView(BaseModel):
@@ -288,6 +299,9 @@ class JobTypesView(BaseModel):
                         "type": "object",
                     },
                     "limits": None,
+                    "paused": False,
+                    "paused_at": None,
+                    "pause_reason": None,
                 },
                 {
                     "name": "demo.rated",
@@ -304,12 +318,54 @@ class JobTypesView(BaseModel):
                         "type": "object",
                     },
                     "limits": {"concurrency_key": "account", "max_concurrency": None, "rate_limit": "2/s"},
+                    "paused": False,
+                    "paused_at": None,
+                    "pause_reason": None,
                 },
             ]
         }
     )
 
     job_types: list[JobTypeView]
+
+
+class PauseBody(BaseModel):
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+    reason: str | None = Field(
+        default=None, min_length=1, max_length=MAX_REASON_CHARS, description="why (shown with the pause)"
+    )
+
+
+class PauseView(BaseModel):
+    """A queue class's or a job type's pause state after a pause or a resume; `changed`: false when it already was
+    so (a repeated pause keeps the first one's `paused_at` and reason)."""
+
+    model_config = _examples(
+        {
+            "kind": "queue",
+            "name": "default",
+            "paused": True,
+            "paused_at": "2026-12-02T10:00:00Z",
+            "pause_reason": "database migration",
+            "changed": True,
+            "waiting": 3,
+        }
+    )
+
+    kind: Literal["queue", "job_type"]
+    name: str
+    paused: bool
+    paused_at: Timestamp | None = None
+    pause_reason: str | None = None
+    changed: bool
+    waiting: int | None = Field(default=None, description="a queue class's visible and delayed messages")
+
+    @staticmethod
+    def fields_of(pause: Pause | None) -> dict[str, Any]:
+        if pause is None:
+            return {"paused": False, "paused_at": None, "pause_reason": None}
+        return {"paused": True, "paused_at": pause.paused_at, "pause_reason": pause.reason}
 
 
 class MinuteView(Projection):

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from offpath.adapters.webhook_http import Connector
     from offpath.domain.events import EventSink
     from offpath.domain.limits import LimitStore
+    from offpath.domain.pauses import PauseStore, QueueSwitch
     from offpath.domain.quotas import QuotaCounters
     from offpath.domain.webhooks import DeliveryQueue, Resolver, SecretCipher, WebhookStore
     from offpath.logic.bulk import BulkServices
@@ -84,6 +85,8 @@ class Overrides:
     connector: Connector | None = None
     event_bus: EventSink | None = None
     cipher: SecretCipher | None = None  # seals the endpoints' signing secrets (None: KMS, with the stack's key)
+    # What follows a queue class's pause (None: the AWS switch, from the settings; the local runtime's poller switch).
+    queue_switch: QueueSwitch | None = None
 
     def store(self, settings: Settings) -> JobStore:
         store: JobStore = DynamoDbJobStore(settings.table_name, client=self.dynamodb_client())
@@ -166,6 +169,8 @@ def build_worker_ports(settings: Settings, overrides: Overrides | None = None) -
     o = overrides or Overrides()
     service = f"worker-{settings.queue_class}"
     rng = o.generator()
+    from offpath.logic.pause import PauseFlags
+
     clock = o.clock or SystemClock()
     registry = o.registry or load_job_types(demo=settings.demo_jobs)
     return WorkerPorts(
@@ -179,6 +184,7 @@ def build_worker_ports(settings: Settings, overrides: Overrides | None = None) -
         quotas=build_quota_gate(settings, clock, o),
         limits=build_limit_store(settings, registry, o),
         retention=settings.retention,
+        pauses=PauseFlags(build_pause_store(settings, o), queue=settings.queue_class),
     )
 
 
@@ -191,6 +197,25 @@ def build_limit_store(settings: Settings, registry: Registry, overrides: Overrid
     from offpath.adapters.dynamodb_limits import DynamoDbLimits
 
     return DynamoDbLimits(settings.table_name, client=(overrides or Overrides()).dynamodb_client())
+
+
+def build_pause_store(settings: Settings, overrides: Overrides | None = None) -> PauseStore:
+    from offpath.adapters.dynamodb_pauses import DynamoDbPauseStore
+
+    return DynamoDbPauseStore(settings.table_name, client=(overrides or Overrides()).dynamodb_client())
+
+
+def build_queue_switch(settings: Settings, registry: Registry, overrides: Overrides | None = None) -> QueueSwitch:
+    """The switch a queue class's pause turns: the override (the local runtime's), else each queue class's event
+    source mapping (OFFPATH_QUEUE_MAPPINGS) and its age alarm's actions (named from the stack's prefix)."""
+    o = overrides or Overrides()
+    if o.queue_switch is not None:
+        return o.queue_switch
+    from offpath.adapters.queue_switch import AwsQueueSwitch
+    from offpath.naming import alarm_name, oldest_age_alarm_id
+
+    alarms = {name: [alarm_name(settings.stack_prefix, oldest_age_alarm_id(name))] for name in registry.queues}
+    return AwsQueueSwitch(settings.queue_mappings, alarms)
 
 
 def build_scheduler(settings: Settings, overrides: Overrides | None = None) -> JobScheduler | None:

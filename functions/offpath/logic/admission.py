@@ -15,6 +15,7 @@ from typing import Any
 
 from offpath.logic.expiry import expired
 from offpath.logic.limits import concurrency, rate_limit
+from offpath.logic.pause import paused
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,7 @@ class Done:
 
 Step = Callable[..., Any]
 
-ADMISSION: tuple[Step, ...] = (expired, rate_limit, concurrency)
+ADMISSION: tuple[Step, ...] = (expired, paused, rate_limit, concurrency)
 
 
 def admit(job_or_message: Any, job_type: Any, ports: Any, *, now: datetime) -> Wait | Done | None:

@@ -66,6 +66,7 @@ from offpath.logic.admission import Done, Wait, admit
 from offpath.logic.debounce import name_survivor
 from offpath.logic.followups import FOLLOWUP_GRACE, followups_due, settle
 from offpath.logic.limits import needs_job, release_slot, slot_attempt
+from offpath.logic.pause import PauseFlags
 from offpath.observability import bind_attempt, bind_trace_id, bound_job_id, current_trace_id, trace_id_of
 
 logger = logging.getLogger("offpath.worker")
@@ -144,6 +145,8 @@ class WorkerPorts:
     sleep: Callable[[float], None] = time.sleep
     # Per-key concurrency slots and rate-limit buckets (None: no job type of the queue declares a limit).
     limits: LimitStore | None = None
+    # The pause flags (logic/pause.py), cached; None: nothing is ever paused for this worker.
+    pauses: PauseFlags | None = None
     # The tenants' quotas, asked by what a job submits (`ctx.submit`, a chain's next job); None: none configured.
     quotas: QuotaGate | None = None
     # How long a job ended before it ran (EXPIRED) is kept: settings.retention, as WorkerPolicy's.

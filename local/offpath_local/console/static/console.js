@@ -347,7 +347,36 @@
     return el;
   }
 
-  function queuesTable(queues) {
+  // A paused queue class or job type: since when, and why (its jobs wait, unrun).
+  function pausedCell(view) {
+    if (!view.paused) return "-";
+    return h("span", { class: "paused" }, `paused since ${when(view.paused_at)}${view.pause_reason ? ` (${view.pause_reason})` : ""}`);
+  }
+
+  // Pause or resume a queue class ("queue") or a job type ("job_type"), after a question naming what happens and
+  // to how many jobs; `waiting`: the jobs that wait (a number), or a function that counts them when asked.
+  function pauseButton(kind, name, paused, waiting, message, refresh) {
+    const what = kind === "queue" ? `queue ${name}` : `job type ${name}`;
+    const path = kind === "queue" ? `/queues/${seg(name)}` : `/job-types/${seg(name)}`;
+    const button = h("button", { type: "button", class: paused ? "" : "danger", "aria-label": `${paused ? "Resume" : "Pause"} ${what}`, on: { click: async () => {
+      const count = typeof waiting === "function" ? await waiting() : waiting;
+      const jobs = `${count} waiting job${count === 1 ? "" : "s"}`;
+      const text = paused
+        ? `Resume ${what}? Its ${jobs} start running.`
+        : `Pause ${what}? Its ${jobs} and every new one stay queued, unrun, until it is resumed; no attempt is spent `
+          + "and schedules keep adding jobs.";
+      if (!ask(text)) return;
+      button.disabled = true;
+      const answer = await api("POST", `${path}/${paused ? "resume" : "pause"}`);
+      message.replaceChildren(answer.ok
+        ? h("div", { class: "notice" }, `${paused ? "Resumed" : "Paused"} ${what}.`)
+        : errorBox(answer));
+      await refresh();
+    } } }, paused ? "Resume" : "Pause");
+    return button;
+  }
+
+  function queuesTable(queues, toggle) {
     return table(
       [
         { label: "Queue" },
@@ -357,17 +386,20 @@
         { label: "Oldest", cls: "num" },
         { label: "DLQ", cls: "num" },
         { label: "Last redrive" },
+        { label: "Paused" },
+        ...(toggle ? [{ label: "Pause" }] : []),
       ],
       queues.map((q) => [
         link(`/queues/${seg(q.name)}`, q.name),
         q.visible, q.in_flight, q.delayed, seconds(q.oldest_age_s),
         q.dlq_depth ? h("span", { class: "trouble" }, String(q.dlq_depth)) : q.dlq_depth,
         q.redrive ? `${q.redrive.status}${q.redrive.moved !== null && q.redrive.moved !== undefined ? `, ${q.redrive.moved} moved` : ""}` : "-",
+        pausedCell(q),
+        ...(toggle ? [toggle(q)] : []),
       ]),
       "No queues.",
     );
   }
-
   function overviewPage() {
     const queues = region();
     const depth = region();
@@ -974,13 +1006,48 @@
 
   function queuesPage() {
     const body = region();
-    const node = h("section", null, h("h1", null, "Queues"), body,
-      h("p", { class: "note" }, "Open a queue for its dead letters and to redrive them."));
+    const message = h("div", { role: "status", "aria-live": "polite" });
+    const node = h("section", null, h("h1", null, "Queues"), message, body,
+      h("p", { class: "note" }, "Paused queues come first: their jobs wait, unpolled. Open a queue for its dead letters and to redrive them."));
     async function refresh() {
       const answer = await api("GET", "/queues");
-      body.show(answer.ok ? answer.body : ["error", answer.status], () => (answer.ok ? queuesTable(answer.body.queues || []) : errorBox(answer)));
+      const toggle = (q) => pauseButton("queue", q.name, q.paused, q.visible + q.delayed, message, refresh);
+      body.show(answer.ok ? answer.body : ["error", answer.status], () => (answer.ok ? queuesTable(answer.body.queues || [], toggle) : errorBox(answer)));
     }
     return { title: "Queues", admin: true, node, refresh };
+  }
+
+  // The job types: queue, limits, who may submit them, and whether they are paused (paused ones first).
+  function jobTypesPage() {
+    const body = region();
+    const message = h("div", { role: "status", "aria-live": "polite" });
+    const node = h("section", null, h("h1", null, "Job types"), message, body,
+      h("p", { class: "note" }, "A paused job type's jobs stay queued, unrun, until it is resumed; no attempt is spent."));
+    // How many of the caller's jobs of the type wait (its queued jobs this caller can list; at most 100 counted).
+    const queued = (name) => async () => {
+      const page = await api("GET", "/jobs", { query: { status: "QUEUED", type: name, limit: "100" } });
+      return page.ok ? (page.body.jobs || []).length : 0;
+    };
+    async function refresh() {
+      const answer = await api("GET", "/job-types");
+      if (!answer.ok) {
+        body.show(["error", answer.status], () => errorBox(answer));
+        return;
+      }
+      const types = answer.body.job_types || [];
+      body.show([types, session.admin], () => table(
+        [
+          { label: "Job type" }, { label: "Queue" }, { label: "Attempts", cls: "num" }, { label: "Timeout", cls: "num" },
+          { label: "Submitted by" }, { label: "Paused" }, ...(session.admin ? [{ label: "Pause" }] : []),
+        ],
+        types.map((t) => [
+          t.name, t.queue, t.max_attempts, `${t.timeout_s}s`, t.submitted_by, pausedCell(t),
+          ...(session.admin ? [pauseButton("job_type", t.name, t.paused, queued(t.name), message, refresh)] : []),
+        ]),
+        "No job types.",
+      ));
+    }
+    return { title: "Job types", admin: false, node, refresh };
   }
 
   function queuePage(params) {
@@ -1405,6 +1472,7 @@
     [/^\/bulk\/([^/]+)$/, bulkPage],
     [/^\/queues\/?$/, queuesPage],
     [/^\/queues\/([^/]+)$/, queuePage],
+    [/^\/job-types\/?$/, jobTypesPage],
     [/^\/schedules\/?$/, schedulesPage],
     [/^\/alarms\/?$/, alarmsPage],
     [/^\/webhooks\/?$/, webhooksPage],
@@ -1415,6 +1483,7 @@
     ["", "Overview", true],
     ["/jobs", "Jobs", false],
     ["/queues", "Queues", true],
+    ["/job-types", "Job types", false],
     ["/schedules", "Schedules", true],
     ["/alarms", "Alarms", true],
     ["/webhooks", "Webhooks", false],
