@@ -103,10 +103,16 @@ EXPECTED_ACTIONS = {
         "dynamodb:Query",
         "dynamodb:UpdateItem",
         "dynamodb:BatchGetItem",
-        # A chain's next job its worker did not make (logic/followups.py).
+        # A chain's next job its worker did not make (logic/followups.py); a bulk operation's checkpoint.
         "dynamodb:PutItem",
         "sqs:SendMessage",
         "sqs:GetQueueAttributes",
+        # Bulk operations it continues (logic/bulk.py): the operation read, the tenant's listing (Query on the
+        # table), a retried job's dead letter taken off its DLQ.
+        "dynamodb:GetItem",
+        "sqs:ReceiveMessage",
+        "sqs:DeleteMessage",
+        "sqs:ChangeMessageVisibility",
     },
     # + events:PutEvents with a bus, appsync:EventPublish with realtime (notifier_actions).
     "notifier": {
@@ -302,7 +308,8 @@ def test_grants_stay_on_the_resources_each_function_uses(default_stack: Synthesi
         assert worker["sqs:SendMessage"] == {f"<{queues[f'offpath-{name}-dlq'][0]}.Arn>", *all_job_queues}
         assert worker["sqs:ReceiveMessage"] == {f"<{queues[f'offpath-{name}'][0]}.Arn>"}
         assert worker["dynamodb:UpdateItem"] == {f"<{table_id}.Arn>"}
-    assert grants("sweeper")["dynamodb:Query"] == {f"<{table_id}.Arn>/index/sweep"}
+    # The sweep index, and the table itself for a bulk operation's listing (logic/bulk.py).
+    assert grants("sweeper")["dynamodb:Query"] == {f"<{table_id}.Arn>/index/sweep", f"<{table_id}.Arn>"}
     # The sweeper reads the job queues' sizes (a backlog is not a lost message), not the DLQs'.
     job_queue_arns = {f"<{queues[f'offpath-{q}'][0]}.Arn>" for q in default_stack.registry.queues}
     assert grants("sweeper")["sqs:GetQueueAttributes"] == job_queue_arns
