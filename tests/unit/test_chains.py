@@ -416,3 +416,39 @@ def test_a_replay_under_the_same_key_with_another_chain_is_a_conflict(ports: Por
         submitted(ports, idempotency_key="k-1", then=step(payload={"a": 2}))
     with pytest.raises(IdempotencyConflictError):
         submitted(ports, idempotency_key="k-1")
+
+
+def test_ctx_parent_is_read_once_when_asked_and_never_when_not(
+    ports: Ports, worker_ports: WorkerPorts, store: InMemoryJobStore, scripted: ScriptedJob, policy: WorkerPolicy
+) -> None:
+    first = submitted(ports, then=step(then=step()))
+    assert run(first, worker_ports, policy)  # reads no parent: it has none
+    second = stored(store, stored(store, first.job_id).next_job_id or "")
+    seen: list[Any] = []
+    scripted.action = lambda payload, ctx: seen.extend([ctx.parent, ctx.parent])
+    store.reads.clear()
+
+    assert run(second, worker_ports, policy)
+
+    assert store.reads.count("get") == 1
+    assert seen[0] == seen[1] and seen[0].job_id == first.job_id
+    third = stored(store, stored(store, second.job_id).next_job_id or "")
+    scripted.action = lambda payload, ctx: None
+    store.reads.clear()
+    assert run(third, worker_ports, policy)
+    assert store.reads.count("get") == 0
+
+
+def test_a_parent_past_its_retention_reads_as_its_id_without_a_result(
+    ports: Ports, worker_ports: WorkerPorts, store: InMemoryJobStore, scripted: ScriptedJob, policy: WorkerPolicy
+) -> None:
+    first = submitted(ports, then=step())
+    assert run(first, worker_ports, policy)
+    second = stored(store, stored(store, first.job_id).next_job_id or "")
+    store._jobs.pop((TENANT, first.job_id))  # expired (TTL)
+    seen: list[Any] = []
+    scripted.action = lambda payload, ctx: seen.append(ctx.parent)
+
+    assert run(second, worker_ports, policy)
+
+    assert (seen[0].job_id, seen[0].result) == (first.job_id, None)
