@@ -146,7 +146,7 @@ class SubmitBody(BaseModel):
     run_at: str | None = Field(default=None, description="ISO 8601 time to run at (delayed job)")
     queue: str | None = Field(default=None, max_length=32)
     tags: Tags | None = None
-    expires_at: Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})] | None = Field(
+    expires_at: str | None = Field(
         default=None,
         description="RFC 3339 time (with a zone) by which the job must have started; a job not started by then "
         "ends EXPIRED without running. In the future, after `run_at` when both are given, at most the retention "
