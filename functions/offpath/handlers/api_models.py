@@ -169,6 +169,13 @@ class SubmitBody(BaseModel):
     then: ThenStep | None = Field(
         default=None, description="the job to submit when this one succeeds (a chain); the chain stops on failure"
     )
+    expires_at: str | None = Field(
+        default=None,
+        description="RFC 3339 time (with a zone) by which the job must have started; a job not started by then "
+        "ends EXPIRED without running. In the future, after `run_at` when both are given, at most the retention "
+        "ahead",
+    )
+    debounce: Debounce | None = None
 
     def then_spec(self) -> dict[str, Any] | None:
         """The chain as the submit path validates it (logic/submit.py `checked_then`)."""
@@ -176,14 +183,6 @@ class SubmitBody(BaseModel):
             return None
         step = self.then
         return {"type": step.type, "payload": step.payload, **({"then": step.then} if step.then is not None else {})}
-
-    expires_at: Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})] | None = Field(
-        default=None,
-        description="RFC 3339 time (with a zone) by which the job must have started; a job not started by then "
-        "ends EXPIRED without running. In the future, after `run_at` when both are given, at most the retention "
-        "ahead",
-    )
-    debounce: Debounce | None = None
 
 
 def parse_body(model: type[BaseModel], data: Any) -> Any:

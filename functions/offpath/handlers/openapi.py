@@ -212,6 +212,10 @@ RUN_AT_DOC = (
     "to at most a year ahead"
 )
 RunAt = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]
+EXPIRES_AT_DOC = (
+    "by when the job must have started: an RFC 3339 date-time with a zone, in the future, after `run_at` (or the "
+    "debounce's run) and at most the retention (7 days) ahead; not started by then, it ends EXPIRED without running"
+)
 
 
 def _variant_name(job_type: JobType) -> str:
@@ -266,7 +270,7 @@ def _document_chains(components: dict[str, Any], job_types: list[JobType]) -> No
 
 def _variant(job_type: JobType) -> type[BaseModel]:
     """SubmitBody for one job type, as precise as the api's checks: `type` is its name, `payload` its model
-    (optional when every field is), `queue` its queue class, `run_at` a date-time."""
+    (optional when every field is), `queue` its queue class, `run_at` and `expires_at` date-times."""
     payload_model = job_type.payload_model
     required = any(field.is_required() for field in payload_model.model_fields.values())
     payload: Any = (payload_model, ...) if required else (payload_model, Field(default_factory=dict))
@@ -280,6 +284,7 @@ def _variant(job_type: JobType) -> type[BaseModel]:
         payload=payload,
         queue=(queue | None, Field(default=None, description="the job type's queue class")),
         run_at=(RunAt | None, Field(default=None, description=RUN_AT_DOC)),
+        expires_at=(RunAt | None, Field(default=None, description=EXPIRES_AT_DOC)),
     )
 
 
