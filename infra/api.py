@@ -28,6 +28,7 @@ from infra.nag import acknowledge
 from infra.queues import JobQueues
 from infra.schedules import Schedules
 from infra.table import JobTable
+from infra.workers import Workers
 from offpath import contract
 from offpath.naming import FUNCTION_MEMORY_MB, api_function_name, read_function_name
 from offpath.tenancy import ADMIN_SCOPE
@@ -186,6 +187,17 @@ class JobApi(Construct):
             resource_name=f"{self.prefix}-*",
             arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
         )
+
+    def allow_pausing(self, workers: Workers) -> None:
+        """A queue class's pause disables its SQS event source mapping (no polling while paused) and its alarms'
+        actions; resume enables both (offpath.adapters.queue_switch). The api function is given each mapping's
+        UUID, from the mappings the workers declare, and may update those mappings only."""
+        mappings = {name: source.event_source_mapping_id for name, source in sorted(workers.sources.items())}
+        self.handler.function.add_environment("OFFPATH_QUEUE_MAPPINGS", cdk.Stack.of(self).to_json_string(mappings))
+        arns = [source.event_source_mapping_arn for _, source in sorted(workers.sources.items())]
+        self.handler.grant(["lambda:UpdateEventSourceMapping"], arns)
+        # The age alarm of a paused queue class pages nobody: its actions are disabled (the stack's alarms only).
+        self.handler.grant(["cloudwatch:DisableAlarmActions", "cloudwatch:EnableAlarmActions"], [self.alarm_arns])
 
     def _route(
         self,

@@ -324,6 +324,40 @@ class QueueDestination:
         return lambda_.DestinationConfig(destination=self.queue.queue_arn)
 
 
+# OpenTelemetry through the ADOT Python layer (the `otel` option): its wrapper runs the handler instrumented.
+OTEL_WRAPPER = "/opt/otel-instrument"
+OTEL_ENVIRONMENT = {"AWS_LAMBDA_EXEC_WRAPPER": OTEL_WRAPPER}
+# Pinned: the layer of this ADOT Python SDK version, its ARN per region in a mapping of the template (from
+# aws_cdk's region table), never a "latest" looked up at deploy time. `otel_layer_arn` replaces it.
+OTEL_SDK_VERSION = "1.29.0"
+OTEL_MAPPING = "OtelLayerArns"
+
+
+def otel_layer_arns(architecture: lambda_.Architecture) -> dict[str, dict[str, str]]:
+    """Region -> {"arn": the pinned ADOT Python layer version's ARN}, for every region that has it."""
+    from aws_cdk import region_info
+
+    arch = "arm64" if architecture.name == lambda_.Architecture.ARM_64.name else "amd64"
+    found = {}
+    for region in region_info.RegionInfo.regions:
+        arn = region.adot_lambda_layer_arn("PYTHON_SDK", OTEL_SDK_VERSION, arch)
+        if arn:
+            found[region.name] = {"arn": arn}
+    return found
+
+
+def otel_layer(scope: Construct, kit: FunctionKit) -> lambda_.ILayerVersion:
+    arn = kit.options.otel_layer_arn
+    if arn is None:
+        stack = cdk.Stack.of(scope)
+        mapping = stack.node.try_find_child(OTEL_MAPPING)
+        if mapping is None:
+            mapping = cdk.CfnMapping(stack, OTEL_MAPPING, mapping=otel_layer_arns(kit.architecture))
+        assert isinstance(mapping, cdk.CfnMapping)
+        arn = mapping.find_in_map(cdk.Aws.REGION, "arn")
+    return lambda_.LayerVersion.from_layer_version_arn(scope, "OtelLayer", arn)
+
+
 @dataclass(frozen=True)
 class FunctionKit:
     """Everything the constructs need to make a function: shared code, options and environment."""
@@ -336,7 +370,8 @@ class FunctionKit:
 
 
 def function_kit(options: StackOptions, environment: Mapping[str, str]) -> FunctionKit:
-    """AWS: Python 3.13 on arm64. LocalStack: Python 3.13 on this machine's architecture. No layer either way."""
+    """AWS: Python 3.13 on arm64. LocalStack: Python 3.13 on this machine's architecture. No layer either way,
+    but the ADOT layer when `otel` is on (AWS only)."""
     target = host_platform() if options.localstack else AWS_PLATFORM
     return FunctionKit(
         code=function_code(target),
@@ -396,8 +431,14 @@ class ServiceFunction(Construct):
             timeout=timeout,
             role=self.role,
             log_group=self.log_group,
-            tracing=lambda_.Tracing.ACTIVE if kit.options.tracing else lambda_.Tracing.DISABLED,
-            environment={**FUNCTION_ENVIRONMENT, **kit.environment, **(environment or {})},
+            tracing=lambda_.Tracing.ACTIVE if kit.options.traced else lambda_.Tracing.DISABLED,
+            environment={
+                **FUNCTION_ENVIRONMENT,
+                **kit.environment,
+                **(environment or {}),
+                **(OTEL_ENVIRONMENT if kit.options.otel else {}),
+            },
+            layers=[otel_layer(self, kit)] if kit.options.otel else None,
             # Lambda's advanced logging controls: JSON, and no START/END/REPORT lines (system logs at INFO,
             # ~340 bytes an invocation); the platform's warnings and errors (timeouts, crashes) are kept.
             # Lambda filters application lines at INFO only: an EMF line has no "level", counts as INFO,

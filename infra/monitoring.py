@@ -23,9 +23,10 @@ from infra.queues import JobQueues
 from infra.schedules import Schedules
 from infra.workers import Workers
 from offpath.domain.registry import Registry
+from offpath.naming import alarm_name, oldest_age_alarm_id
 from offpath.observability import NAMESPACE
 
-JOB_OUTCOMES = ("JobsSucceeded", "JobsFailed", "JobsRetried", "JobsDeadLettered")
+JOB_OUTCOMES = ("JobsSucceeded", "JobsFailed", "JobsRetried", "JobsDeadLettered", "JobsExpired")
 DURATION_PERCENTILES = ("p50", "p90", "p99")
 ONE_MINUTE = cdk.Duration.minutes(1)
 FIVE_MINUTES = cdk.Duration.minutes(5)
@@ -91,7 +92,7 @@ class Monitoring(Construct):
                 f"Messages in the DLQ of queue class {name}: jobs that failed for good. Inspect, fix, then redrive.",
             )
             self._alarm(
-                f"{name}-oldest-message-age",
+                oldest_age_alarm_id(name),
                 queue.metric_approximate_age_of_oldest_message(period=ONE_MINUTE, statistic="Maximum"),
                 settings.oldest_age_alarm_s,
                 f"The oldest message on queue class {name} waited {settings.oldest_age_alarm_s}s or more: "
@@ -153,7 +154,7 @@ class Monitoring(Construct):
         alarm = cloudwatch.Alarm(
             self,
             alarm_id,
-            alarm_name=f"{self.prefix}-{alarm_id}",
+            alarm_name=alarm_name(self.prefix, alarm_id),
             alarm_description=description,
             metric=metric,
             threshold=threshold,

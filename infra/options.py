@@ -47,6 +47,12 @@
   `target=localstack`.
 - `tracing` (default `false`): active X-Ray tracing on every function. Off by default: at low volume it
   records about one trace per invocation, ~$5 per million jobs, as much as the rest of the pipeline.
+- `otel` (default `false`): OpenTelemetry on every function through the AWS Distro for OpenTelemetry (ADOT) Python
+  layer: the layer, `AWS_LAMBDA_EXEC_WRAPPER=/opt/otel-instrument` and active X-Ray tracing (ADOT exports its
+  spans to X-Ray). The layer is pinned: ADOT Python SDK 1.29.0, its ARN per region from a mapping in the
+  template (aws_cdk's own table), never a "latest" looked up at deploy time; `otel_layer_arn` (a full layer
+  version ARN, in the stack's region) replaces it. Off by default: X-Ray charges per trace, as `tracing` does
+  (`offpath cost --otel`). Not on `target=localstack`.
 - `event_bus` (default `off`): where the notifier puts every job event (source `offpath`, detail-type
   `Job State Change`): `default` the account's default bus, another name a new bus of that name, `off` none.
   Off by default: EventBridge charges $1.00 a million events, three a plain job ($3.00 a million jobs).
@@ -80,6 +86,8 @@ REMOVED = {
 EVENT_BUS_PATTERN = re.compile(r"[A-Za-z0-9._/-]{1,256}")
 EVENT_BUS_OFF = "off"
 EVENT_BUS_DEFAULT = "default"
+# A Lambda layer version's ARN, its version number included (a layer is pinned, never "latest").
+LAYER_VERSION_ARN = re.compile(r"arn:aws[a-z-]*:lambda:[a-z0-9-]+:\d{12}:layer:[A-Za-z0-9_-]{1,140}:\d{1,9}")
 PREFIX_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,19}$")
 LOG_RETENTION = {
     1: logs.RetentionDays.ONE_DAY,
@@ -114,6 +122,8 @@ class StackOptions:
     api_rate_limit: int = 50
     api_burst_limit: int = 100
     tracing: bool = False
+    otel: bool = False
+    otel_layer_arn: str | None = None
     tenant_claims: tuple[str, ...] = DEFAULT_TENANT_CLAIMS
     admin_principals: tuple[str, ...] = ()
     demo_jobs: bool = False
@@ -139,6 +149,15 @@ class StackOptions:
             raise OptionsError(f"target must be one of {', '.join(TARGETS)}, not {self.target!r}")
         if self.localstack and self.snapstart:
             raise OptionsError("snapstart does not apply to target localstack")
+        if self.localstack and self.otel:
+            raise OptionsError("otel does not apply to target localstack (no ADOT layer there)")
+        if self.otel_layer_arn is not None and not LAYER_VERSION_ARN.fullmatch(self.otel_layer_arn):
+            raise OptionsError(
+                "otel_layer_arn must be a layer version ARN with its version number "
+                f"(arn:aws:lambda:REGION:ACCOUNT:layer:NAME:VERSION), not {self.otel_layer_arn[:120]!r}"
+            )
+        if self.otel_layer_arn is not None and not self.otel:
+            raise OptionsError("otel_layer_arn applies only with otel=true")
         if not PREFIX_PATTERN.match(self.prefix):
             raise OptionsError(f"prefix {self.prefix!r} must match {PREFIX_PATTERN.pattern}")
         if bool(self.jwt_issuer) != bool(self.jwt_audience):
@@ -195,6 +214,11 @@ class StackOptions:
             raise OptionsError("batch_rate_limit and batch_burst_limit must be positive")
         if self.monthly_budget_usd and not (self.budget_email or self.alarm_email):
             raise OptionsError("monthly_budget_usd needs budget_email (or alarm_email) to mail its notifications to")
+
+    @property
+    def traced(self) -> bool:
+        """X-Ray active tracing on the functions: asked for (`tracing`), or what OpenTelemetry exports to (`otel`)."""
+        return self.tracing or self.otel
 
     @property
     def localstack(self) -> bool:

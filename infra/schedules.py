@@ -146,11 +146,22 @@ class Schedules(Construct):
             async_max_event_age=SWEEPER_MAX_EVENT_AGE,
             on_failure=on_failure,
         )
-        # The sweep index holds keys only: the due jobs are then read with BatchGetItem.
-        # GetItem and PutItem: a finished batch member's follow-ups (its batch read, a callback job written; its count
-        # is a transaction of two updates, which needs UpdateItem only).
-        table.grant(self.sweeper, ["UpdateItem", "BatchGetItem", "GetItem", "PutItem"], query_indexes=(SWEEP_INDEX,))
+        # The sweep index holds keys only: the due jobs are then read with BatchGetItem. PutItem: a final job's
+        # follow-up its worker did not run (a chain's next job, logic/followups.py). It also continues bulk
+        # operations (logic/bulk.py): the open operations' item and each operation (GetItem, PutItem), the tenant's
+        # listing (Query on the table) and, for a retried job, its dead letter's removal (receive, delete it,
+        # release the others: ChangeMessageVisibilityBatch is authorised by sqs:ChangeMessageVisibility).
+        table.grant(
+            self.sweeper,
+            ["UpdateItem", "BatchGetItem", "GetItem", "PutItem"],
+            query_indexes=(SWEEP_INDEX,),
+            query_table=True,
+        )
         self.sweeper.grant(["sqs:SendMessage"], queues.all_arns())
+        self.sweeper.grant(
+            ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"],
+            [dlq.queue_arn for _, dlq in sorted(queues.dlqs.items())],
+        )
         # How many messages a queue holds, before re-sending its overdue jobs (a backlog is not a lost message).
         self.sweeper.grant(["sqs:GetQueueAttributes"], [queue.queue_arn for _, queue in sorted(queues.queues.items())])
         self.sweeper_role = self._scheduler_role("SweeperScheduleRole", "invokes the sweeper function")

@@ -11,6 +11,7 @@ from constructs import Construct
 from infra.api import JobApi
 from infra.guards import Guards
 from infra.lambda_function import ServiceFunction, function_kit
+from infra.log_insights import LogQueries
 from infra.monitoring import Monitoring
 from infra.nag import NO_TRACING_REASON, XRAY_REASON, acknowledge, add_checks, wildcard_resource
 from infra.notices import Notices
@@ -78,6 +79,7 @@ class OffpathStack(cdk.Stack):
         self.schedules = Schedules(self, "Schedules", registry=registry, kit=kit, table=self.table, queues=self.queues)
         self.api = JobApi(self, "JobApi", kit=kit, table=self.table, queues=self.queues, schedules=self.schedules)
         self.workers = Workers(self, "Workers", registry=registry, kit=kit, table=self.table, queues=self.queues)
+        self.api.allow_pausing(self.workers)
         self.notices = Notices(self, "Notices", kit=kit, table=self.table, api=self.api.handler)
         self.monitoring = Monitoring(
             self,
@@ -89,6 +91,13 @@ class OffpathStack(cdk.Stack):
             api=self.api,
             schedules=self.schedules,
             notices=self.notices,
+        )
+        self.log_queries = LogQueries(
+            self,
+            "LogQueries",
+            prefix=options.prefix,
+            functions=self.functions,
+            workers=list(self.workers.workers.values()),
         )
         self.guards = Guards(
             self, "Guards", options=options, api=self.api, enqueue=self.schedules.enqueue, table=self.table
@@ -129,14 +138,14 @@ class OffpathStack(cdk.Stack):
         for function in self.functions:
             acknowledge(function, "AwsSolutions-L1", RUNTIME_REASON)
             acknowledge(function, "Serverless-LambdaLatestVersion", RUNTIME_REASON)
-            if self.options.tracing and function is not self.api.handler:
+            if self.options.traced and function is not self.api.handler:
                 acknowledge(function.role, wildcard_resource("*"), XRAY_REASON)
-            if not self.options.tracing:
+            if not self.options.traced:
                 acknowledge(function, "Serverless-LambdaTracing", NO_TRACING_REASON)
         acknowledge(
             self.api.handler.role,
             wildcard_resource("*"),
-            f"{XRAY_REASON}; {metric_data_reason}" if self.options.tracing else metric_data_reason,
+            f"{XRAY_REASON}; {metric_data_reason}" if self.options.traced else metric_data_reason,
         )
         for function in (self.api.handler, self.schedules.enqueue, self.schedules.sweeper):
             acknowledge(function.role, schedules, schedules_reason)

@@ -36,6 +36,8 @@ class Workers(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self.workers: dict[str, ServiceFunction] = {}
+        # Each queue class's event source mapping (a pause disables it: JobApi.allow_pausing).
+        self.sources: dict[str, event_sources.SqsEventSource] = {}
         for name, settings in sorted(registry.queues.items()):
             worker = ServiceFunction(
                 self,
@@ -48,8 +50,12 @@ class Workers(Construct):
                 memory_mb=WORKER_MEMORY_MB,
                 environment={"OFFPATH_QUEUE_CLASS": name},
             )
-            # GetItem: a finished batch member's follow-ups (its count is a transaction of updates: UpdateItem; then
-            # its batch read); BatchGetItem and Query on the table: a job's ctx.batch pages through its batch's jobs.
+            # GetItem: a job's `ctx.parent`, a job of a type with a keyed or concurrency limit read before its claim
+            # (logic/limits.py), a superseded job's debounce record (logic/debounce.py name_survivor), the pause flags
+            # (one cached read of the pause item, offpath.logic.pause.PauseFlags), a finished batch member's batch;
+            # BatchGetItem: the tenant's open-jobs count, asked by what a job submits (`ctx.submit`, a chain's next
+            # job) when quotas are configured, and a job's ctx.batch paging through its batch's jobs (with Query on
+            # the table). A batch member's count is a transaction of updates: UpdateItem.
             table.grant(worker, ["UpdateItem", "PutItem", "GetItem", "BatchGetItem"], query_table=True)
             queue = queues.queues[name]
             source = event_sources.SqsEventSource(
@@ -64,9 +70,11 @@ class Workers(Construct):
             # Receive, delete and change visibility (the backoff of a retry; the batch held until its lease ends,
             # ChangeMessageVisibilityBatch, which the same action allows) on its own queue.
             worker.target.add_event_source(source)
-            # Its DLQ (a failed job's copy), its own queue (a fresh copy of a message on its last receives) and the
-            # other job queues (a batch's callback job, on its type's queue).
+            # Its DLQ (a failed job's copy) and every job queue: its own (a fresh copy of a message on its last
+            # receives) and any other (a job it submits, `ctx.submit`, a chain's next job or a batch's callback, runs
+            # on its type's queue).
             job_queues = [queue.queue_arn for _, queue in sorted(queues.queues.items())]
             worker.grant(["sqs:SendMessage"], [queues.dlqs[name].queue_arn, *job_queues])
             acknowledge(worker, "Serverless-LambdaEventSourceMappingDestination", ESM_DESTINATION_REASON)
             self.workers[name] = worker
+            self.sources[name] = source

@@ -27,6 +27,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from offpath_tools.ledger import (
+    FLOW_ACCOUNTS,
+    LIMITED_AT_ONCE,
     SWEEP_GRACE_S,
     TIMEOUT_SCALE,
     VISIBILITY_SCALE,
@@ -51,13 +53,20 @@ def main() -> int:
     parser.add_argument("--burst", type=int, default=0, metavar="N", help="also the burst of N jobs (0: no burst)")
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/benchmarks.md alone")
     parser.add_argument("--keep", metavar="DIR", help="keep the runtimes' data directories (logs, faults) in DIR")
+    parser.add_argument(
+        "--flow-control",
+        action="store_true",
+        help="the ledger's jobs are e2e.limited (at most 2 at once per account): none over the limit, none lost",
+    )
     args = parser.parse_args()
 
     base = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="offpath-ledger-"))
     ledger: Ledger | None = None
     burst: Burst | None = None
-    command = f"scripts/ledger.py --jobs {args.jobs} --seed {args.seed} --fault-rate {args.fault_rate:g}" + (
-        f" --burst {args.burst}" if args.burst else ""
+    command = (
+        f"scripts/ledger.py --jobs {args.jobs} --seed {args.seed} --fault-rate {args.fault_rate:g}"
+        + (f" --burst {args.burst}" if args.burst else "")
+        + (" --flow-control" if args.flow_control else "")
     )
     if args.jobs:
         local = LedgerRuntime.launch(base / "ledger", seed=args.seed, fault_rate=args.fault_rate)
@@ -69,6 +78,7 @@ def main() -> int:
                 fault_rate=args.fault_rate,
                 clients=args.clients,
                 timeout_s=max(300.0, args.jobs * 0.6),
+                flow_control=args.flow_control,
             )
         finally:
             local.stop()
@@ -101,6 +111,7 @@ def _details(ledger: Ledger) -> None:
         ("not as expected", ledger.unexpected),
         ("duplicate side effects", ledger.duplicate_effects),
         ("missing side effects", ledger.missing_effects),
+        ("over the limit", sorted(ledger.over_limit)),
     ):
         for job_id in job_ids[:10]:
             view = ledger.views.get(job_id, {})
@@ -130,7 +141,13 @@ def section(ledger: Ledger | None, burst: Burst | None, command: str) -> str:
             f"{SWEEP_GRACE_S} s, the sweeper every second), so a dead worker's job is taken up within two minutes. "
             "Eight in ten jobs send a welcome e-mail guarded by `ctx.once` (the e-mails are counted in a file), "
             "one in ten is `demo.flaky` failing its first attempt, one in ten `demo.poison` (expected FAILED). "
-            "Submits carry idempotency keys and are retried on 503, as a client should.",
+            "Submits carry idempotency keys and are retried on 503, as a client should."
+            + (
+                f" Flow control (`--flow-control`): every job is `e2e.limited` of one of {FLOW_ACCOUNTS} accounts, "
+                f"at most {LIMITED_AT_ONCE} running at once per account (docs/flow-control.md)."
+                if ledger.flow_control
+                else ""
+            ),
             "",
             "| | |",
             "|---|---|",

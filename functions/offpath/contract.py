@@ -335,6 +335,53 @@ BATCH_ROUTES: tuple[Route, ...] = (
     ),
 )
 
+
+# -- pause and resume (docs/flow-control.md): admin; a paused queue class or job type keeps its jobs queued ------
+_PAUSE_REASON = Refusal(
+    422, 'the body is not {} or {"reason": 1 to 200 characters}', "invalid_request", "reason: ...", "reason"
+)
+_SWITCH_FAILED = Refusal(
+    503,
+    "the queue's polling could not be switched (the pause state in the table stands; the same call again applies it)",
+    "unavailable",
+    "a backing service is unavailable; retry later",
+)
+
+
+def _pause_routes(kind: str, path: str, what: str) -> tuple[Route, ...]:
+    missing = Refusal(404, f"no such {what}", "not_found", f"no such {what}")
+    name = Parameter("name", "path", {"type": "string", "minLength": 1, "maxLength": 128}, required=True)
+    return (
+        Route(
+            "POST",
+            f"{path}/{{name}}/pause",
+            f"pause{kind}",
+            "admin",
+            f"Admin: pause a {what}: its jobs stay queued (no attempt spent) until it is resumed; pausing a paused "
+            f"{what} changes nothing",
+            answers=(Answer(200, "PauseView", "paused (or already paused: its original paused_at and reason)"),),
+            refusals=(_MALFORMED, missing, _PAUSE_REASON, _SWITCH_FAILED),
+            request="PauseBody",
+            parameters=(name,),
+        ),
+        Route(
+            "POST",
+            f"{path}/{{name}}/resume",
+            f"resume{kind}",
+            "admin",
+            f"Admin: resume a paused {what}: its waiting jobs run; resuming one not paused changes nothing",
+            answers=(Answer(200, "PauseView", "resumed (or was not paused)"),),
+            refusals=(missing, _SWITCH_FAILED),
+            parameters=(name,),
+        ),
+    )
+
+
+PAUSE_ROUTES: tuple[Route, ...] = (
+    *_pause_routes("Queue", "/queues", "queue"),
+    *_pause_routes("JobType", "/job-types", "job type"),
+)
+
 ROUTES: tuple[Route, ...] = (
     Route(
         "POST",
@@ -429,6 +476,56 @@ ROUTES: tuple[Route, ...] = (
         ),
     ),
     Route(
+        "POST",
+        "/jobs/bulk",
+        "bulkJobs",
+        "tenant",
+        "Retry or cancel every job a filter matches (the listing's filters), at most 10,000; with `dry_run`, only "
+        "count them and show a sample",
+        answers=(
+            Answer(
+                202,
+                "BulkOperationView",
+                "the operation, started (a small one may be finished already); follow it at "
+                "GET /jobs/bulk/{operation_id}",
+            ),
+            Answer(200, "BulkPreviewView", "dry run: how many jobs match (exact, or a lower bound) and a sample"),
+        ),
+        refusals=(
+            _MALFORMED,
+            Refusal(
+                403,
+                "`filter.tenant` names another tenant and the caller is not an admin",
+                "forbidden",
+                "this route is for admins (the admin scope, or a listed IAM principal)",
+            ),
+            Refusal(
+                409,
+                "too many bulk operations are running (5 of the caller's, or 100 over all callers)",
+                "conflict",
+                "too many bulk operations are running; retry when one is over",
+            ),
+            Refusal(
+                422,
+                "invalid body: an unknown action, status or job type, a malformed tag or tenant",
+                "invalid_request",
+                "action: Input should be 'retry' or 'cancel'",
+                "action",
+            ),
+        ),
+        request="BulkBody",
+    ),
+    Route(
+        "GET",
+        "/jobs/bulk/{operation_id}",
+        "getBulkOperation",
+        "tenant",
+        "A bulk operation's progress: matched, done, skipped (by reason), failed; running, finished or stopped",
+        answers=(Answer(200, "BulkOperationView", "the operation as far as it got"),),
+        refusals=(Refusal(404, "no such operation (or another caller's)", "not_found", "no such bulk operation"),),
+        parameters=(Parameter("operation_id", "path", {"type": "string", "pattern": JOB_ID_PATTERN}, required=True),),
+    ),
+    Route(
         "GET",
         "/jobs/{job_id}",
         "getJob",
@@ -481,10 +578,32 @@ ROUTES: tuple[Route, ...] = (
         "/jobs/{job_id}/retry",
         "retryJob",
         "tenant",
-        "Run a FAILED or CANCELLED job again, with a fresh attempt budget",
-        answers=(Answer(202, "JobView", "back to QUEUED; its message is sent"),),
-        refusals=(_NO_JOB, Refusal(409, "not failed or cancelled", "conflict", "job is RUNNING"), _OVER_QUOTA),
-        parameters=(_JOB_ID,),
+        "Run a FAILED, CANCELLED or EXPIRED job again, with a fresh attempt budget (without its expiry). A CANCELLED "
+        "job whose `run_at` is still ahead keeps it (SCHEDULED again, or QUEUED with its message delayed) unless "
+        "`now=true`",
+        answers=(
+            Answer(
+                202,
+                "JobView",
+                "back to QUEUED, its message sent (delayed to its run_at, if ahead); or back to SCHEDULED (a "
+                "cancelled job's run_at further ahead than 15 minutes)",
+            ),
+        ),
+        refusals=(
+            _NO_JOB,
+            Refusal(409, "not failed, cancelled or expired", "conflict", "job is RUNNING"),
+            Refusal(422, "now is not true or false", "invalid_request", "now must be true or false", "now"),
+            _OVER_QUOTA,
+        ),
+        parameters=(
+            _JOB_ID,
+            Parameter(
+                "now",
+                "query",
+                {"type": "boolean", "default": False},
+                description="true: run now, even if the cancelled job's run_at is still ahead",
+            ),
+        ),
     ),
     Route(
         "GET",
@@ -532,6 +651,7 @@ ROUTES: tuple[Route, ...] = (
         ),
         parameters=(Parameter("max_per_second", "query", {"type": "integer", "minimum": 1, "maximum": 500}),),
     ),
+    *PAUSE_ROUTES,
     Route(
         "DELETE",
         "/queues/{name}/dead-letters/{job_id}",

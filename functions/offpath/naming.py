@@ -154,3 +154,17 @@ REALTIME_NAMESPACE = "jobs"
 # plugins in every installed distribution's entry points when it builds its first model (6 ms of CPU with the
 # 112 distributions of the development environment, less with the runtime's and the layer's); offpath uses none.
 FUNCTION_ENVIRONMENT = {"PYDANTIC_DISABLE_PLUGINS": "__all__"}
+
+
+# -- pause and resume (docs/flow-control.md) ------------------------------------------------------------------
+# The one item that holds every paused queue class and job type (the source of truth of the pause state).
+PAUSES_ITEM_KEY = "PAUSES"
+
+
+def oldest_age_alarm_id(queue_class: str) -> str:
+    """The queue's age alarm (infra/monitoring.py): a paused queue's is muted and shown as paused."""
+    return f"{queue_class}-oldest-message-age"
+
+
+def alarm_name(prefix: str, alarm_id: str) -> str:
+    return f"{prefix}-{alarm_id}"

@@ -31,6 +31,7 @@
 | `OFFPATH_WEBHOOK_DEADLINE_S` | delivery | a delivery's whole time: connect, send, read (default 10) |
 | `OFFPATH_REALTIME_URL` | notifier | the AppSync Events API's HTTP endpoint events are published to (absent: none) |
 | `OFFPATH_METRICS_BY_JOB_TYPE` | all | `1`: EMF metrics per (queue, job type) too (grows with job types; default off) |
+| `OFFPATH_QUEUE_MAPPINGS` | api | JSON object: queue class -> its SQS event source mapping's UUID (paused: off) |
 | `AWS_ENDPOINT_URL` | all | boto3's own: points every client at an emulator |
 """
 
@@ -59,6 +60,8 @@ class Settings(BaseModel):
     queue_urls: dict[str, str] = Field(default_factory=dict)
     dlq_urls: dict[str, str] = Field(default_factory=dict)
     queue_class: str | None = None
+    # Pause and resume: each queue class's event source mapping (its UUID), which a pause disables.
+    queue_mappings: dict[str, str] = Field(default_factory=dict)
     payload_limit_bytes: int = Field(default=64 * 1024, ge=1, le=MAX_PAYLOAD_LIMIT_BYTES)
     retention_days: int = Field(default=7, ge=1, le=365)
     log_level: str = "INFO"
@@ -99,7 +102,7 @@ class Settings(BaseModel):
     realtime_url: str | None = None
     metrics_by_job_type: bool = False
 
-    @field_validator("queue_urls", "dlq_urls", mode="before")
+    @field_validator("queue_urls", "dlq_urls", "queue_mappings", mode="before")
     @classmethod
     def _json_object(cls, value: object) -> object:
         return json.loads(value) if isinstance(value, str) else value

@@ -7,7 +7,8 @@ declared alarm's state with `set_alarm_state`. Alarms on events (worker errors, 
 found by the sweeper) count the events the runtime saw within the alarm's period.
 
 A state change is the local stand-in for the SNS notification the stack sends: it is written to
-`alarms.jsonl` in the data directory and shown on the console (changes into or out of ALARM).
+`alarms.jsonl` in the data directory and shown on the console (changes into or out of ALARM), unless the
+alarm's actions are disabled (a paused queue class's age alarm): then it is recorded, marked, and shown nowhere.
 
 Differences from AWS: every alarm is evaluated on the current value (one period, one datapoint),
 every interval rather than every minute.
@@ -34,6 +35,12 @@ METRIC_HEARTBEAT_S = 60.0
 AGE_METRIC = "ApproximateAgeOfOldestMessage"
 METRIC_RETENTION_S = 3600.0
 PRUNE_EVERY_S = 600.0
+
+
+def announced(change: dict[str, Any]) -> bool:
+    """Whether a change is shown on the console (the stand-in for the SNS notification): into or out of ALARM, and
+    only while the alarm's actions are enabled."""
+    return "ALARM" in (change["old_state"], change["new_state"]) and bool(change.get("actions_enabled", True))
 
 
 class EventCounts:
@@ -144,12 +151,23 @@ class AlarmEvaluator(Periodic):
             "value": value,
             "threshold": spec.threshold,
             "description": spec.description,
+            # False: the alarm's actions are disabled (its queue class is paused): the change notifies nobody.
+            "actions_enabled": self._actions_enabled(spec.name),
         }
         if self.record_path is not None:
             with open(self.record_path, "a", encoding="utf-8") as record:
                 record.write(json.dumps(change) + "\n")
         if self.on_change:
             self.on_change(change)
+
+    def _actions_enabled(self, name: str) -> bool:
+        """Whether the alarm's actions are enabled (as on AWS, where a disabled one's change sends no notification)."""
+        try:
+            alarms = self.cloudwatch.describe_alarms(AlarmNames=[name]).get("MetricAlarms") or []
+        except Exception:
+            logger.warning("alarm %s: whether its actions are enabled could not be read", name, exc_info=True)
+            return True
+        return bool(alarms[0].get("ActionsEnabled", True)) if alarms else True
 
     def _publish(self, depths: dict[str, QueueDepth]) -> None:
         """The AWS/SQS metrics, as data points: when a value changes, and once a minute regardless. The oldest

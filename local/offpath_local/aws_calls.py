@@ -64,6 +64,8 @@ def resources_of(service: str, operation: str, params: Mapping[str, Any]) -> lis
         add("schedule-dlq", (target.get("DeadLetterConfig") or {}).get("Arn"))
     if service == "kms":  # the one key offpath uses: the stack's, sealing the webhook endpoints' signing secrets
         add("kms-key", "webhook-secrets")
+    if service == "lambda":  # an event source mapping, by its UUID (a queue class's pause)
+        add("mapping", params.get("UUID"))
     if service == "cloudwatch":
         for alarm in params.get("AlarmNames") or []:
             add("alarm", alarm)

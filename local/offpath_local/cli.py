@@ -4,6 +4,8 @@
     offpath submit TYPE --payload JSON  submit a job (--wait: follow it to its end)
     offpath status ID | jobs | queues | redrive QUEUE | schedules | trigger NAME | cancel ID
     offpath discard QUEUE ID            remove a FAILED job's dead letter (it stays FAILED, marked discarded)
+    offpath bulk retry|cancel [filters] retry or cancel every job a filter matches (preview, confirm, progress)
+    offpath pause queue|type NAME       pause a queue class or a job type: its jobs wait (resume: run again)
     offpath console --api URL           the web console for a deployed API, on 127.0.0.1:8080
     offpath clock --endpoint URL        fire a deployment's schedules where its Scheduler does not (LocalStack)
     offpath smoke --api URL             check a live stack after a deploy (docs/deploy.md)
@@ -36,7 +38,7 @@ from offpath_local.client import Answer, ApiClient, CannotConnectError, MissingC
 OK, REFUSED, USAGE, CANNOT_CONNECT = 0, 1, 2, 3
 DEFAULT_DATA = ".offpath"
 DEFAULT_URL = "http://127.0.0.1:8000"
-FINAL_STATES = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
+FINAL_STATES = frozenset({"SUCCEEDED", "FAILED", "CANCELLED", "EXPIRED"})
 POLL_S = 0.25
 # Each request of --wait waits this long for the job (GET /jobs/{id}?wait=N, the longest wait the API takes).
 LONG_POLL_S = MAX_WAIT_S
@@ -138,6 +140,14 @@ def _parser() -> argparse.ArgumentParser:
     submit.add_argument("--key", help="Idempotency-Key: the same key and payload give the same job")
     submit.add_argument("--run-at", metavar="TIME", help="ISO 8601 time to run at, e.g. 2026-01-31T09:00:00Z")
     submit.add_argument("--queue", help="the job type's queue class (checked)")
+    submit.add_argument(
+        "--expires-at", metavar="TIME", help="not started by this ISO 8601 time, the job ends EXPIRED without running"
+    )
+    submit.add_argument(
+        "--debounce",
+        metavar="KEY:SECONDS",
+        help="a later submit under KEY within SECONDS supersedes this job; the last runs SECONDS after it",
+    )
     submit.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE", help="a tag (repeatable, up to 10)")
     submit.add_argument("--wait", action="store_true", help="follow the job to a final state (progress bar)")
     submit.add_argument("--timeout", type=float, metavar="S", help="with --wait: give up after S seconds (exit 1)")
@@ -151,7 +161,7 @@ def _parser() -> argparse.ArgumentParser:
     jobs.add_argument(
         "--status",
         type=str.upper,
-        help="QUEUED, SCHEDULED, RUNNING, RETRYING, SUCCEEDED, FAILED or CANCELLED (any case)",
+        help="QUEUED, SCHEDULED, RUNNING, RETRYING, SUCCEEDED, FAILED, CANCELLED or EXPIRED (any case)",
     )
     jobs.add_argument("--type", help="a job type")
     jobs.add_argument("--limit", type=int, default=20)
@@ -176,6 +186,13 @@ def _parser() -> argparse.ArgumentParser:
     discard.add_argument("queue")
     discard.add_argument("job_id")
 
+    for verb, what in (("pause", "its jobs wait, queued, no attempt spent"), ("resume", "its waiting jobs run")):
+        switch = commands.add_parser(verb, parents=[client], help=f"{verb} a queue class or a job type: {what} (admin)")
+        switch.add_argument("kind", choices=sorted(PAUSE_PATHS), help="queue (a queue class) or type (a job type)")
+        switch.add_argument("name")
+        if verb == "pause":
+            switch.add_argument("--reason", help="why (shown with the pause; up to 200 characters)")
+
     commands.add_parser("schedules", parents=[client], help="declared schedules and their next firing")
 
     trigger = commands.add_parser("trigger", parents=[client], help="fire a declared schedule now (admin)")
@@ -184,8 +201,23 @@ def _parser() -> argparse.ArgumentParser:
     cancel = commands.add_parser("cancel", parents=[client], help="cancel a job that has not started")
     cancel.add_argument("job_id")
 
-    retry = commands.add_parser("retry", parents=[client], help="run a FAILED or CANCELLED job again")
+    retry = commands.add_parser("retry", parents=[client], help="run a FAILED, CANCELLED or EXPIRED job again")
     retry.add_argument("job_id")
+    retry.add_argument(
+        "--now", action="store_true", help="run now, even a cancelled job whose run_at is still ahead (it keeps it)"
+    )
+
+    bulk = commands.add_parser(
+        "bulk", parents=[client], help="retry or cancel every job a filter matches: a preview, a question, progress"
+    )
+    bulk.add_argument("action", choices=["retry", "cancel"])
+    bulk.add_argument("--status", type=str.upper, help="only jobs in this state (any case)")
+    bulk.add_argument("--type", help="only jobs of this type")
+    bulk.add_argument("--tag", metavar="KEY:VALUE", help="only the jobs with this tag")
+    bulk.add_argument("--tenant", help="admin: another tenant's jobs")
+    bulk.add_argument("--dry-run", action="store_true", help="show what matches, change nothing")
+    bulk.add_argument("--yes", action="store_true", help="no question (needed when the input is not a terminal)")
+    bulk.add_argument("--timeout", type=float, metavar="S", help="stop following the progress after S seconds")
 
     commands.add_parser("job-types", parents=[client], help="the job types: queue, limits, who may submit")
     commands.add_parser("alarms", parents=[client], help="the alarms, those in ALARM first (admin)")
@@ -477,9 +509,10 @@ def run_client(args: argparse.Namespace) -> int:
                         "-" if age is None else f"{age:g}s",
                         q["dlq_depth"],
                         redrive.get("status", "-") if redrive else "-",
+                        _paused_since(q),
                     ]
                 )
-            _table(out, ["QUEUE", "VISIBLE", "IN_FLIGHT", "DELAYED", "OLDEST", "DLQ", "REDRIVE"], rows)
+            _table(out, ["QUEUE", "VISIBLE", "IN_FLIGHT", "DELAYED", "OLDEST", "DLQ", "REDRIVE", "PAUSED"], rows)
         return OK
     if command == "redrive":
         query = {"max_per_second": str(args.max_per_second)} if args.max_per_second else None
@@ -498,6 +531,16 @@ def run_client(args: argparse.Namespace) -> int:
         if not answer.ok:
             return _refused(answer)
         _print_job(answer.body, out, args.json)
+        return OK
+    if command in ("pause", "resume"):
+        body = {"reason": args.reason} if command == "pause" and args.reason else None
+        answer = client.call("POST", f"{PAUSE_PATHS[args.kind]}/{_path_part(args.name)}/{command}", body=body)
+        if not answer.ok:
+            return _refused(answer)
+        if args.json:
+            _json(answer.body, out)
+        else:
+            out.write(pause_line(answer.body) + "\n")
         return OK
     if command == "schedules":
         answer = client.call("GET", "/schedules")
@@ -535,11 +578,16 @@ def run_client(args: argparse.Namespace) -> int:
                 out.write(f"schedule {args.schedule} skipped: {body.get('skipped_reason')}\n")
         return OK
     if command in ("cancel", "retry"):
-        answer = client.call("POST", f"/jobs/{_path_part(args.job_id)}/{command}")
+        query = {"now": "true"} if command == "retry" and args.now else None
+        answer = client.call("POST", f"/jobs/{_path_part(args.job_id)}/{command}", query=query)
         if not answer.ok:
             return _refused(answer)
         _print_job(answer.body, out, args.json)
         return OK
+    if command == "bulk":
+        from offpath_local.bulk_command import run_bulk
+
+        return run_bulk(client, args, out, sys.stderr, _refused)
     if command == "job-types":
         return _listing(client, "/job-types", None, out, args.json, _job_type_rows)
     if command == "alarms":
@@ -649,10 +697,49 @@ def _listing(
 
 
 def _job_type_rows(body: dict[str, Any]) -> Rows:
-    return ["JOB_TYPE", "QUEUE", "MAX_ATTEMPTS", "TIMEOUT", "SUBMITTED_BY"], [
-        [t["name"], t["queue"], t["max_attempts"], f"{t['timeout_s']}s", t["submitted_by"]]
+    return ["JOB_TYPE", "QUEUE", "MAX_ATTEMPTS", "TIMEOUT", "SUBMITTED_BY", "PAUSED", "LIMITS"], [
+        [
+            t["name"],
+            t["queue"],
+            t["max_attempts"],
+            f"{t['timeout_s']}s",
+            t["submitted_by"],
+            _paused_since(t),
+            _limits_text(t.get("limits")),
+        ]
         for t in body.get("job_types", [])
     ]
+
+
+def _limits_text(limits: dict[str, Any] | None) -> str:
+    """A job type's flow limits in a few words: "2 at once, 10/s per account" ("-": none)."""
+    if not limits:
+        return "-"
+    parts = [f"{limits['max_concurrency']} at once"] if limits.get("max_concurrency") else []
+    parts += [str(limits["rate_limit"])] if limits.get("rate_limit") else []
+    key = limits.get("concurrency_key")
+    return ", ".join(parts) + (f" per {key}" if key else " per type")
+
+
+# `offpath pause queue NAME` / `offpath pause type NAME`: the API's paths.
+PAUSE_PATHS = {"queue": "/queues", "type": "/job-types"}
+
+
+def _paused_since(view: dict[str, Any]) -> str:
+    """A listing's PAUSED column: since when (`-`: not paused)."""
+    return f"since {view.get('paused_at')}" if view.get("paused") else "-"
+
+
+def pause_line(body: dict[str, Any]) -> str:
+    """What `offpath pause` and `offpath resume` print: the state, and whether this call changed it."""
+    what = f"{'queue' if body.get('kind') == 'queue' else 'job type'} {body.get('name')}"
+    waiting = body.get("waiting")
+    jobs = f"; {waiting} job{'s' if waiting != 1 else ''} waiting" if waiting is not None else ""
+    if not body.get("paused"):
+        return f"{what} resumed" if body.get("changed") else f"{what} was not paused"
+    reason = f" ({body['pause_reason']})" if body.get("pause_reason") else ""
+    state = "paused" if body.get("changed") else "already paused"
+    return f"{what} {state} since {body.get('paused_at')}{reason}{jobs}"
 
 
 def _alarm_rows(body: dict[str, Any]) -> Rows:
@@ -666,7 +753,7 @@ def _alarm_rows(body: dict[str, Any]) -> Rows:
 
 def _stats_rows(body: dict[str, Any]) -> Rows:
     """The minutes' counts added up per queue class and job type."""
-    counted = ("submitted", "succeeded", "failed", "retried", "dead_lettered")
+    counted = ("submitted", "succeeded", "failed", "retried", "dead_lettered", "expired")
     totals: dict[tuple[str, str], list[int]] = {}
     for minute in body.get("minutes", []):
         row = totals.setdefault((minute["queue"], minute["job_type"]), [0] * len(counted))
@@ -688,6 +775,13 @@ def _submit(client: ApiClient, args: argparse.Namespace, out: TextIO) -> int:
         body["run_at"] = args.run_at
     if args.queue:
         body["queue"] = args.queue
+    if args.expires_at:
+        body["expires_at"] = args.expires_at
+    if args.debounce:
+        key, sep, seconds = args.debounce.rpartition(":")
+        if not sep or not key or not seconds.isdigit():
+            raise UsageError("--debounce takes KEY:SECONDS")
+        body["debounce"] = {"key": key, "seconds": int(seconds)}
     if args.tag:
         pairs = [tag.partition("=") for tag in args.tag]
         if any(not sep for _, sep, _ in pairs):
@@ -803,10 +897,13 @@ def _print_job(job: dict[str, Any], out: TextIO, as_json: bool) -> None:
         ("result", json.dumps(job.get("result")) if job.get("result") is not None else None),
         ("error", job.get("error")),
         ("run_at", job.get("run_at")),
+        ("expires_at", job.get("expires_at")),
+        ("superseded_by", job.get("superseded_by")),
         ("created_at", job.get("created_at")),
         ("started_at", job.get("started_at")),
         ("finished_at", job.get("finished_at")),
         ("next_attempt_at", job.get("next_attempt_at")),
+        ("lease_until", job.get("lease_until")),
         ("redrives", job.get("redrives") or None),
         ("tags", ", ".join(f"{k}={v}" for k, v in job["tags"].items()) if job.get("tags") else None),
         ("trace_id", job.get("trace_id")),

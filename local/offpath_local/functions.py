@@ -120,14 +120,16 @@ class ApiFunction:
         alarms: Any = None,
         resolver: Any = None,
         cipher: Any = None,
+        switch: Any = None,
     ) -> None:
         """`stats`, `alarms`: the runtime's stand-ins for what moto's CloudWatch cannot answer (operations.py);
+        `switch`: what a queue class's pause switches (offpath_local.queue_switch, the pollers' switch);
         `resolver`: the webhook routes' resolver (offpath_local.notices.LoopbackResolver, a stand-in for DNS);
         `cipher`: what seals the endpoints' secrets (offpath_local.secret_key, the stand-in for KMS)."""
         self.name = name
         self._module = importlib.import_module(API_MODULE)
         base = self._module.default_services()
-        overrides = {"stats": stats, "alarms": alarms}
+        overrides = {"stats": stats, "alarms": alarms, "switch": switch}
         base = dataclasses.replace(base, **{k: v for k, v in overrides.items() if v is not None})
         if resolver is not None or cipher is not None:
             hooks = self._module.webhook_services(base)  # on Lambda built at the first webhook route's call

@@ -108,7 +108,12 @@ class ObservedJobStore:
 
     def cancel(self, *args: Any, **kwargs: Any) -> Job:
         job = self._inner.cancel(*args, **kwargs)
-        self._events.emit(job, "CANCELLED")
+        self._events.emit(job, "CANCELLED", f"superseded by {job.superseded_by}" if job.superseded_by else "")
+        return job
+
+    def expire(self, *args: Any, **kwargs: Any) -> Job:
+        job = self._inner.expire(*args, **kwargs)
+        self._events.emit(job, "EXPIRED", "not started by its expires_at; never ran")
         return job
 
     def enqueue_scheduled(self, *args: Any, **kwargs: Any) -> Job:

@@ -13,8 +13,11 @@ The runtime puts them in the api function's services (its composition root, `fun
 from __future__ import annotations
 
 import collections
+import json
+import os
 import threading
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from offpath.adapters.cloudwatch import CloudWatchAlarms
@@ -22,6 +25,7 @@ from offpath.domain.operations import AlarmChange, AlarmState, MinuteStats
 from offpath_local.prometheus import KEEP_MINUTES, LocalMetrics
 
 CHANGES_KEPT = 200
+ALARM_RECORD = "alarms.jsonl"  # the alarm evaluator's record of state changes, in the data directory
 
 
 class LocalStats:
@@ -40,6 +44,7 @@ class LocalStats:
                 failed=m.failed,
                 retried=m.retried,
                 dead_lettered=m.dead_lettered,
+                expired=m.expired,
                 duration_p50_s=m.duration_p50_s,
                 duration_p95_s=m.duration_p95_s,
                 queue_wait_p50_s=m.queue_wait_p50_s,
@@ -84,3 +89,35 @@ class LocalAlarms:
 
     def changes(self, *, limit: int) -> list[AlarmChange]:
         return self._changes.newest(limit)
+
+
+def recorded_alarm_changes(path: Path, *, tail_bytes: int = 256 * 1024) -> list[dict[str, Any]]:
+    """The alarm evaluator's record of state changes (one JSON object a line, oldest first): the readable ones
+    among its last `tail_bytes`."""
+    try:
+        with path.open("rb") as record:
+            record.seek(0, os.SEEK_END)
+            size = record.tell()
+            record.seek(max(0, size - tail_bytes))
+            text = record.read().decode("utf-8", errors="replace")
+    except OSError:
+        return []
+    lines = text.splitlines()
+    if size > tail_bytes and lines:
+        lines = lines[1:]  # cut in the middle
+    changes = []
+    for line in lines:
+        try:
+            change = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(change, dict) and {"time", "alarm", "old_state", "new_state", "reason"} <= change.keys():
+            changes.append(change)
+    return changes
+
+
+def restored_reason(state: str, change: dict[str, Any] | None) -> str:
+    """An alarm's reason after a restart: the reason of the change that set its state, and when."""
+    if change is not None and change.get("new_state") == state and change.get("reason"):
+        return f"{change['reason']} (at {change['time']}; kept across a restart, evaluated again from now on)"
+    return f"{state} before the restart (data directory); evaluated again from now on"

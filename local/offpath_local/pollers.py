@@ -6,6 +6,9 @@ event_source.py for one batch: partial batch responses, errors, timeouts), at mo
 free, so no message is received and left waiting: every receive counts towards the redrive policy.
 While a batch is in flight its messages stay invisible (the queue's visibility timeout).
 
+A paused queue class (offpath_local.queue_switch) is not polled, as its disabled mapping is not on AWS; the
+batches in flight when it is paused finish.
+
 Differences from AWS: the mapping starts at its maximum concurrency at once (AWS starts at five
 concurrent batches and adds up to 300 a minute), and the receive is one long poll at a time per queue.
 """
@@ -24,6 +27,8 @@ logger = logging.getLogger("offpath.local.pollers")
 
 LONG_POLL_S = 1
 ERROR_PAUSE_S = 1.0
+# How often a paused poller looks whether its queue class was resumed.
+PAUSED_LOOK_S = 0.2
 
 
 class QueuePoller:
@@ -34,8 +39,11 @@ class QueuePoller:
         queue_class: str,
         max_concurrency: int,
         on_result: Callable[[str, PollResult], None] | None = None,
+        paused: Callable[[], bool] | None = None,
     ) -> None:
+        """`paused`: true while the queue class is paused (its mapping disabled): nothing is received."""
         self.source = source
+        self.paused = paused
         self.queue_class = queue_class
         self.max_concurrency = max(1, max_concurrency)
         self.on_result = on_result
@@ -80,6 +88,9 @@ class QueuePoller:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
+            if self.paused is not None and self.paused():
+                self._stop.wait(PAUSED_LOOK_S)
+                continue
             if not self._slots.acquire(timeout=0.5):
                 continue
             try:

@@ -25,16 +25,17 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 # EMF metric name -> what it counts here.
-SUBMITTED, SUCCEEDED, FAILED, RETRIED, DEAD_LETTERED = (
+SUBMITTED, SUCCEEDED, FAILED, RETRIED, DEAD_LETTERED, EXPIRED = (
     "JobsSubmitted",
     "JobsSucceeded",
     "JobsFailed",
     "JobsRetried",
     "JobsDeadLettered",
+    "JobsExpired",
 )
 DURATION, QUEUE_WAIT = "JobDuration", "QueueDelay"
-COUNTED = (SUBMITTED, SUCCEEDED, FAILED, RETRIED, DEAD_LETTERED)
-OUTCOMES = {SUCCEEDED: "succeeded", FAILED: "failed"}
+COUNTED = (SUBMITTED, SUCCEEDED, FAILED, RETRIED, DEAD_LETTERED, EXPIRED)
+OUTCOMES = {SUCCEEDED: "succeeded", FAILED: "failed", EXPIRED: "expired"}
 LABELS = ("queue", "job_type")
 # Seconds: from a 5 ms echo to a 15-minute (Lambda's longest) run.
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900)
@@ -69,6 +70,7 @@ class MinuteStats:
     failed: int
     retried: int
     dead_lettered: int
+    expired: int
     duration_p50_s: float | None
     duration_p95_s: float | None
     queue_wait_p50_s: float | None
@@ -192,6 +194,7 @@ def _minute_stats(minute: int, queue: str, job_type: str, bucket: _Minute) -> Mi
         failed=counts[FAILED],
         retried=counts[RETRIED],
         dead_lettered=counts[DEAD_LETTERED],
+        expired=counts[EXPIRED],
         duration_p50_s=duration_p50,
         duration_p95_s=duration_p95,
         queue_wait_p50_s=wait_p50,

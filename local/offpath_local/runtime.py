@@ -20,6 +20,7 @@ is RUNNING with a lease and its message in flight in the snapshot: the next star
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import logging
@@ -30,12 +31,13 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from offpath.contract import READ_FUNCTION
 from offpath.naming import TABLE_KEY, read_function_name
-from offpath_local.alarms import AlarmEvaluator, EventCounts
+from offpath_local.alarms import AlarmEvaluator, EventCounts, announced
 from offpath_local.console import local_pages
 from offpath_local.emulator import CREDENTIALS, Emulator, QueuePeek
 from offpath_local.event_source import PollResult, SqsEventSource
@@ -53,11 +55,21 @@ from offpath_local.gateway import Authorizer, Gateway
 from offpath_local.job_events import ConsoleSummary, JobEvents
 from offpath_local.journal import Journal, apply
 from offpath_local.notices import DeliveryFunction, LoopbackResolver, NotifierFunction
-from offpath_local.operations import AlarmChanges, LocalAlarms, LocalStats
+from offpath_local.operations import (
+    ALARM_RECORD,
+    CHANGES_KEPT,
+    AlarmChanges,
+    LocalAlarms,
+    LocalStats,
+    recorded_alarm_changes,
+    restored_reason,
+)
 from offpath_local.output import Output
 from offpath_local.pollers import QueuePoller
 from offpath_local.prometheus import LocalMetrics
+from offpath_local.queue_switch import LocalQueueSwitch
 from offpath_local.realtime import JobEventStreams, RealtimeHub
+from offpath_local.recovery import end_leases, left_running
 from offpath_local.resources import (
     DELIVERY_BATCH_SIZE,
     DELIVERY_FUNCTION_TIMEOUT_S,
@@ -108,6 +120,19 @@ _RESOURCE_SETTINGS = frozenset(
         "OFFPATH_EVENT_BUS_NAME",
     }
 )
+
+
+def port_free(host: str, port: int) -> None:
+    """Raises OSError (EADDRINUSE) when the API's port is taken, before the start changes anything. Port 0 (any
+    free port) is never taken."""
+    if port == 0:
+        return
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        # As the HTTP server binds (allow_reuse_address): a port left in TIME_WAIT is free, a listener's is not.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind((host, port))
 
 
 class ReceiverPortTaken(OSError):
@@ -167,6 +192,7 @@ class LocalRuntime:
         self.lock = DataLock(self.data_dir)
         self.snapshot = Snapshot(self.data_dir)
         self.restored: dict[str, int] | None = None  # what the snapshot brought back at start; None: nothing
+        self.recovered: list[str] = []  # jobs a previous run left RUNNING, whose leases this start ended
         self.abandoned = 0  # batches still running when the grace period ended
         self._pollers: list[QueuePoller] = []
         self._saver: StateSaver | None = None
@@ -188,13 +214,24 @@ class LocalRuntime:
         """Raises state.DataDirectoryInUse, having changed nothing, when another instance uses the data directory."""
         started = time.perf_counter()
         config = self.config
-        self.lock.acquire()
+        created = not self.data_dir.exists()
+        if created:  # a busy port stops the start before the data directory is made
+            port_free(config.host, config.port)
+        self.lock.acquire()  # an instance on this data directory is named first, whatever port it holds
+        if not created:
+            try:
+                port_free(config.host, config.port)
+            except OSError:
+                self.lock.release()
+                raise
         self._private_files()
         self.output.install()
         try:
             self._start(config)
         except BaseException:
             self.stop()
+            if created:  # a start that failed leaves no data directory of its own behind
+                shutil.rmtree(self.data_dir, ignore_errors=True)
             raise
         self.started_in_s = time.perf_counter() - started
         self._started = True
@@ -230,6 +267,7 @@ class LocalRuntime:
             )
         sources = self._state_sources(clients, resources, registry)
         saved = self._restore(sources)
+        self.recovered = self._end_leases_of_previous_run(clients["dynamodb"], resources.table_name, saved)
         if config.faults is not None:
             # Before any function makes its clients: they all come from boto3's default session.
             self.faults = FaultInjector(config.faults, self.data_dir / FAULTS_FILE)
@@ -244,6 +282,8 @@ class LocalRuntime:
         # Functions (their services are built here, on one thread).
         from offpath.adapters.cloudwatch import CloudWatchAlarms
 
+        switch = self._queue_switch(clients, registry, config.prefix, settings)
+
         api = ApiFunction(
             api_function_name(config.prefix),
             self.events,
@@ -253,6 +293,7 @@ class LocalRuntime:
             alarms=LocalAlarms(CloudWatchAlarms(config.prefix, client=clients["cloudwatch"]), self.alarm_changes),
             resolver=LoopbackResolver(),
             cipher=self._cipher(),
+            switch=switch,
         )
         self._parts.append(api)
         read = ApiFunction(read_function_name(config.prefix), self.events, config.read_environments, self.counts.add)
@@ -285,6 +326,10 @@ class LocalRuntime:
             function.available()
             function.start()
             self._parts.append(function)
+        if self.recovered:  # their leases ended: the sweeper requeues them now, not at its next minute
+            async_functions[sweeper_function_name(config.prefix)].invoke_async(
+                {"kind": "sweep", "scheduled_time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
+            )
 
         # Pollers: one per queue class, on its own SQS client (its long polls hold a connection).
         for name, queue_class in registry.queues.items():
@@ -311,7 +356,11 @@ class LocalRuntime:
                 region=REGION,
             )
             poller = QueuePoller(
-                source, queue_class=name, max_concurrency=queue_class.max_concurrency, on_result=self._on_batch
+                source,
+                queue_class=name,
+                max_concurrency=queue_class.max_concurrency,
+                on_result=self._on_batch,
+                paused=functools.partial(switch.is_paused, name),
             )
             poller.start()
             self._pollers.append(poller)
@@ -349,7 +398,7 @@ class LocalRuntime:
             specs=resources.alarms,
             events=self.counts,
             interval_s=config.alarm_interval_s,
-            record_path=self.data_dir / "alarms.jsonl",
+            record_path=self.data_dir / ALARM_RECORD,
             on_change=self._on_alarm,
         )
         self._alarms = alarms
@@ -394,6 +443,19 @@ class LocalRuntime:
             raise ReceiverPortTaken(f"--webhook-port {self.gateway.port} is the API's own port")
         if self.faults is not None:
             self.faults.arm()
+
+    def _queue_switch(self, clients: dict[str, Any], registry: Any, prefix: str, settings: Any) -> LocalQueueSwitch:
+        """The pollers' switch, with the pauses the table holds applied (a pause outlives a restart)."""
+        from offpath.adapters.dynamodb_pauses import DynamoDbPauseStore
+        from offpath.adapters.queue_switch import AwsQueueSwitch
+        from offpath.naming import alarm_name, oldest_age_alarm_id
+
+        alarms = {name: [alarm_name(prefix, oldest_age_alarm_id(name))] for name in registry.queues}
+        switch = LocalQueueSwitch(AwsQueueSwitch({}, alarms, cloudwatch=clients["cloudwatch"]))
+        for name in DynamoDbPauseStore(settings.table_name, client=clients["dynamodb"]).pauses().queues:
+            if name in registry.queues:
+                switch.apply(name, paused=True)
+        return switch
 
     def _cipher(self) -> Any:
         """The stand-in for the stack's KMS key: the webhook secrets' key, beside the data directory."""
@@ -547,6 +609,7 @@ class LocalRuntime:
             " only this runtime)",
             f"  data       {self.data_dir}/  (function logs: offpath.log, alarm changes: alarms.jsonl)",
             f"  state      {self._state_line()}",
+            f"  quotas     {self._quotas_line()}",
             *(
                 [f"  faults     {self.config.faults.describe()} (each injected one in {FAULTS_FILE})"]
                 if self.faults
@@ -568,6 +631,19 @@ class LocalRuntime:
         ]
         return "\n".join(lines)
 
+    def _quotas_line(self) -> str:
+        """The tenants' quotas in force (--quota, else OFFPATH_QUOTAS), one entry each as `--quota` takes it."""
+        from offpath.domain.quotas import QuotaSpecError, parse
+
+        text = self.config.quotas if self.config.quotas is not None else os.environ.get("OFFPATH_QUOTAS", "")
+        try:
+            book = parse(text)
+        except QuotaSpecError as error:
+            return f"unreadable ({error})"
+        if not book.configured:
+            return "none (--quota TENANT:submits_per_s=N,open_jobs=M... limits a tenant)"
+        return "; ".join(book.text().split(";"))
+
     def _state_line(self) -> str:
         kept = f"kept in {self.snapshot.path.name} across restarts"
         if self.config.fresh:
@@ -579,6 +655,11 @@ class LocalRuntime:
             f"restored {r['jobs']} job(s), {r['messages']} queued message(s), {r['schedules']} one-time schedule(s)"
             f" and {r['records']} other record(s) (idempotency keys, once marks...)"
             + (f"; {self._replayed} journaled change(s) replayed" if self._replayed else "")
+            + (
+                f"; {len(self.recovered)} job(s) left RUNNING by the previous run: leases ended, requeued now"
+                if self.recovered
+                else ""
+            )
         )
 
     # -- internals ----------------------------------------------------------------------------
@@ -698,6 +779,18 @@ class LocalRuntime:
         self._state_live = True
         return saved
 
+    def _end_leases_of_previous_run(self, dynamodb: Any, table_name: str, saved: dict[str, Any] | None) -> list[str]:
+        """No worker of this run holds a lease yet, and the data directory's lock keeps any other run out: the
+        leases of the jobs the previous run left RUNNING are ended (recovery.py)."""
+        if not saved:
+            return []
+        items = (saved.get("table") or {}).get("items") or []
+        jobs = left_running(items, TABLE_KEY[0])
+        ended = end_leases(dynamodb, table_name, jobs, datetime.now(UTC)) if jobs else []
+        if ended:
+            logger.info("%d job(s) left RUNNING by the previous run: their leases ended at start", len(ended))
+        return ended
+
     def _private_files(self) -> None:
         """The data directory is its owner's alone (state.DataLock made it 0700), and so is every file in it: files
         made from now on (umask 077 while the runtime runs), and those an earlier version left readable."""
@@ -707,12 +800,20 @@ class LocalRuntime:
                 path.chmod(0o600)
 
     def _restore_alarms(self, cloudwatch: Any, states: dict[str, str]) -> None:
+        """The alarms' states before the restart, each with the reason of the change that set it (alarms.jsonl);
+        the recent changes, from the same record, are listed again (GET /alarms)."""
         assert self._alarms is not None
+        if not states:  # nothing restored (a first start, or --fresh)
+            return
+        changes = recorded_alarm_changes(self.data_dir / ALARM_RECORD)
+        for change in changes[-CHANGES_KEPT:]:
+            self.alarm_changes.record(change)
+        last = {str(change["alarm"]): change for change in changes}
         for name, state in states.items():
             if name in self._alarms.states and state in {"OK", "ALARM"}:
                 self._alarms.states[name] = state
                 cloudwatch.set_alarm_state(
-                    AlarmName=name, StateValue=state, StateReason="the state before the restart (data directory)"
+                    AlarmName=name, StateValue=state, StateReason=restored_reason(state, last.get(name))
                 )
 
     def _on_batch(self, queue_class: str, result: PollResult) -> None:
@@ -725,7 +826,7 @@ class LocalRuntime:
 
     def _on_alarm(self, change: dict[str, Any]) -> None:
         self.alarm_changes.record(change)
-        if "ALARM" not in (change["old_state"], change["new_state"]):
+        if not announced(change):  # (actions disabled: a paused queue class's age alarm notifies nobody)
             return
         stamp = time.strftime("%H:%M:%S")
         self.output.say(

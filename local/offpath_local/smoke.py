@@ -38,7 +38,7 @@ from offpath_local.client import EXECUTE_API_HOST, ApiClient, CannotConnectError
 T = TypeVar("T")
 PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"
 MARKS = {PASS: "✓", FAIL: "✗", SKIP: "-"}
-FINAL = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
+FINAL = frozenset({"SUCCEEDED", "FAILED", "CANCELLED", "EXPIRED"})
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

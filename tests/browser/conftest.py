@@ -51,7 +51,7 @@ def local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Local]:
         tmp_path_factory.mktemp("offpath-console"),
         tokens={TENANT_A: TOKEN_A, TENANT_B: TOKEN_B, TENANT_HOOKS: TOKEN_HOOKS},
         admins=[TENANT_A],
-        load=["tests.e2e.local_schedules"],
+        load=["tests.e2e.local_schedules", "tests.browser.long_names"],
         args=["--alarm-interval", "0.5"],
         env=tests_importable(),
         cwd=ROOT,

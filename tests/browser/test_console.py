@@ -58,6 +58,7 @@ def test_every_page_opens_at_its_own_url(console: OpenConsole, local: Local) -> 
         ("queue", "/console/queues/default", "Queue default"),
         ("schedules", "/console/schedules", "Schedules"),
         ("alarms", "/console/alarms", "Alarms"),
+        ("job types", "/console/job-types", "Job types"),
     ]
     for name, path, heading in pages:
         admin.open(path)
@@ -142,7 +143,7 @@ def test_a_tenant_sees_its_own_jobs_and_no_admin_page(console: OpenConsole, loca
     tenant = console(TOKEN_B)
 
     assert tenant.page.url.endswith("/console/jobs"), "a tenant starts on its jobs"
-    expect(tenant.page.locator("#nav a")).to_have_text(["Jobs", "Webhooks"])
+    expect(tenant.page.locator("#nav a")).to_have_text(["Jobs", "Job types", "Webhooks"])
     expect(row(tenant, mine)).to_have_count(1)
     expect(row(tenant, theirs)).to_have_count(0)
     tenant.screenshot("tenant-jobs")
@@ -362,7 +363,7 @@ def test_offpath_console_serves_the_same_console_for_a_deployed_api(console: Ope
     try:
         remote = console(proxy.session_token, base=proxy.url)
         expect(remote.page.locator("#nav a")).to_have_text(
-            ["Overview", "Jobs", "Queues", "Schedules", "Alarms", "Webhooks"]
+            ["Overview", "Jobs", "Queues", "Job types", "Schedules", "Alarms", "Webhooks"]
         )
         remote.open("/console/jobs")
         expect(row(remote, job_id)).to_have_count(1)
@@ -425,3 +426,37 @@ def test_a_jobs_tags_are_shown_and_list_the_jobs_tagged_so(console: OpenConsole,
     expect(admin.page.locator("#filter-tag")).to_have_value("customer:acme-42")
     expect(row(admin, tagged)).to_have_count(1)
     expect(row(admin, untagged)).to_have_count(0)
+
+
+def test_an_expired_job_shows_its_expiry_and_runs_when_retried_from_its_page(
+    console: OpenConsole, local: Local
+) -> None:
+    # Due 1.9 s from now, its message is delivered 2 s after the submit (SQS delays are whole seconds): expired.
+    now = datetime.now(UTC)
+    expires_at = (now + timedelta(seconds=1.901)).isoformat().replace("+00:00", "Z")
+    run_at = (now + timedelta(seconds=1.9)).isoformat().replace("+00:00", "Z")
+    job_id = submit(local, "demo.echo", {"late": True}, run_at=run_at, expires_at=expires_at)
+    local.wait_for_job(job_id, {"EXPIRED", "SUCCEEDED"}, timeout_s=30)
+    admin = console(TOKEN_A).open(f"/console/jobs/{job_id}")
+    expect(admin.page.locator("main .badge").first).to_have_text("EXPIRED")
+    expect(admin.page.locator("main dl.fields")).to_contain_text("Expires at")
+    expect(admin.page.locator("main ol.timeline")).to_contain_text("EXPIRED: not started by its expires_at; never ran")
+
+    admin.page.get_by_role("button", name="Retry").click()
+
+    expect(admin.page.locator("main .badge").first).to_have_text("SUCCEEDED", timeout=RUN_S)
+    assert local.job(job_id)["expires_at"] is None
+
+
+def test_a_superseded_job_links_the_job_that_took_its_place(console: OpenConsole, local: Local) -> None:
+    key = f"browser-{datetime.now(UTC).timestamp()}"
+    first = submit(local, "demo.echo", {"n": 1}, debounce={"key": key, "seconds": 60})
+    second = submit(local, "demo.echo", {"n": 2}, debounce={"key": key, "seconds": 60})
+    admin = console(TOKEN_A).open(f"/console/jobs/{first}")
+    expect(admin.page.locator("main .badge").first).to_have_text("CANCELLED")
+    expect(admin.page.locator("main ol.timeline")).to_contain_text("superseded by a later submit")
+
+    admin.page.locator(f'main dl.fields a[href="/console/jobs/{second}"]').click()
+
+    expect(admin.page.locator("main .badge").first).to_have_text("QUEUED")
+    local.call("POST", f"/jobs/{second}/cancel")

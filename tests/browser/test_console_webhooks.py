@@ -70,6 +70,7 @@ def test_the_webhooks_pages_show_each_endpoint_its_deliveries_and_why_one_is_dis
     expect(attempt).to_contain_text("job.succeeded", timeout=RUN_S)
     expect(attempt.locator(".status-code")).to_have_text("200")
     expect(attempt).to_contain_text(" ms")
+    expect(attempt.locator(f'a[href="/console/jobs/{job_id}"]')).to_have_text(job_id)  # the job it was about
 
     tenant.page.get_by_role("button", name="Send test").click()
     expect(tenant.page.locator("main .notice")).to_contain_text("Sent webhook.test evt_test_")

@@ -9,6 +9,11 @@ tests/integration (test_scheduling.py, test_submit_api.py):
 - An `Idempotency-Key` used before with another request is refused (422 idempotency_key_reused): a key that
   fits the document's pattern is made unique to its request (a suffix is added), so a schema-valid request
   never reuses one by chance.
+- `expires_at` must be in the future, after the job's run time and at most the retention (7 days) ahead, and
+  `debounce` decides when a job runs (with a `run_at` beside it: 422 run_at): a submit's (or a batch item's)
+  `expires_at` that is a date-time is moved to a day after its run time, a `run_at` beside a `debounce` is
+  dropped, and a `run_at` more than 6 days ahead beside an expiry is dropped (tests/unit/test_expiry.py and
+  tests/integration/test_expiry_and_debounce_api.py test the rules).
 - A listing's `cursor` is only accepted from the listing that handed it out (422 invalid_cursor otherwise): a
   cursor that fits the document's pattern is replaced by one of the real cursors in FUZZ_CURSORS (a JSON list,
   set by the test from the pages of the jobs it seeded). Those are the caller's own listing's: a request that
@@ -89,6 +94,47 @@ def before_call(context: Any, case: Any, kwargs: dict[str, Any]) -> None:
         if real is not None:
             case.query["cursor"] = real
     _steer_webhook(case)
+    _steer_expiry(case)
+
+
+RFC3339 = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?([Zz]|[+-][0-9]{2}:[0-9]{2})"
+)
+EXPIRY_AHEAD_MAX = timedelta(days=6)
+
+
+def _steer_expiry(case: Any) -> None:
+    if case.method.upper() != "POST" or case.path not in ("/jobs", "/jobs/batch"):
+        return
+    body = case.body
+    items = body.get("jobs") if isinstance(body, dict) and case.path == "/jobs/batch" else [body]
+    for item in items if isinstance(items, list) else []:
+        if isinstance(item, dict):
+            _steer_expiry_of(item)
+
+
+def _steer_expiry_of(item: dict[str, Any]) -> None:
+    now = datetime.now(UTC)
+    debounce = item.get("debounce")
+    if debounce is not None and item.get("run_at") is not None:
+        item["run_at"] = None
+    expires_at = item.get("expires_at")
+    if not (isinstance(expires_at, str) and RFC3339.fullmatch(expires_at)):
+        return
+    due = now
+    run_at = item.get("run_at")
+    if isinstance(run_at, str) and RFC3339.fullmatch(run_at):
+        try:
+            due = max(now, datetime.fromisoformat(run_at.upper()).astimezone(UTC))
+        except (ValueError, OverflowError):
+            due = now
+    if due - now > EXPIRY_AHEAD_MAX:
+        item["run_at"] = None
+        due = now
+    seconds = debounce.get("seconds") if isinstance(debounce, dict) else None
+    if isinstance(seconds, int) and not isinstance(seconds, bool) and 0 < seconds <= 900:
+        due = now + timedelta(seconds=seconds)
+    item["expires_at"] = (due + timedelta(days=1)).isoformat()
 
 
 def _steer_webhook(case: Any) -> None:

@@ -161,17 +161,23 @@ def test_jobs_takes_a_status_in_any_case(target: Target, capsys: pytest.CaptureF
     assert {job["status"] for job in listed["jobs"]} == {"FAILED"}
 
 
-def test_retry_runs_a_cancelled_job_again(target: Target, capsys: pytest.CaptureFixture[str]) -> None:
+def test_retry_runs_a_cancelled_job_again_at_its_run_at_or_now(
+    target: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
     tomorrow = (datetime.now(UTC) + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
     later = {"type": "demo.echo", "payload": {"n": 2}, "run_at": tomorrow}
-    job_id = target.call("POST", "/jobs", body=later).body["job_id"]
-    assert run(target, "cancel", job_id) == OK
+    kept, now = (target.call("POST", "/jobs", body=later).body["job_id"] for _ in range(2))
+    assert run(target, "cancel", kept) == OK and run(target, "cancel", now) == OK
     capsys.readouterr()
 
-    code = run(target, "retry", job_id, "--json")
+    assert run(target, "retry", kept, "--json") == OK
+    scheduled = json.loads(capsys.readouterr().out)
+    assert run(target, "retry", now, "--now", "--json") == OK
+    queued = json.loads(capsys.readouterr().out)
 
-    assert code == OK
-    assert json.loads(capsys.readouterr().out)["status"] in {"QUEUED", "SCHEDULED"}
+    assert (scheduled["status"], scheduled["run_at"][:19]) == ("SCHEDULED", tomorrow[:19])
+    assert queued["status"] == "QUEUED"
+    assert run(target, "cancel", kept) == OK
 
 
 @pytest.mark.needs("admin")
@@ -207,8 +213,18 @@ def test_job_types_alarms_and_stats_print_tables(target: Target, capsys: pytest.
 
     assert run(target, "job-types") == OK
     types = capsys.readouterr().out
-    assert types.splitlines()[0].split() == ["JOB_TYPE", "QUEUE", "MAX_ATTEMPTS", "TIMEOUT", "SUBMITTED_BY"]
-    assert any(line.split()[:2] == ["demo.echo", "default"] for line in types.splitlines())
+    assert types.splitlines()[0].split() == [
+        "JOB_TYPE",
+        "QUEUE",
+        "MAX_ATTEMPTS",
+        "TIMEOUT",
+        "SUBMITTED_BY",
+        "PAUSED",
+        "LIMITS",
+    ]
+    assert any(line.split()[:2] == ["demo.echo", "default"] and line.split()[-1] == "-" for line in types.splitlines())
+    limited = [line for line in types.splitlines() if line.startswith("demo.limited")]
+    assert [line.split("tenant", 1)[1].strip() for line in limited] == ["-  2 at once per account"]
 
     assert run(target, "alarms") == OK
     alarms = capsys.readouterr().out.splitlines()
@@ -238,3 +254,26 @@ def test_submit_with_tags_and_list_by_tag(target: Target, capsys: pytest.Capture
 
     assert [job["job_id"] for job in listed] == [job_id]
     assert "customer=cli-tags, tier=gold" in shown
+
+
+def test_pause_and_resume_a_job_type_print_its_state(target: Target, capsys: pytest.CaptureFixture[str]) -> None:
+    try:
+        assert run(target, "pause", "type", "demo.sleep", "--reason", "cli check") == OK
+        paused = capsys.readouterr().out.strip()
+        assert run(target, "pause", "type", "demo.sleep") == OK
+        again = capsys.readouterr().out.strip()
+        assert run(target, "job-types") == OK
+        listed = capsys.readouterr().out.splitlines()
+    finally:
+        assert run(target, "resume", "type", "demo.sleep") == OK
+    resumed = capsys.readouterr().out.strip()
+
+    assert re.fullmatch(r"job type demo\.sleep paused since \S+Z \(cli check\)", paused), paused
+    assert again == paused.replace(" paused since", " already paused since")
+    assert listed[1].split()[:1] + listed[1].split()[-2:-1] == ["demo.sleep", "since"], "paused types come first"
+    assert resumed == "job type demo.sleep resumed"
+
+
+def test_pausing_an_unknown_queue_exits_1(target: Target, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(target, "pause", "queue", "nope") == REFUSED
+    assert "404 not_found: no such queue" in capsys.readouterr().err

@@ -46,6 +46,7 @@ import pytest
 from offpath import contract
 from offpath.handlers.openapi import openapi_document
 from offpath.jobs import load_job_types
+from offpath.logic.waiting import MAX_WAIT_S
 from offpath_tools.launcher import OffpathLocal
 from tests.e2e.conftest import ROOT, wait_for
 from tests.e2e.fuzz_hooks import LOOPBACK_RECEIVER, LOOPBACK_RECEIVER_PORT, WEBHOOK_NAMES
@@ -121,6 +122,9 @@ def schemathesis_config() -> str:
     # API Gateway answers an undeclared method on these paths 404, not the 405 unsupported_method expects.
     plain_paths = sorted({route.path for route in contract.ROUTES if "{" not in route.path})
     lines = [
+        # A long poll (GET /jobs/{id}?wait=N) of a job that stays unfinished answers after N s, up to 20.
+        f"request-timeout = {MAX_WAIT_S + 10:g}",
+        "",
         "[generation]",
         f"max-examples = {MAX_EXAMPLES}",
         f"deterministic = {_toml(SEED is None)}",

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from offpath_local.faults import KINDS
-from offpath_tools.ledger import FINAL_WITHIN_S, Ledger, LedgerRuntime, run_ledger
+from offpath_tools.ledger import FINAL_WITHIN_S, FLOW_ACCOUNTS, LIMITED_AT_ONCE, Ledger, LedgerRuntime, run_ledger
 
 # A seed whose draws meet every kind of fault, worker crashes of welcome jobs among them (the draws depend on the
 # idempotency keys: with these keys seed 6 crashes 5 welcome jobs' workers, seed 7 none).
@@ -160,3 +160,44 @@ def test_no_final_state_is_without_its_delivery_or_its_deliverys_dlq_entry(
     assert webhooks.undelivered == []
     assert webhooks.unverified == 0
     assert webhooks.answered_503 > 0
+
+
+# -- with flow control --------------------------------------------------------------------------------
+
+FLOW_JOBS = 30
+# One job's worker dies after the job ran, holding its slot: the slot frees at its time's end, the job runs again.
+FLOW_CRASHED = "flow-0"
+
+
+@pytest.fixture(scope="module")
+def ledger_with_flow_control(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ledger]:
+    data_dir: Path = tmp_path_factory.mktemp("ledger-flow")
+    local = LedgerRuntime.launch(
+        data_dir, seed=SEED, fault_rate=FAULT_RATE, fault_jobs=[f"worker-crash:key={FLOW_CRASHED}"]
+    )
+    try:
+        result = run_ledger(
+            local, FLOW_JOBS, seed=SEED, fault_rate=FAULT_RATE, timeout_s=FINAL_WITHIN_S, tag="flow", flow_control=True
+        )
+    finally:
+        local.stop()
+    print("\n" + "\n".join(result.lines()))
+    yield result
+
+
+def test_with_flow_control_no_account_ever_runs_more_than_its_limit_and_nothing_is_lost(
+    ledger_with_flow_control: Ledger,
+) -> None:
+    """`e2e.limited` (at most 2 at once per account) under the same faults: the runs' own start and end times (the
+    job function writes them down) never show 3 of one account at once; every job succeeds."""
+    result = ledger_with_flow_control
+
+    assert (result.accepted, result.lost, result.unexpected) == (FLOW_JOBS, [], [])
+    assert result.succeeded == FLOW_JOBS
+    assert set(result.most_at_once) == {f"account-{n}" for n in range(FLOW_ACCOUNTS)}
+    assert result.over_limit == {}
+    assert max(result.most_at_once.values()) == LIMITED_AT_ONCE  # the limit was met, not just never reached
+    assert result.admission_waits > 0
+    assert sum(result.faults.values()) > 0
+    (crashed,) = result.faulted_jobs["worker-crash"]
+    assert result.views[crashed]["status"] == "SUCCEEDED" and result.views[crashed]["attempts"] == 2

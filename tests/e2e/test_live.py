@@ -240,10 +240,23 @@ def test_a_cancelled_job_can_be_retried_and_then_runs(target: Target) -> None:
     ]
     assert target.call("POST", f"/jobs/{job_id}/cancel").status == 200
 
-    retried = target.call("POST", f"/jobs/{job_id}/retry")
+    retried = target.call("POST", f"/jobs/{job_id}/retry?now=true")
 
     assert retried.status == 202
     assert target.wait_for_job(job_id, FINAL)["status"] == "SUCCEEDED"
+
+
+def test_a_cancelled_delayed_job_retried_keeps_its_run_at(target: Target) -> None:
+    run_at = in_a_month()
+    submitted = target.call("POST", "/jobs", body={"type": "demo.echo", "payload": {"r": 2}, "run_at": run_at}).body
+    assert target.call("POST", f"/jobs/{submitted['job_id']}/cancel").status == 200
+
+    retried = target.call("POST", f"/jobs/{submitted['job_id']}/retry")
+
+    assert retried.status == 202
+    assert (retried.body["status"], retried.body["run_at"]) == ("SCHEDULED", submitted["run_at"])
+    assert target.call("GET", f"/jobs/{submitted['job_id']}").body["status"] == "SCHEDULED"
+    assert target.call("POST", f"/jobs/{submitted['job_id']}/cancel").status == 200  # leaves nothing due later
 
 
 # -- reading: listings, long poll, batches -----------------------------------------------------------------------

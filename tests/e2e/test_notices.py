@@ -25,7 +25,7 @@ from offpath_tools.webhook_receiver import Receiver, listening, trickle
 from tests.e2e.conftest import ROOT, Local, wait_for
 from tests.e2e.target import Target
 
-TENANTS = [f"notice-{i}" for i in range(14)]
+TENANTS = [f"notice-{i}" for i in range(15)]
 
 
 def token(tenant: str) -> str:
@@ -414,3 +414,23 @@ def test_a_slow_receiver_holds_only_its_own_deliveries(notices: Local, receiver:
 
 def _if_three(attempts: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
     return attempts[:3] if len(attempts) >= 3 else None
+
+
+def test_the_deliveries_log_names_the_job_and_the_event_type_of_each_delivery(
+    notices: Local, receiver: Receiver
+) -> None:
+    tenant = TENANTS[14]
+    register(notices, tenant, "named", receiver.url("/named"), ["job.succeeded", "job.failed"])
+    done = notices.submit("demo.echo", {"n": 1}, token=token(tenant)).body["job_id"]
+    failed = notices.submit("demo.poison", {"reason": "named"}, token=token(tenant)).body["job_id"]
+    test_event = notices.call("POST", "/webhooks/named/test", token=token(tenant)).body["event_id"]
+
+    log = wait_for(
+        lambda: _if_three(notices.call("GET", "/webhooks/named/deliveries", token=token(tenant)).body["deliveries"]),
+        timeout_s=60,
+    )
+
+    assert sorted((a["job_id"] or "-", a["type"]) for a in log) == sorted(
+        [(done, "job.succeeded"), (failed, "job.failed"), ("-", "webhook.test")]
+    )
+    assert next(a for a in log if a["job_id"] is None)["event_id"] == test_event

@@ -404,3 +404,129 @@ def test_the_data_directory_is_private_and_the_emulator_answers_only_the_runtime
     assert {"events.jsonl", "offpath.log", "local.json", "lock"} <= set(modes)
     assert {name: mode for name, mode in modes.items() if mode != "0o600"} == {}
     assert running.stop()[0] == 0
+
+
+def test_a_job_left_running_by_a_killed_runtime_is_recovered_at_the_next_start_not_at_its_lease_end(
+    tmp_path: Path, instances: list[Instance]
+) -> None:
+    """Real timings: the job's lease is the worker's 12 minutes and more. After kill -9 the next start ends the
+    leases the dead run held (no worker of its own can hold one) and the sweeper requeues the job at once."""
+    data_dir = tmp_path / "data"
+    first = start(data_dir, tmp_path / "console-1.txt")
+    instances.append(first)
+    job_id = submit(first.local, "demo.sleep", {"ms": 20_000})
+    running = first.local.wait_for_job(job_id, {"RUNNING"}, token=TOKEN)
+    lease_until = datetime.fromisoformat(running["lease_until"])
+    assert lease_until - datetime.now(UTC) > timedelta(minutes=5)
+    shown = subprocess.run(
+        [sys.executable, "-m", "offpath_local", "status", job_id, "--data", str(data_dir)],
+        cwd=ROOT,
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert f"lease_until      {running['lease_until']}" in shown.stdout.splitlines()
+    first.process.kill()
+    first.process.wait(timeout=10)
+
+    second = start(data_dir, tmp_path / "console-2.txt")
+    instances.append(second)
+    # Long before the 12-minute lease would end: attempt 2 runs on a new lease, then the job succeeds.
+    again = wait_for(
+        lambda: ((j := job(second.local, job_id))["attempts"] == 2 and j["status"] == "RUNNING" and j) or None,
+        timeout_s=90,
+    )
+    view = final(second.local, job_id, timeout_s=90)
+
+    assert "1 job(s) left RUNNING by the previous run: leases ended, requeued now" in second.console
+    assert datetime.fromisoformat(again["lease_until"]) > datetime.now(UTC)
+    assert view["status"] == "SUCCEEDED"
+    assert [a["outcome"] for a in view["attempt_history"]] == ["LEASE_EXPIRED", "SUCCEEDED"]
+    assert view["lease_until"] is None
+    assert second.stop()[0] == 0
+
+
+def test_after_a_restart_each_alarm_keeps_the_reason_of_its_state_and_the_recent_changes(
+    tmp_path: Path, instances: list[Instance]
+) -> None:
+    data_dir = tmp_path / "data"
+    first = start(data_dir, tmp_path / "console-1.txt")
+    instances.append(first)
+    job_id = submit(first.local, "demo.poison", {"reason": "for the alarm"})
+    assert final(first.local, job_id)["status"] == "FAILED"
+    wait_for(lambda: first.local.alarm_state("offpath-default-dlq-depth") == "ALARM" or None, timeout_s=60)
+    before = first.local.call("GET", "/alarms", token=TOKEN).body
+    fired = next(a for a in before["alarms"] if a["name"] == "offpath-default-dlq-depth")
+    assert first.stop()[0] == 0
+
+    second = start(data_dir, tmp_path / "console-2.txt")
+    instances.append(second)
+    after = second.local.call("GET", "/alarms", token=TOKEN).body
+
+    alarm = next(a for a in after["alarms"] if a["name"] == "offpath-default-dlq-depth")
+    assert alarm["state"] == "ALARM"
+    assert alarm["reason"].startswith(fired["reason"]) and "kept across a restart" in alarm["reason"]
+    assert [a["name"] for a in after["alarms"] if not a["reason"] or "unknown" in a["reason"].lower()] == []
+    assert any(
+        c["alarm"] == "offpath-default-dlq-depth" and c["new_state"] == "ALARM" and c["reason"] == fired["reason"]
+        for c in after["changes"]
+    )
+    assert second.stop()[0] == 0
+
+
+def test_the_start_banner_lists_the_quotas_in_force(tmp_path: Path, instances: list[Instance]) -> None:
+    quota = f"{TENANT}:submits_per_s=5,open_jobs=10"
+    running = start(tmp_path / "data", tmp_path / "console.txt", "--quota", quota, "--quota", "*:open_jobs=100")
+    instances.append(running)
+
+    line = wait_for(lambda: next((x for x in running.console.splitlines() if x.strip().startswith("quotas ")), None))
+
+    assert line.split(None, 1)[1] == f"*:open_jobs=100; {quota}"
+    assert running.stop()[0] == 0
+
+
+def test_a_start_on_a_busy_port_fails_naming_it_and_leaves_no_data_directory(tmp_path: Path) -> None:
+    import socket
+
+    from offpath_local.cli import REFUSED
+
+    data_dir = tmp_path / "never-made"
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        args = command(data_dir)
+        args[args.index("--port") + 1] = str(port)
+        done = subprocess.run(args, cwd=ROOT, env=environment(), capture_output=True, text=True, timeout=120)
+
+    assert done.returncode == REFUSED, done.stderr
+    assert "offpath local: cannot start:" in done.stderr and "Address already in use" in done.stderr
+    assert "is another program using this port? try --port" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not data_dir.exists()
+
+
+def test_a_paused_queue_stays_paused_across_a_restart_and_runs_its_jobs_once_resumed(
+    tmp_path: Path, instances: list[Instance]
+) -> None:
+    data_dir = tmp_path / "data"
+    first = start(data_dir, tmp_path / "console-1.txt")
+    instances.append(first)
+    paused = first.local.call("POST", "/queues/default/pause", token=TOKEN, body={"reason": "restart"})
+    assert paused.status == 200, paused.body
+    waiting = submit(first.local, "demo.echo", {"waits": True})
+    assert first.stop()[0] == 0
+
+    second = start(data_dir, tmp_path / "console-2.txt")
+    instances.append(second)
+    local = second.local
+    shown = queue(local, "default")
+    time.sleep(2)  # the restarted pollers would have taken the job by now, were the queue not paused
+
+    assert (shown["paused"], shown["paused_at"], shown["pause_reason"]) == (True, paused.body["paused_at"], "restart")
+    assert (job(local, waiting)["status"], job(local, waiting)["attempts"]) == ("QUEUED", 0)
+    assert local.call("POST", "/queues/default/resume", token=TOKEN).status == 200
+    assert (final(local, waiting)["status"], job(local, waiting)["attempts"]) == ("SUCCEEDED", 1)
+    assert second.stop()[0] == 0

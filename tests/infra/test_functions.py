@@ -58,6 +58,10 @@ EXPECTED_ACTIONS = {
         "cloudwatch:ListMetrics",
         "cloudwatch:DescribeAlarms",
         "cloudwatch:DescribeAlarmHistory",
+        # A queue class's pause: its event source mapping and its age alarm's actions (adapters/queue_switch.py).
+        "lambda:UpdateEventSourceMapping",
+        "cloudwatch:DisableAlarmActions",
+        "cloudwatch:EnableAlarmActions",
         "scheduler:CreateSchedule",
         "scheduler:DeleteSchedule",
         "iam:PassRole",
@@ -75,7 +79,10 @@ EXPECTED_ACTIONS = {
     "worker": {
         "dynamodb:UpdateItem",
         "dynamodb:PutItem",
-        # A batch member's follow-ups read its batch; a job's ctx.batch pages through its batch's jobs.
+        # A job's `ctx.parent`, a job of a type with a limit read before its claim (logic/limits.py), a superseded
+        # job's debounce record (logic/debounce.py name_survivor), the pause flags, cached (logic/pause.py), a batch
+        # member's batch; the tenant's open-jobs count for what a job submits (ctx.submit, a chain's next job), a
+        # job's ctx.batch paging through its batch's jobs.
         "dynamodb:GetItem",
         "dynamodb:BatchGetItem",
         "dynamodb:Query",
@@ -98,11 +105,17 @@ EXPECTED_ACTIONS = {
         "dynamodb:Query",
         "dynamodb:UpdateItem",
         "dynamodb:BatchGetItem",
-        # A finished batch member's follow-ups: its batch read, a callback job written.
-        "dynamodb:GetItem",
+        # A chain's next job its worker did not make, a batch member's follow-ups (its batch read, a callback job
+        # written; logic/followups.py); a bulk operation's checkpoint.
         "dynamodb:PutItem",
         "sqs:SendMessage",
         "sqs:GetQueueAttributes",
+        # Bulk operations it continues (logic/bulk.py): the operation read, the tenant's listing (Query on the
+        # table), a retried job's dead letter taken off its DLQ.
+        "dynamodb:GetItem",
+        "sqs:ReceiveMessage",
+        "sqs:DeleteMessage",
+        "sqs:ChangeMessageVisibility",
     },
     # + events:PutEvents with a bus, appsync:EventPublish with realtime (notifier_actions).
     "notifier": {
@@ -290,17 +303,16 @@ def test_grants_stay_on_the_resources_each_function_uses(default_stack: Synthesi
     def grants(kind: str) -> dict[str, set[str]]:
         return grants_of_role(template, role_of(functions[f"offpath-{kind}"][1]))
 
+    all_job_queues = {f"<{queues[f'offpath-{q}'][0]}.Arn>" for q in default_stack.registry.queues}
     for name in default_stack.registry.queues:
         worker = grants(f"worker-{name}")
-        # Its DLQ; its own queue (a fresh copy of a message on its last receives) and every other job queue (a
-        # batch's callback job goes to its type's queue).
-        assert worker["sqs:SendMessage"] == {
-            f"<{queues[f'offpath-{name}-dlq'][0]}.Arn>",
-            *(f"<{queues[f'offpath-{q}'][0]}.Arn>" for q in default_stack.registry.queues),
-        }
+        # Its own queue (a fresh copy of a message on its last receives) and every other job queue (a job it
+        # submits, ctx.submit or a chain's next job, runs on its type's queue).
+        assert worker["sqs:SendMessage"] == {f"<{queues[f'offpath-{name}-dlq'][0]}.Arn>", *all_job_queues}
         assert worker["sqs:ReceiveMessage"] == {f"<{queues[f'offpath-{name}'][0]}.Arn>"}
         assert worker["dynamodb:UpdateItem"] == {f"<{table_id}.Arn>"}
-    assert grants("sweeper")["dynamodb:Query"] == {f"<{table_id}.Arn>/index/sweep"}
+    # The sweep index, and the table itself for a bulk operation's listing (logic/bulk.py).
+    assert grants("sweeper")["dynamodb:Query"] == {f"<{table_id}.Arn>/index/sweep", f"<{table_id}.Arn>"}
     # The sweeper reads the job queues' sizes (a backlog is not a lost message), not the DLQs'.
     job_queue_arns = {f"<{queues[f'offpath-{q}'][0]}.Arn>" for q in default_stack.registry.queues}
     assert grants("sweeper")["sqs:GetQueueAttributes"] == job_queue_arns
@@ -448,3 +460,37 @@ def test_without_a_python313_the_synth_stops_saying_how_to_install_one(tmp_path:
             lambda_python()
     finally:
         lambda_function.lambda_python.cache_clear()
+
+
+def test_the_api_may_switch_exactly_the_workers_event_source_mappings(default_stack: Synthesized) -> None:
+    template = default_stack.json
+    functions = functions_by_name(template)
+    _, api = functions[f"{default_stack.stack.options.prefix}-api"]
+    mappings = {
+        logical: m["Properties"]
+        for logical, m in template["Resources"].items()
+        if m["Type"] == "AWS::Lambda::EventSourceMapping" and "Queue" in render(m["Properties"]["EventSourceArn"])
+    }
+    queues = queues_by_name(template)
+    by_class = {
+        name: next(
+            logical
+            for logical, m in mappings.items()
+            if render(m["EventSourceArn"]) == f"<{queues[f'offpath-{name}'][0]}.Arn>"
+        )
+        for name in default_stack.registry.queues
+    }
+
+    given = json.loads(render(api["Environment"]["Variables"]["OFFPATH_QUEUE_MAPPINGS"]))
+
+    assert given == {name: f"<{logical}>" for name, logical in by_class.items()}
+    granted = [
+        statement
+        for statement in statements_of_role(template, role_of(api))
+        if "lambda:UpdateEventSourceMapping" in as_list(statement["Action"])
+    ]
+    assert len(granted) == 1
+    assert sorted(render(r) for r in as_list(granted[0]["Resource"])) == sorted(
+        f"arn:<AWS::Partition>:lambda:<AWS::Region>:<AWS::AccountId>:event-source-mapping:<{logical}>"
+        for logical in by_class.values()
+    )

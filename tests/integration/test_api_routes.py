@@ -258,7 +258,18 @@ def test_job_types_lists_every_registered_type_with_its_policy_and_payload_schem
             "timeout_s": job_type.timeout_s,
             "submitted_by": getattr(job_type, "submitted_by", "tenant"),
             "payload_schema": job_type.payload_model.model_json_schema(),
+            "limits": LIMITS_SHOWN.get(job_type.name),
+            "paused": False,
+            "paused_at": None,
+            "pause_reason": None,
         }
+
+
+# The demo types' limits as GET /job-types shows them; every other type declares none (null).
+LIMITS_SHOWN = {
+    "demo.limited": {"concurrency_key": "account", "max_concurrency": 2, "rate_limit": None},
+    "demo.rated": {"concurrency_key": "account", "max_concurrency": None, "rate_limit": "2/s"},
+}
 
 
 def test_job_types_needs_an_authenticated_caller(pipeline: Pipeline) -> None:

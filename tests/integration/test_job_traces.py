@@ -118,7 +118,7 @@ def test_the_workers_lines_use_powertools_keys_and_name_the_job(
     assert {"level", "location", "message", "timestamp", "service", "cold_start", "function_request_id"} <= set(started)
     assert (started["level"], started["service"]) == ("INFO", "worker")
     assert isinstance(started["cold_start"], bool)
-    assert started["location"].startswith("_claim_and_run:")
+    assert started["location"].startswith("_run_claimed:")
     assert len(started["function_request_id"]) == 36
     assert started["xray_trace_id"] == "1-5759e988-bd862e3fe1be46a994272793"
     assert (started["job_id"], started["tenant"], started["attempt"], started["trace_id"]) == (

@@ -12,7 +12,7 @@ import pytest
 
 from offpath.adapters.deliveries import SqsDeliveryQueue
 from offpath.adapters.dynamodb_store import DynamoDbJobStore
-from offpath.adapters.webhook_store import DynamoDbWebhookStore
+from offpath.adapters.webhook_store import DynamoDbWebhookStore, attempt_from_json
 from offpath.domain.webhooks import Attempt, Endpoint, EndpointLimitError, HttpResult, Secret
 from offpath.handlers import delivery, notifier
 from offpath.handlers.composition import Overrides
@@ -69,6 +69,20 @@ def test_the_delivery_log_keeps_the_latest_attempts_and_since_when_they_fail(web
     assert log.failing_since == at
     webhooks.record_attempt("acme", "a", Attempt("evt_ok", "job.succeeded", 1, at, 200, 10), succeeded=True)
     assert webhooks.delivery_log("acme", "a").failing_since is None
+
+
+def test_the_delivery_log_keeps_each_attempts_job_and_reads_an_older_attempt_without_one(
+    webhooks: DynamoDbWebhookStore,
+) -> None:
+    at = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+    webhooks.record_attempt(
+        "acme", "j", Attempt("evt_1", "job.failed", 1, at, 200, 10, job_id="0123456789abcdef"), succeeded=True
+    )
+    log = webhooks.delivery_log("acme", "j")
+    older = {"event_id": "evt_0", "type": "job.succeeded", "attempt": 1, "at": "2026-12-01T08:00:00.000000Z"}
+
+    assert [(a.job_id, a.type) for a in log.attempts] == [("0123456789abcdef", "job.failed")]
+    assert attempt_from_json(older).job_id is None
 
 
 def test_a_job_change_on_the_stream_reaches_the_bus_and_the_delivery_queue(

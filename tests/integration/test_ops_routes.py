@@ -238,17 +238,63 @@ def test_a_discard_with_a_bad_queue_or_job_id_is_refused(pipeline: Pipeline, pat
     assert "nope" not in body["error"]["message"] and "not-a-job-id" not in body["error"]["message"]
 
 
-def test_a_cancelled_job_is_retried_and_runs_now(pipeline: Pipeline) -> None:
-    later = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
+def cancelled_delayed_job(pipeline: Pipeline, ahead: timedelta) -> dict[str, Any]:
+    later = (datetime.now(UTC) + ahead).isoformat()
     code, job, _ = pipeline.call("POST", "/jobs", body={"type": "demo.echo", "payload": {"n": 1}, "run_at": later})
-    assert (code, job["status"]) == (202, "SCHEDULED")
-    pipeline.call("POST", f"/jobs/{job['job_id']}/cancel")
+    assert code == 202, job
+    code, cancelled, _ = pipeline.call("POST", f"/jobs/{job['job_id']}/cancel")
+    assert (code, cancelled["status"]) == (200, "CANCELLED")
+    return dict(job)
 
-    code, retried, _ = pipeline.call("POST", f"/jobs/{job['job_id']}/retry")
+
+def test_a_cancelled_job_retried_with_now_runs_now(pipeline: Pipeline) -> None:
+    job = cancelled_delayed_job(pipeline, timedelta(hours=1))
+
+    code, retried, _ = pipeline.call("POST", f"/jobs/{job['job_id']}/retry?now=true")
     pipeline.drain()
 
     assert (code, retried["status"]) == (202, "QUEUED")
     assert job_of(pipeline, job["job_id"])["status"] == "SUCCEEDED"
+
+
+def test_a_cancelled_delayed_job_retried_keeps_its_run_at_and_is_scheduled_again(pipeline: Pipeline) -> None:
+    job = cancelled_delayed_job(pipeline, timedelta(hours=1))
+    assert not pipeline.scheduler.exists(job["job_id"])  # the cancel deleted its one-time schedule
+
+    code, retried, _ = pipeline.call("POST", f"/jobs/{job['job_id']}/retry")
+    pipeline.drain()
+
+    assert (code, retried["status"], retried["run_at"], retried["retries"]) == (202, "SCHEDULED", job["run_at"], 1)
+    assert job_of(pipeline, job["job_id"])["status"] == "SCHEDULED"
+    assert pipeline.scheduler.exists(job["job_id"])
+    assert pipeline.depth() == (0, 0)
+
+
+def test_a_cancelled_job_delayed_less_than_15_minutes_is_queued_with_its_message_delayed(pipeline: Pipeline) -> None:
+    job = cancelled_delayed_job(pipeline, timedelta(minutes=10))
+    pipeline.drain()  # the cancelled job's own delayed message is still on the queue, delayed
+
+    code, retried, _ = pipeline.call("POST", f"/jobs/{job['job_id']}/retry")
+
+    assert (code, retried["status"], retried["run_at"]) == (202, "QUEUED", job["run_at"])
+    stored = pipeline.store.get(job["job_id"], tenant="tenant-a")
+    assert (
+        stored is not None
+        and stored.sweep_at is not None
+        and stored.sweep_at > datetime.now(UTC) + timedelta(minutes=9)
+    )
+    assert pipeline.depth() == (0, 0)  # both messages wait for the run_at: none can be received now
+    assert job_of(pipeline, job["job_id"])["status"] == "QUEUED"
+
+
+@pytest.mark.parametrize("value", ["yes", "1", ""])
+def test_a_retry_with_a_now_that_is_not_true_or_false_is_refused_naming_now(pipeline: Pipeline, value: str) -> None:
+    job = cancelled_delayed_job(pipeline, timedelta(hours=1))
+
+    code, body, _ = pipeline.call("POST", f"/jobs/{job['job_id']}/retry?now={value}")
+
+    assert (code, body["error"]["code"], body["error"]["field"]) == (422, "invalid_request", "now")
+    assert job_of(pipeline, job["job_id"])["status"] == "CANCELLED"
 
 
 @pytest.mark.parametrize("state", ["QUEUED", "SUCCEEDED"])
@@ -379,7 +425,7 @@ def with_sources(pipeline: Pipeline, **sources: Any) -> Pipeline:
 
 
 def test_an_admin_reads_the_per_minute_statistics(pipeline: Pipeline) -> None:
-    row = MinuteStats(T0, "default", "demo.echo", 3, 2, 1, 1, 1, 0.012, 0.05, 0.2, 0.9)
+    row = MinuteStats(T0, "default", "demo.echo", 3, 2, 1, 1, 1, 0.012, 0.05, 0.2, 0.9, expired=4)
     stats = FixedStats([row])
     with_sources(pipeline, stats=stats)
 
@@ -396,6 +442,7 @@ def test_an_admin_reads_the_per_minute_statistics(pipeline: Pipeline) -> None:
             "failed": 1,
             "retried": 1,
             "dead_lettered": 1,
+            "expired": 4,
             "duration_p50_s": 0.012,
             "duration_p95_s": 0.05,
             "queue_wait_p50_s": 0.2,

@@ -25,7 +25,7 @@ from offpath.domain.errors import (
     JobNotFoundError,
 )
 from offpath.domain.job import TRANSITIONS, Facts, Guard, Job, JobStatus, Progress, Transition
-from offpath.domain.ports import JobStore
+from offpath.domain.ports import DebounceRecord, JobStore
 from offpath_tools.fakes import InMemoryJobStore
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
@@ -430,8 +430,107 @@ def test_a_hand_retry_gives_a_failed_or_cancelled_job_a_fresh_budget_and_counts_
     stored = current(job_store, again)
     assert (stored.status, stored.attempt, stored.retries, stored.error) == (JobStatus.QUEUED, 0, 1, None)
     assert (stored.finished_at, stored.expires_at, stored.sweep_at) == (None, None, T0 + 2 * LEASE)
+    assert stored.retried_at == T0 + LEASE
     assert [j.job_id for j in job_store.due_for_sweep(now=T0 + 2 * LEASE, limit=10)] == [stored.job_id]
     assert claim(job_store, new_job(), now=T0 + 2 * LEASE).attempt == 1
+
+
+# -- expiry and debounce --------------------------------------------------------------------------
+
+
+def test_a_waiting_job_past_its_expiry_is_expired_once_and_kept_for_the_retention(job_store: JobStore) -> None:
+    job_store.create(new_job(start_by=T0 + LEASE))
+    later = T0 + 2 * LEASE
+
+    expired = job_store.expire(new_job().job_id, tenant=TENANT, now=later, expires_at=later + RETENTION)
+    with pytest.raises(JobConflictError) as again:
+        job_store.expire(new_job().job_id, tenant=TENANT, now=later + LEASE, expires_at=later + RETENTION)
+
+    stored = current(job_store, expired)
+    assert (stored.status, stored.attempt, stored.finished_at, stored.start_by) == (
+        JobStatus.EXPIRED,
+        0,
+        later,
+        T0 + LEASE,
+    )
+    assert stored.expires_at == later + RETENTION and stored.sweep_at is None
+    assert again.value.job is not None and again.value.job.status is JobStatus.EXPIRED
+    assert job_store.due_for_sweep(now=later + RETENTION, limit=10) == []
+
+
+def test_a_job_is_not_expired_before_its_expiry_or_without_one(job_store: JobStore) -> None:
+    job_store.create(new_job(1, start_by=T0 + 2 * LEASE))
+    job_store.create(new_job(2))
+
+    for n in (1, 2):
+        with pytest.raises(JobConflictError):
+            job_store.expire(new_job(n).job_id, tenant=TENANT, now=T0 + LEASE, expires_at=T0 + RETENTION)
+        assert current(job_store, new_job(n)).status is JobStatus.QUEUED
+
+
+def test_a_hand_retry_of_an_expired_job_runs_it_again_without_its_expiry(job_store: JobStore) -> None:
+    job_store.create(new_job(start_by=T0))
+    job_store.expire(new_job().job_id, tenant=TENANT, now=T0 + LEASE, expires_at=T0 + RETENTION)
+
+    again = job_store.retry_by_hand(new_job().job_id, tenant=TENANT, now=T0 + 2 * LEASE, sweep_at=T0 + 3 * LEASE)
+
+    stored = current(job_store, again)
+    assert (stored.status, stored.retries, stored.start_by, stored.finished_at) == (JobStatus.QUEUED, 1, None, None)
+    assert claim(job_store, new_job(), now=T0 + 3 * LEASE).attempt == 1
+
+
+def test_a_superseded_job_is_cancelled_with_its_reason_and_the_job_that_took_its_place(job_store: JobStore) -> None:
+    job_store.create(new_job(1, debounce_key="k", debounce_s=2))
+
+    cancelled = job_store.cancel(
+        new_job(1).job_id, tenant=TENANT, now=T0, expires_at=T0 + RETENTION, superseded_by=new_job(2).job_id
+    )
+
+    stored = current(job_store, cancelled)
+    assert (stored.status, stored.cancel_reason, stored.superseded_by) == (
+        JobStatus.CANCELLED,
+        "superseded",
+        new_job(2).job_id,
+    )
+    assert (stored.debounce_key, stored.debounce_s) == ("k", 2)
+    job_store.create(new_job(3))
+    by_hand = job_store.cancel(new_job(3).job_id, tenant=TENANT, now=T0, expires_at=T0 + RETENTION)
+    assert (by_hand.cancel_reason, by_hand.superseded_by) == (None, None)
+
+
+def test_a_superseded_job_names_a_later_survivor_only_in_place_of_the_one_it_named(job_store: JobStore) -> None:
+    job_store.create(new_job(1, debounce_key="k", debounce_s=2))
+    job_store.cancel(new_job(1).job_id, tenant=TENANT, now=T0, expires_at=T0 + RETENTION, superseded_by="b" * 32)
+
+    job_store.name_survivor(new_job(1).job_id, tenant=TENANT, seen="b" * 32, survivor="c" * 32, now=T0 + LEASE)
+    with pytest.raises(JobConflictError):
+        job_store.name_survivor(new_job(1).job_id, tenant=TENANT, seen="b" * 32, survivor="d" * 32, now=T0 + LEASE)
+
+    stored = current(job_store, new_job(1))
+    assert (stored.status, stored.cancel_reason, stored.superseded_by) == (JobStatus.CANCELLED, "superseded", "c" * 32)
+    assert stored.updated_at == T0
+
+
+def test_a_debounce_record_reads_back_as_the_last_one_swapped_in(job_store: JobStore) -> None:
+    record = DebounceRecord(new_job(1).job_id, T0, T0 + LEASE)
+
+    assert job_store.debounce_record(TENANT, "demo.echo", "k") is None
+    job_store.swap_debounce(TENANT, "demo.echo", "k", record)
+    assert job_store.debounce_record(TENANT, "demo.echo", "k") == record
+    assert job_store.debounce_record("tenant-b", "demo.echo", "k") is None
+
+
+def test_a_debounce_record_is_swapped_in_one_write_handing_back_the_one_it_replaced(job_store: JobStore) -> None:
+    first = DebounceRecord(new_job(1).job_id, T0, T0 + LEASE)
+    second = DebounceRecord(new_job(2).job_id, T0 + LEASE, T0 + 2 * LEASE)
+
+    assert job_store.swap_debounce(TENANT, "demo.echo", "k", first) is None
+    assert job_store.swap_debounce(TENANT, "demo.echo", "k", second) == first
+    # Per tenant, job type and key.
+    assert job_store.swap_debounce("tenant-b", "demo.echo", "k", first) is None
+    assert job_store.swap_debounce(TENANT, "demo.sleep", "k", first) is None
+    assert job_store.swap_debounce(TENANT, "demo.echo", "other", first) is None
+    assert job_store.swap_debounce(TENANT, "demo.echo", "k", first) == second
 
 
 def test_a_hand_retry_of_a_queued_job_is_refused_and_changes_nothing(job_store: JobStore) -> None:
@@ -499,12 +598,21 @@ def test_an_expired_lease_with_attempts_left_is_requeued_once(job_store: JobStor
 NOW = T0 + timedelta(minutes=5)
 SEEN = T0 + timedelta(minutes=2)
 # What the caller brings, matching every job `shaped` makes: its tenant, attempt and sweep time.
-FACTS = Facts(now=NOW, tenant=TENANT, attempt=1, seen_sweep_at=SEEN)
+FACTS = Facts(now=NOW, tenant=TENANT, attempt=1, seen_sweep_at=SEEN, seen_survivor=f"{9:032x}")
 
 
 def shaped(status: JobStatus, n: int) -> Job:
-    """A job in `status` that every guard allows: attempt 1 of 3, its lease ended at T0."""
-    return new_job(n, status=status, attempt=1, lease_until=T0, sweep_at=SEEN)
+    """A job in `status` that every guard allows: attempt 1 of 3, its lease ended at T0, its expiry at T0."""
+    return new_job(
+        n,
+        status=status,
+        attempt=1,
+        lease_until=T0,
+        sweep_at=SEEN,
+        start_by=T0,
+        cancel_reason="superseded",
+        superseded_by=f"{9:032x}",
+    )
 
 
 # For each guard, how a job and the caller's facts break it (and only it).
@@ -517,6 +625,8 @@ VIOLATIONS: dict[Guard, Callable[[Job, Facts], tuple[Job, Facts]]] = {
         job,
         dataclasses.replace(facts, seen_sweep_at=SEEN - timedelta(seconds=1)),
     ),
+    Guard.START_BY_PASSED: lambda job, facts: (job.replace(start_by=NOW + LEASE), facts),
+    Guard.SURVIVOR_FENCE: lambda job, facts: (job.replace(superseded_by=f"{8:032x}"), facts),
 }
 
 # Each declared transition as the store method that makes it.
@@ -541,6 +651,10 @@ OPERATIONS: dict[str, Callable[[JobStore, Job, Facts], object]] = {
         job.replace(attempt=f.attempt), now=NOW, sweep_at=NOW + LEASE
     ),
     "cancel": lambda store, job, f: store.cancel(job.job_id, tenant=str(f.tenant), now=NOW, expires_at=NOW + RETENTION),
+    "name_survivor": lambda store, job, f: store.name_survivor(
+        job.job_id, tenant=str(f.tenant), seen=str(f.seen_survivor), survivor=f"{7:032x}", now=NOW
+    ),
+    "expire": lambda store, job, f: store.expire(job.job_id, tenant=str(f.tenant), now=NOW, expires_at=NOW + RETENTION),
     "enqueue_scheduled": lambda store, job, f: store.enqueue_scheduled(
         job.job_id, tenant=str(f.tenant), now=NOW, sweep_at=NOW + LEASE
     ),
@@ -550,11 +664,14 @@ OPERATIONS: dict[str, Callable[[JobStore, Job, Facts], object]] = {
     "retry_by_hand": lambda store, job, f: store.retry_by_hand(
         job.job_id, tenant=str(f.tenant), now=NOW, sweep_at=NOW + LEASE
     ),
+    "retry_by_hand_scheduled": lambda store, job, f: store.retry_by_hand(
+        job.job_id, tenant=str(f.tenant), now=NOW, sweep_at=NOW + LEASE, scheduled=True
+    ),
     "discard": lambda store, job, f: store.discard(job.job_id, tenant=str(f.tenant), now=NOW),
     "reschedule_sweep": lambda store, job, f: store.reschedule_sweep(
         job.replace(sweep_at=f.seen_sweep_at), sweep_at=NOW + LEASE, resent=False
     ),
-    "followups_done": lambda store, job, f: store.clear_followups(job.replace(sweep_at=f.seen_sweep_at)),
+    "followed_up": lambda store, job, f: store.clear_followups(job.replace(sweep_at=f.seen_sweep_at)),
 }
 
 

@@ -474,21 +474,25 @@ def calls_from_new_clients() -> Iterator[Any]:
         session.events.unregister("before-call", count)
 
 
-def test_a_job_costs_the_worker_two_writes_no_reads_and_no_metric_calls(
+def test_a_job_costs_the_worker_two_writes_no_metric_calls_and_no_read_past_the_cached_pause_flags(
     pipeline: Pipeline, calls_from_new_clients: list[str]
 ) -> None:
-    submit(pipeline, {"n": 1}, job_type="demo.echo")
-    messages = pipeline.receive()
     services = pipeline.worker_services("default")
     emf = io.StringIO()
     services.ports.metrics = EmfMetrics("worker-default", stream=emf)
+    submit(pipeline, {"n": 0}, job_type="demo.echo")
+    worker.handler(sqs_event(pipeline.receive()), None, services=services)  # reads the pause flags (cached 10 s)
+    submit(pipeline, {"n": 1}, job_type="demo.echo")
+    messages = pipeline.receive()
     calls = aws_calls(pipeline.clients["dynamodb"], pipeline.clients["sqs"])
 
     answer = worker.handler(sqs_event(messages), None, services=services)
 
     assert answer == {"batchItemFailures": []}
-    # The claim and the success, and the batch's visibility set to the lease (one request per 10 messages).
+    # The claim and the success, and the batch's visibility set to the lease (one request per 10 messages); the
+    # pause flags come from the environment's cache (one GetItem per 10 s, made by the first job above).
     assert calls == {"DynamoDB.UpdateItem": 2, "SQS.ChangeMessageVisibilityBatch": 1}
+    assert services.ports.pauses is not None and services.ports.pauses.reads == 1
     assert not [call for call in calls_from_new_clients if call.startswith("CloudWatch")]
     assert emf.getvalue() == ""  # a job that simply succeeds writes no metric line: the notifier counts it
 

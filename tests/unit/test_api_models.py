@@ -48,11 +48,13 @@ jobs = st.builds(
     started_at=st.none() | times,
     finished_at=st.none() | times,
     next_attempt_at=st.none() | times,
+    lease_until=st.none() | times,
     progress=st.none() | st.builds(Progress, fraction=st.integers(0, 1) | st.floats(0, 1), message=st.text(max_size=9)),
     result=json_values,
     error=st.none() | st.text(max_size=20),
     redrives=st.integers(0, 3),
     retries=st.integers(0, 3),
+    retried_at=st.none() | times,
     attempt_history=st.lists(records, max_size=3).map(tuple),
 )
 
@@ -80,3 +82,18 @@ def test_a_result_pydantic_would_convert_is_answered_through_the_model() -> None
     answer = JobView.dumped(job)
     assert isinstance(answer, JobView)
     assert '"nan":null' in dump_json(answer)
+
+
+def test_the_lease_end_is_shown_while_running_and_not_after() -> None:
+    """A claim's lease is answered as `lease_until`; the item may keep it after the attempt, the answer does not."""
+    at = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
+    running = Job(
+        job_id="0" * 32, tenant="t", type="demo.echo", queue="default", payload={}, payload_hash="h",
+        status=JobStatus.RUNNING, created_at=at, updated_at=at, max_attempts=3, attempt=1,
+        lease_until=at + timedelta(minutes=12),
+    )  # fmt: skip
+    done = running.replace(status=JobStatus.SUCCEEDED)
+
+    assert JobView.of(running).lease_until == at + timedelta(minutes=12)
+    assert dump_json(JobView.dumped(running)).count('"lease_until":"2026-12-02T10:12:00') == 1
+    assert JobView.of(done).lease_until is None

@@ -40,7 +40,7 @@ def test_statistics_are_one_minute_sums_and_percentiles_per_queue_and_job_type(
             {"Namespace": "Offpath", "MetricName": "JobsSubmitted", "Dimensions": dimensions("default", "demo.echo")}
         ],
     }
-    for metric in ("JobsSubmitted", "JobsSucceeded", "JobsFailed", "JobsRetried", "JobsDeadLettered"):
+    for metric in ("JobsSubmitted", "JobsSucceeded", "JobsFailed", "JobsRetried", "JobsDeadLettered", "JobsExpired"):
         stubber.add_response(
             "list_metrics",
             {"Metrics": listed.get(metric, [])},
@@ -89,7 +89,7 @@ def test_statistics_are_one_minute_sums_and_percentiles_per_queue_and_job_type(
 
 def test_the_statistics_ask_sums_of_counts_and_percentiles_of_timings(client: tuple[object, Stubber]) -> None:
     cloudwatch, stubber = client
-    for metric in ("JobsSubmitted", "JobsSucceeded", "JobsFailed", "JobsRetried", "JobsDeadLettered"):
+    for metric in ("JobsSubmitted", "JobsSucceeded", "JobsFailed", "JobsRetried", "JobsDeadLettered", "JobsExpired"):
         found = [{"Namespace": "Offpath", "MetricName": metric, "Dimensions": dimensions("bulk", "x.y")}]
         stubber.add_response("list_metrics", {"Metrics": found}, None)
     asked: list[dict[str, object]] = []
@@ -107,6 +107,7 @@ def test_the_statistics_ask_sums_of_counts_and_percentiles_of_timings(client: tu
         "m0_failed": ("JobsFailed", "Sum"),
         "m0_retried": ("JobsRetried", "Sum"),
         "m0_dead_lettered": ("JobsDeadLettered", "Sum"),
+        "m0_expired": ("JobsExpired", "Sum"),
         "m0_duration_p50_s": ("JobDuration", "p50"),
         "m0_duration_p95_s": ("JobDuration", "p95"),
         "m0_queue_wait_p50_s": ("QueueDelay", "p50"),
@@ -168,7 +169,7 @@ def test_a_queue_whose_metrics_are_not_per_job_type_is_one_row_for_every_job_typ
     """The default EMF dimension sets publish per queue and overall (offpath.observability.DIMENSION_SETS)."""
     cloudwatch, stubber = client
     per_queue = [{"Name": "queue", "Value": "default"}]
-    for metric in ("JobsSubmitted", "JobsSucceeded", "JobsFailed", "JobsRetried", "JobsDeadLettered"):
+    for metric in ("JobsSubmitted", "JobsSucceeded", "JobsFailed", "JobsRetried", "JobsDeadLettered", "JobsExpired"):
         found = [{"Namespace": "Offpath", "MetricName": metric, "Dimensions": per_queue}]
         stubber.add_response("list_metrics", {"Metrics": found if metric == "JobsSubmitted" else []}, None)
     asked: list[dict[str, object]] = []

@@ -18,6 +18,7 @@ PAGE_PATHS = [
     "/console/queues/default",
     "/console/schedules",
     "/console/alarms",
+    "/console/job-types",
 ]
 
 

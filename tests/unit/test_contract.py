@@ -187,6 +187,10 @@ def test_a_job_type_added_to_the_registry_is_listed_by_get_job_types() -> None:
         "timeout_s": 30,
         "submitted_by": "tenant",
         "payload_schema": ReportPayload.model_json_schema(),
+        "limits": None,
+        "paused": False,
+        "paused_at": None,
+        "pause_reason": None,
     }
 
 

@@ -397,8 +397,8 @@ def test_without_a_configured_payload_every_scenario_carries_the_measured_payloa
     assert cost.job_usage(measured, Config(payload_bytes=100), BARE)["wru"] == as_measured
 
 
-def test_a_get_stats_call_costs_nine_metrics_per_queue_and_job_type_and_five_listings() -> None:
-    assert cost.stats_call_cost(10) == pytest.approx((10 * 9 + 5) * 0.01 / 1000)
+def test_a_get_stats_call_costs_ten_metrics_per_queue_and_job_type_and_six_listings() -> None:
+    assert cost.stats_call_cost(10) == pytest.approx((10 * 10 + 6) * 0.01 / 1000)
 
 
 def test_the_cost_report_states_what_the_consoles_statistics_cost(measured: dict[str, Any]) -> None:
@@ -410,7 +410,7 @@ def test_the_cost_report_states_what_the_consoles_statistics_cost(measured: dict
 
     hour = 60 * cost.stats_call_cost(10)
     assert (
-        f"90 metrics per call (GetMetricData, 10 queue and job type pair(s)) = {cost.money(cost.stats_call_cost(10))}"
+        f"100 metrics per call (GetMetricData, 10 queue and job type pair(s)) = {cost.money(cost.stats_call_cost(10))}"
         in out.getvalue()
     )
     assert f"{cost.money(hour)} an hour" in out.getvalue()
@@ -478,3 +478,13 @@ def test_the_notifier_the_stack_deploys_is_counted_in_the_default_estimate(measu
     )
     assert per_million(measured, Config(), BARE) > per_million(measured, Config(notifier=False), BARE)
     assert "notifier (Lambda)" not in dict(cost.notices_rows())
+
+
+def test_the_pause_flags_cost_one_read_per_busy_worker_environment_every_10_s(measured: dict[str, Any]) -> None:
+    config = Config()
+    fixed = cost.estimate(measured, config).fixed_monthly
+
+    _, rru_price = cost.dynamodb_unit_prices(config)
+    reads = config.queue_classes_in_use * cost.SECONDS_PER_MONTH / 10
+    assert fixed["pause flags (a worker environment's read per 10 s)"] == pytest.approx(reads * rru_price)
+    assert fixed["pause flags (a worker environment's read per 10 s)"] < 0.5, "cents a month: a cached flag"

@@ -69,3 +69,19 @@ def test_cost_help_lists_its_options(capsys: pytest.CaptureFixture[str]) -> None
     out = capsys.readouterr().out
     assert out.startswith("usage: offpath cost")
     assert "--jobs-per-month" in out
+
+
+def test_opentelemetry_is_priced_as_xray_traces_only_when_its_flag_is_on(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["cost", "--json"]) == OK
+    off = json.loads(capsys.readouterr().out)
+    assert main(["cost", "--otel", "--json"]) == OK
+    on = json.loads(capsys.readouterr().out)
+    assert main(["cost", "--otel"]) == OK
+    text = capsys.readouterr().out
+
+    assert off["per_million_jobs"]["X-Ray"] == 0 and off["config"]["otel"] is False
+    assert on["per_million_jobs"]["X-Ray"] > 0 and on["config"]["otel"] is True
+    assert on["total_per_million_jobs"] - off["total_per_million_jobs"] == pytest.approx(
+        on["per_million_jobs"]["X-Ray"]
+    )
+    assert "X-Ray on; OpenTelemetry via the ADOT layer (its traces priced as X-Ray's)" in text

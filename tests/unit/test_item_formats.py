@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from offpath.adapters.dynamodb_limits import bucket_key, slots_key
 from offpath.adapters.dynamodb_quotas import rate_key, usage_key
 from offpath.adapters.dynamodb_store import (
     from_item,
@@ -26,6 +27,8 @@ from offpath.adapters.item_formats import (
     FORMATS,
     JOB,
     KEY_RECORD,
+    LIMIT_RATE,
+    LIMIT_SLOTS,
     ONCE_MARK,
     QUOTA_RATE,
     QUOTA_USAGE,
@@ -57,6 +60,12 @@ def test_the_item_kinds_and_their_current_versions() -> None:
         "batch": ("BATCH#", 1),
         "batch page": ("BATCHPAGE#", 1),
         "batch key record": ("BATCHKEY#", 1),
+        "concurrency slots": ("LIMIT#SLOTS#", 1),
+        "rate limit bucket": ("LIMIT#RATE#", 1),
+        "bulk operation": ("BULK#", 1),
+        "open bulk operations": ("BULKOPEN#", 1),
+        "debounce record": ("DEBOUNCE#", 1),
+        "pauses": ("PAUSES", 1),
     }
 
 
@@ -99,6 +108,8 @@ def test_every_key_the_stores_make_names_its_items_format() -> None:
     assert format_of(usage_key("tenant-a", 0)) is QUOTA_USAGE
     assert format_of(endpoints_key("tenant-a")) is WEBHOOK_ENDPOINTS
     assert format_of(log_key("tenant-a", "orders")) is WEBHOOK_LOG
+    assert format_of(slots_key("demo.limited#ab12")) is LIMIT_SLOTS
+    assert format_of(bucket_key("demo.rated#ab12", 0)) is LIMIT_RATE
     assert format_of("SOMETHING#ELSE") is None
 
 

@@ -227,5 +227,10 @@ def test_a_finished_job_leaves_the_sweep_index(finish: str) -> None:
     assert OUTCOMES[finish](job, 1).sweep_at is None
 
 
-def test_final_states_are_exactly_succeeded_failed_and_cancelled() -> None:
-    assert {s for s in ALL if s.is_final} == {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED}
+def test_final_states_are_exactly_succeeded_failed_cancelled_and_expired() -> None:
+    assert {s for s in ALL if s.is_final} == {
+        JobStatus.SUCCEEDED,
+        JobStatus.FAILED,
+        JobStatus.CANCELLED,
+        JobStatus.EXPIRED,
+    }

@@ -31,6 +31,7 @@ from offpath_tools.clocks import ManualClock
 from offpath_tools.fakes import (
     SCRIPTED_MAX_ATTEMPTS,
     SCRIPTED_TIMEOUT_S,
+    SCRIPTED_TYPE,
     STRICT_TYPE,
     AnyPayload,
     DeadLetter,
@@ -1002,3 +1003,41 @@ def test_a_hold_that_raises_is_counted_and_every_record_still_runs(
     assert process_batch([delivery_of(job)], worker_ports, policy, unbounded) == []
     assert stored(store, job).status is JobStatus.SUCCEEDED
     assert metrics.counts["VisibilityHoldsFailed"] == 1
+
+
+def test_each_attempts_end_line_names_its_job_type_and_how_long_it_ran(
+    ports: Ports,
+    worker_ports: WorkerPorts,
+    policy: WorkerPolicy,
+    scripted: ScriptedJob,
+    clock: ManualClock,
+    worker_log: io.StringIO,
+) -> None:
+    """The keys the saved Logs Insights queries group by (infra/log_queries.py): job_type and duration_ms."""
+    worker_log_level = logging.getLogger("offpath.worker").level
+    logging.getLogger("offpath.worker").setLevel(logging.INFO)
+
+    def slow_then(error: Exception | None) -> Any:
+        def act(payload: Any, ctx: Any) -> Any:
+            clock.advance(1.5)
+            if error is not None:
+                raise error
+            return {"done": True}
+
+        return act
+
+    try:
+        for error in (RuntimeError("boom"), PermanentError("bad input"), None):
+            scripted.action = slow_then(error)
+            run(delivery_of(submitted(ports)), worker_ports, policy)
+    finally:
+        logging.getLogger("offpath.worker").setLevel(worker_log_level)
+
+    ends = [json.loads(line) for line in worker_log.getvalue().splitlines()]
+    ends = [line for line in ends if line["message"] in {"job failed; retrying", "job failed", "job succeeded"}]
+    assert [(e["message"], e["level"], e["job_type"], e["duration_ms"]) for e in ends] == [
+        ("job failed; retrying", "WARNING", SCRIPTED_TYPE, 1500.0),
+        ("job failed", "ERROR", SCRIPTED_TYPE, 1500.0),
+        ("job succeeded", "INFO", SCRIPTED_TYPE, 1500.0),
+    ]
+    assert all({"job_id", "tenant", "attempt"} <= set(e) for e in ends)

@@ -215,3 +215,18 @@ def test_a_scrape_has_no_created_series() -> None:
     text = body.decode()
     assert "offpath_jobs_submitted_total" in text
     assert "_created" not in text
+
+
+def test_expired_jobs_are_a_finished_outcome_and_a_per_minute_count() -> None:
+    metrics = LocalMetrics(clock=lambda: NOW)
+
+    def work(emf: EmfMetrics) -> None:
+        emf.count("JobsExpired", 2, queue="default", job_type="demo.echo")
+
+    for document in emf_documents(work):
+        metrics.record(document)
+
+    found = samples(metrics)
+    expired = labels(queue="default", job_type="demo.echo", outcome="expired")
+    assert found[("offpath_jobs_finished_total", expired)] == 2
+    assert [(m.job_type, m.expired, m.failed) for m in metrics.minutes()] == [("demo.echo", 2, 0)]

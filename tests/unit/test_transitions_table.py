@@ -52,12 +52,15 @@ EXPECTED = {
     "fail_expired_lease": (S.FAILED, {S.RUNNING: ()}, (G.ATTEMPT_FENCE, G.LEASE_EXPIRED)),
     "requeue_expired_lease": (S.QUEUED, {S.RUNNING: ()}, (G.ATTEMPT_FENCE, G.LEASE_EXPIRED, G.ATTEMPTS_LEFT)),
     "cancel": (S.CANCELLED, {S.QUEUED: (), S.SCHEDULED: (), S.RETRYING: ()}, (G.SAME_TENANT,)),
+    "expire": (S.EXPIRED, {S.QUEUED: (), S.SCHEDULED: (), S.RETRYING: ()}, (G.SAME_TENANT, G.START_BY_PASSED)),
+    "name_survivor": (None, {S.CANCELLED: ()}, (G.SAME_TENANT, G.SURVIVOR_FENCE)),
     "enqueue_scheduled": (S.QUEUED, {S.SCHEDULED: ()}, (G.SAME_TENANT,)),
     "redrive": (S.QUEUED, {S.FAILED: ()}, (G.SAME_TENANT,)),
-    "retry_by_hand": (S.QUEUED, {S.FAILED: (), S.CANCELLED: ()}, (G.SAME_TENANT,)),
+    "retry_by_hand": (S.QUEUED, {S.FAILED: (), S.CANCELLED: (), S.EXPIRED: ()}, (G.SAME_TENANT,)),
+    "retry_by_hand_scheduled": (S.SCHEDULED, {S.CANCELLED: ()}, (G.SAME_TENANT,)),
     "discard": (None, {S.FAILED: ()}, (G.SAME_TENANT,)),
     "reschedule_sweep": (None, UNFINISHED, (G.SWEEP_FENCE,)),
-    "followups_done": (None, {S.CANCELLED: (), S.FAILED: (), S.SUCCEEDED: ()}, (G.SWEEP_FENCE,)),
+    "followed_up": (None, {S.SUCCEEDED: (), S.FAILED: (), S.CANCELLED: (), S.EXPIRED: ()}, (G.SWEEP_FENCE,)),
 }
 
 
@@ -81,6 +84,8 @@ def test_the_refusals_say_which_guard_failed() -> None:
         "no attempts left",
         "lease still held",
         "another sweep handled the job",
+        "the job's expiry has not come",
+        "the superseded job names another survivor",
     ]
     running = a_job(S.RUNNING, attempt=2, lease_until=LATER)
     with pytest.raises(TransitionError, match="attempt 1 no longer holds the job"):
@@ -141,6 +146,10 @@ BY_TENANT = {
     "retry_by_hand": (
         S.CANCELLED,
         lambda job, tenant: transitions.retry_by_hand(job, tenant=tenant, now=LATER, sweep_at=SWEEP_AT),
+    ),
+    "retry_by_hand_scheduled": (
+        S.CANCELLED,
+        lambda job, tenant: transitions.retry_by_hand(job, tenant=tenant, now=LATER, sweep_at=SWEEP_AT, scheduled=True),
     ),
     "claim": (
         S.QUEUED,
@@ -404,9 +413,31 @@ def test_retry_by_hand(status: JobStatus) -> None:
         next_attempt_at=None,
         updated_at=NOW,
         retries=2,
+        retried_at=NOW,
         sweep_at=SWEEP_AT,
         resends=0,
     )
+
+
+def test_retry_by_hand_scheduled() -> None:
+    job = lived(S.CANCELLED, finished_at=T0, expires_at=NOW + RETENTION, sweep_at=None)
+
+    assert transitions.retry_by_hand(job, tenant=TENANT, now=NOW, sweep_at=SWEEP_AT, scheduled=True) == job.replace(
+        status=S.SCHEDULED,
+        attempt=0,
+        error=None,
+        finished_at=None,
+        expires_at=None,
+        lease_until=None,
+        next_attempt_at=None,
+        updated_at=NOW,
+        retries=2,
+        retried_at=NOW,
+        sweep_at=SWEEP_AT,
+        resends=0,
+    )
+    with pytest.raises(TransitionError):
+        transitions.retry_by_hand(lived(S.FAILED), tenant=TENANT, now=NOW, sweep_at=SWEEP_AT, scheduled=True)
 
 
 def test_reschedule_sweep() -> None:
@@ -483,7 +514,7 @@ def test_a_refusal_names_the_transition_and_the_state() -> None:
 
 
 def test_final_states() -> None:
-    assert {s for s in JobStatus if s.is_final} == {S.SUCCEEDED, S.FAILED, S.CANCELLED}
+    assert {s for s in JobStatus if s.is_final} == {S.SUCCEEDED, S.FAILED, S.CANCELLED, S.EXPIRED}
 
 
 # -- what a job is -----------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ offpath_tools.cost_doc renders the model's section of docs/benchmarks.md.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -241,6 +242,12 @@ class Assumptions:
     sweeper_runs_per_month: float = 60 * 24 * DAYS_PER_MONTH
     sweeper_read_units: float = 4 * 0.5
     sweeper_ms: float = 30.0
+    # The worker's pause flags (offpath.logic.pause.PauseFlags): a worker environment that runs jobs reads the pause
+    # item (one strongly consistent read of a small item: 1 read unit) at most once per 10 s, never more than once a
+    # job. Counted for one busy environment per queue class in use, all month: each further busy environment adds
+    # as much, a quiet one nothing.
+    pause_flag_reads_per_queue_month: float = SECONDS_PER_MONTH / 10
+    pause_flag_read_units: float = 1.0
     # X-Ray's default sampling for Lambda: the first request each second, then 5%.
     xray_reservoir_per_s: float = 1.0
     xray_rate: float = 0.05
@@ -301,6 +308,9 @@ class Config(BaseModel):
     notifier: bool = True  # the table's stream and the notifier function, which the stack always deploys
     api_type: Literal["http", "rest"] = "http"
     tracing: bool = False  # X-Ray active tracing on every function (the stack's `tracing` option, off)
+    # OpenTelemetry through the ADOT layer (the stack's `otel` option, off): its spans go to X-Ray, so it is
+    # priced as X-Ray traces, only when on (the layer's own run time per invocation is not priced).
+    otel: bool = False
     retention_days: int = Field(default=Settings.model_fields["retention_days"].default, ge=1)  # finished jobs (TTL)
     log_retention_days: int = Field(default=LOG_RETENTION_DAYS, ge=1)
     job_types: int = Field(default=1, ge=1)  # job types in use (EMF metrics per job type)
@@ -312,6 +322,11 @@ class Config(BaseModel):
         if self.scheduled_share + self.delayed_share + self.batched_share > 1:
             raise ValueError("scheduled, delayed and batched shares add up to more than 1")
         return self
+
+    @property
+    def traced(self) -> bool:
+        """X-Ray records traces: active tracing asked for, or OpenTelemetry exporting to it."""
+        return self.tracing or self.otel
 
     def memory(self, function: str) -> int:
         return {"api": self.api_memory_mb, "worker": self.worker_memory_mb}.get(function, self.enqueue_memory_mb)
@@ -509,7 +524,7 @@ def job_usage(measured: Mapping[str, Any], config: Config, assumptions: Assumpti
         per_job = total.get(f"lambda_requests:{function}", 0.0)
         rate = per_job * config.jobs_per_month / SECONDS_PER_MONTH
         traces += per_job * sampled_share(rate, assumptions)
-    total["traces"] = traces if config.tracing else 0.0
+    total["traces"] = traces if config.traced else 0.0
 
     if config.notifier:
         _add(total, notifier_usage(total.get("stream_records", 0.0), config, assumptions), 1.0)
@@ -650,7 +665,7 @@ def fixed_monthly(
         + runs * price("scheduler_invocation")
         + runs * assumptions.sweeper_read_units * rru_price
         + runs * assumptions.platform_log_bytes / 1e9 * price("logs_ingestion_gb")
-        + (runs * price("xray_trace") if config.tracing else 0.0)
+        + (runs * price("xray_trace") if config.traced else 0.0)
     )
     names: set[str] = set()
     for name in SCENARIOS:
@@ -679,6 +694,10 @@ def fixed_monthly(
     return {
         **snapstart,
         "sweeper (every minute)": sweeper,
+        "pause flags (a worker environment's read per 10 s)": config.queue_classes_in_use
+        * assumptions.pause_flag_reads_per_queue_month
+        * assumptions.pause_flag_read_units
+        * rru_price,
         "idle queue polling": config.queue_classes_in_use
         * assumptions.idle_receives_per_queue_month
         * price("sqs_request"),
@@ -794,6 +813,7 @@ def knobs(base: Config) -> list[tuple[str, Config]]:
         ("payload 64 KB", base.changed(payload_bytes=65_536)),
         ("REST API instead of HTTP API", base.changed(api_type="rest")),
         ("X-Ray tracing on (-c tracing=true)", base.changed(tracing=True)),
+        ("OpenTelemetry via the ADOT layer (-c otel=true; X-Ray traces, only when on)", base.changed(otel=True)),
         ("10M jobs a month (X-Ray samples 5% above 1/s)", base.changed(jobs_per_month=10_000_000)),
         ("submitted in batches of 100", base.changed(batched_share=1.0)),
         (
@@ -828,14 +848,15 @@ def describe(config: Config, measured_payload: int | None = None) -> str:
     return (
         f"{'HTTP' if config.api_type == 'http' else 'REST'} API; Lambda arm64, {memory}; batch size "
         f"{config.batch_size}; payload {payload}; DynamoDB {capacity}; logs at {config.log_level}; X-Ray "
-        f"{'on' if config.tracing else 'off'}"
+        f"{'on' if config.traced else 'off'}"
+        + ("; OpenTelemetry via the ADOT layer (its traces priced as X-Ray's)" if config.otel else "")
     )
 
 
-# GET /stats asks, per (queue, job type) with metrics, 5 sums and 4 percentiles (adapters/cloudwatch.py),
-# after 5 ListMetrics requests; the console asks it once a minute while its overview is open.
-STATS_METRICS_PER_PAIR = 9
-STATS_LIST_REQUESTS = 5
+# GET /stats asks, per (queue, job type) with metrics, 6 sums and 4 percentiles (adapters/cloudwatch.py),
+# after 6 ListMetrics requests; the console asks it once a minute while its overview is open.
+STATS_METRICS_PER_PAIR = 10
+STATS_LIST_REQUESTS = 6
 CONSOLE_HOURS_PER_MONTH = 8 * 22
 
 
@@ -879,6 +900,90 @@ def quota_cost_per_job(config: Config, kind: str = "none", *, readers: float = 1
     rate = config.jobs_per_month / SECONDS_PER_MONTH
     reads_per_job = min(1.0, readers / rate) if counted and rate > 0 else 0.0
     return wru * wru_price + reads_per_job * QUOTA_USAGE_READ_RRU * rru_price
+
+
+# -- chains (offpath/logic/followups.py; docs/workflows.md) ---------------------------------------------------------
+# What a chain step adds to the job that has a next one (`then`): its SUCCEED write keeps it in the sweep index and
+# fixes the next job's id (the same write: no extra unit while the item stays under 1 KB), then one more write takes
+# it out of the sweep index once the next job is made: CHAIN_STEP_WRU for an item under 1 KB. The next job's own
+# create and send are that job's submit (a job submitted by the worker instead of through the api: no API Gateway
+# request, no api invocation). A step reading `ctx.parent` reads its parent once (GetItem, strongly consistent:
+# one read unit under 4 KB). A plain job: nothing.
+CHAIN_STEP_WRU = 1
+CHAIN_PARENT_READ_RRU = 1.0
+
+
+def chain_cost_per_job(config: Config, chained_share: float = 0.0) -> float:
+    """Dollars a job adds on average when `chained_share` of the jobs are a chain step with a next job (each next
+    job reading its parent's result once); 0 for plain jobs."""
+    if not 0.0 <= chained_share <= 1.0:
+        raise ValueError("the chained share must be between 0 and 1")
+    wru_price, rru_price = dynamodb_unit_prices(config)
+    return chained_share * (CHAIN_STEP_WRU * wru_price + CHAIN_PARENT_READ_RRU * rru_price)
+
+
+# -- job types' flow limits (offpath/logic/limits.py, adapters/dynamodb_limits.py; docs/flow-control.md) ----------
+# What each job of a type with limits adds (a type that declares none adds nothing: its worker neither reads nor
+# writes for them). A concurrency slot: acquired and released, one conditional write each, on an item under 1 KB
+# (up to ~16 holders: a key's item grows ~50 bytes a holder); a rate limit: one conditional write on its bucket. A
+# keyed limit or a concurrency limit reads the job before the claim (strongly consistent, under 4 KB: 1 read
+# unit). Each time a job waits it repeats its admission (a refused conditional write is billed too) and its message
+# is received and put back (2 SQS requests).
+LIMIT_SLOT_WRU = 2
+LIMIT_RATE_WRU = 1
+LIMIT_READ_RRU = 1
+LIMIT_WAIT_SQS_REQUESTS = 2
+LIMIT_KINDS = ("none", "concurrency", "rate", "both")
+
+
+def limits_units_per_job(kind: str = "none", *, waits: float = 0.0) -> tuple[float, float]:
+    """(write units, read units) a job adds with its type's limits (`kind`: which it declares; "none": (0, 0)),
+    `waits`: how often it waits on average before it runs."""
+    if kind not in LIMIT_KINDS:
+        raise ValueError(f"limits must be one of {', '.join(LIMIT_KINDS)}")
+    if kind == "none":
+        return 0.0, 0.0
+    slots, rate = kind in ("concurrency", "both"), kind in ("rate", "both")
+    writes = (LIMIT_SLOT_WRU if slots else 0) + (LIMIT_RATE_WRU if rate else 0)
+    # A wait: the refused write (the bucket's, or the slot's after a token was taken: both), and the read again.
+    per_wait = (1 if slots else 0) + (1 if rate else 0)
+    return writes + per_wait * waits, LIMIT_READ_RRU * (1 + waits)
+
+
+def limits_cost_per_job(config: Config, kind: str = "none", *, waits: float = 0.0) -> float:
+    """Dollars a job adds with its type's limits (0 when it declares none)."""
+    if kind == "none":
+        limits_units_per_job(kind)
+        return 0.0
+    wru_price, rru_price = dynamodb_unit_prices(config)
+    wru, rru = limits_units_per_job(kind, waits=waits)
+    return wru * wru_price + rru * rru_price + waits * LIMIT_WAIT_SQS_REQUESTS * price("sqs_request")
+
+
+# -- expiry and debounce (logic/expiry.py, logic/debounce.py; docs/flow-control.md) --------------------------------
+# Expiry adds no write: its time rides on the job's item (a few bytes) and its message, and the worker reads it from
+# the message; a job that expires costs one write (the expire) in place of its claim and outcome. A debounced submit
+# writes its key's record (one item under 1 KB: 1 write unit); a submit that supersedes an earlier job also
+# cancels it (one write of the earlier job's item: its payload and JOB_ITEM_BASE_BYTES, in 1 KB units). When the
+# superseded job's message comes the worker reads the record (consistent, under 4 KB: 1 read unit) and, when the
+# burst went on, names its survivor (one more write of the item; counted for every superseded job: the most it costs).
+DEBOUNCE_RECORD_WRU = 1
+DEBOUNCE_RECORD_READ_RRU = 1
+JOB_ITEM_BASE_BYTES = 600
+
+
+def flow_control_cost_per_job(config: Config, *, debounced_share: float = 0.0, superseded_share: float = 0.0) -> float:
+    """Dollars a job adds for debounce: `debounced_share` of the jobs are submitted with a debounce, of which
+    `superseded_share` (a share of all jobs) are superseded. 0 when no job is debounced; expiry is always 0."""
+    if not 0 <= debounced_share <= 1:
+        raise ValueError("the debounced share must be between 0 and 1")
+    if not 0 <= superseded_share <= debounced_share:
+        raise ValueError("the superseded share must be between 0 and the debounced share")
+    wru_price, rru_price = dynamodb_unit_prices(config)
+    # A payload "as measured" is a few dozen bytes: the item stays under 1 KB.
+    item_wru = math.ceil(((config.payload_bytes or 0) + JOB_ITEM_BASE_BYTES) / 1024)
+    writes = debounced_share * DEBOUNCE_RECORD_WRU + superseded_share * 2 * item_wru
+    return writes * wru_price + superseded_share * DEBOUNCE_RECORD_READ_RRU * rru_price
 
 
 # -- notices: the notifier, the event bus and webhook deliveries (issue 12) -------------------------------

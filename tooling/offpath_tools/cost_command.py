@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from offpath_tools.cost import (
     CONSOLE_HOURS_PER_MONTH,
     DEFAULT_TARGET_PER_MILLION,
+    LIMIT_KINDS,
     MILLION,
     PRICES_TAKEN,
     QUOTA_KINDS,
@@ -30,9 +31,13 @@ from offpath_tools.cost import (
     Config,
     alternatives,
     batch_cost,
+    chain_cost_per_job,
     cheapest,
     describe,
     estimate,
+    flow_control_cost_per_job,
+    limits_cost_per_job,
+    limits_units_per_job,
     load_measured,
     long_poll_cost,
     money,
@@ -76,6 +81,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     setup.add_argument("--log-level", choices=["INFO", "WARNING"], default=DEFAULTS.log_level)
     setup.add_argument("--api-type", choices=["http", "rest"], default=DEFAULTS.api_type)
     setup.add_argument("--tracing", action="store_true", help="X-Ray active tracing on (the stack's tracing option)")
+    setup.add_argument(
+        "--otel",
+        action="store_true",
+        help="OpenTelemetry via the ADOT layer on (the stack's otel option): X-Ray traces, priced only when on",
+    )
     setup.add_argument("--platform-logs", action="store_true", help="Lambda's START/END/REPORT lines kept")
     setup.add_argument("--snapstart", action="store_true", help="SnapStart on (the stack's snapstart option)")
     setup.add_argument("--job-types", type=int, default=DEFAULTS.job_types, help="job types in use (metrics)")
@@ -99,6 +109,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="api environments x counted tenants submitting each second (their counts' reads; default 10)",
     )
+    volume.add_argument(
+        "--chained-share",
+        type=float,
+        default=0.0,
+        metavar="X",
+        help="jobs that are a chain step with a next job (`then`): 1 write unit each (0..1)",
+    )
+    setup.add_argument(
+        "--limits",
+        choices=LIMIT_KINDS,
+        default="none",
+        help="the job type's flow limits: a concurrency limit, a rate limit, or both (default none)",
+    )
+    setup.add_argument(
+        "--limit-waits",
+        type=float,
+        default=0.0,
+        metavar="N",
+        help="how often a job waits for its limits before it runs, on average (default 0)",
+    )
+    setup.add_argument(
+        "--debounced-share",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="share of the jobs submitted with a debounce (one record write each; default 0)",
+    )
+    setup.add_argument(
+        "--superseded-share",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="share of the jobs superseded by a later debounced submit (one cancel write each; default 0)",
+    )
     setup.add_argument("--json", action="store_true", help="print the estimate as JSON")
 
 
@@ -120,6 +164,7 @@ def config_from(args: argparse.Namespace) -> Config:
         log_level=args.log_level,
         api_type=args.api_type,
         tracing=args.tracing,
+        otel=args.otel,
         job_types=args.job_types,
         platform_logs=args.platform_logs,
         snapstart=args.snapstart,
@@ -140,6 +185,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     try:
         config = config_from(args)
+        chains = chain_cost_per_job(config, args.chained_share)
         if args.cheapest:
             config = cheapest(config)
         measured = load_measured(args.measured)
@@ -150,6 +196,13 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         print(f"offpath cost: {error}", file=sys.stderr)
         return USAGE
     batches = batch_cost(config)
+    try:
+        debounce = flow_control_cost_per_job(
+            config, debounced_share=args.debounced_share, superseded_share=args.superseded_share
+        )
+    except ValueError as error:
+        print(f"offpath cost: {error}", file=sys.stderr)
+        return USAGE
     if args.json:
         result = estimate(measured, config)
         cheapest_config = cheapest(config)
@@ -169,6 +222,14 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
             "quotas": args.quotas,
             "quotas_per_million_jobs": quota_cost_per_job(config, args.quotas, readers=args.quota_readers) * MILLION,
             "batches": {**asdict(batches), "per_million_members": batches.per_million_members, "plain_job_extra": 0.0},
+            "chained_share": args.chained_share,
+            "chains_per_million_jobs": chains * MILLION,
+            "limits": args.limits,
+            "limits_write_units_per_job": limits_units_per_job(args.limits, waits=args.limit_waits)[0],
+            "limits_read_units_per_job": limits_units_per_job(args.limits, waits=args.limit_waits)[1],
+            "limits_per_million_jobs": limits_cost_per_job(config, args.limits, waits=args.limit_waits) * MILLION,
+            "expiry_per_million_jobs": 0.0,
+            "debounce_per_million_jobs": debounce * MILLION,
         }
         out.write(json.dumps(document, indent=2) + "\n")
         return 0
@@ -197,6 +258,25 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
                 f"{money(batches.per_callback * MILLION)} per million callbacks",
             ],
         ],
+    )
+    out.write(
+        f"chains ({args.chained_share:g} of the jobs a step with a next job): {money(chains * MILLION)} per million "
+        f"jobs, {money(chains * config.jobs_per_month)} a month on top of the above (DynamoDB: 1 write unit per chain "
+        "step, 1 read unit per ctx.parent read; a plain job 0; --chained-share, docs/workflows.md)\n"
+    )
+    limits = limits_cost_per_job(config, args.limits, waits=args.limit_waits)
+    writes, reads = limits_units_per_job(args.limits, waits=args.limit_waits)
+    out.write(
+        f"limits ({args.limits}): {writes:g} write units and {reads:g} read units a job, {money(limits * MILLION)} "
+        f"per million jobs, {money(limits * config.jobs_per_month)} a month on top of the above (a concurrency slot: "
+        "2 writes, taken and given back; a rate limit: 1; the job read before its claim: 1 read unit; each wait: "
+        "one more of each and 2 SQS requests; 0 for a type without limits; --limits, docs/flow-control.md)\n"
+        f"expiry: {money(0.0)} per million jobs (its time rides on the job's item and message); debounce "
+        f"({args.debounced_share:g} of the jobs debounced, {args.superseded_share:g} superseded): "
+        f"{money(debounce * MILLION)} per million jobs, {money(debounce * config.jobs_per_month)} a month (1 write "
+        "unit per debounced submit for its key's record; per superseded job its cancel, a read of the record and at "
+        "most one more write of its item; "
+        "docs/flow-control.md)\n"
     )
     return 0
 

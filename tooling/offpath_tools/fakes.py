@@ -36,6 +36,7 @@ from offpath.domain.job import AttemptError, Job, JobStatus, Progress
 from offpath.domain.ports import (
     FILTERED_SCAN_PAGES,
     CreateOutcome,
+    DebounceRecord,
     Firing,
     JobMessage,
     JobPage,
@@ -58,6 +59,7 @@ class InMemoryJobStore:
         self._jobs: dict[tuple[str, str], Job] = {}
         self._keys: dict[tuple[str, str], KeyRecord] = {}
         self._once: set[tuple[str, str]] = set()
+        self._debounce: dict[tuple[str, str, str], DebounceRecord] = {}
         self._schedules: dict[str, ScheduleState] = {}
         self._faults: dict[str, list[Exception]] = {}
         self.writes: list[str] = []
@@ -170,15 +172,43 @@ class InMemoryJobStore:
             self._jobs[tenant, job_id] = claimed
             return claimed
 
-    def record_success(self, job: Job, *, result: Any, now: datetime, expires_at: datetime) -> None:
+    def record_success(
+        self,
+        job: Job,
+        *,
+        result: Any,
+        now: datetime,
+        expires_at: datetime,
+        followup_at: datetime | None = None,
+        next_job_id: str | None = None,
+    ) -> None:
         stored = json.loads(json.dumps(result, default=str))
         self._fenced(
             "record_success",
             job,
             lambda current: transitions.succeed(
-                current, attempt=job.attempt, result=stored, now=now, retention=expires_at - now
+                current,
+                attempt=job.attempt,
+                result=stored,
+                now=now,
+                retention=expires_at - now,
+                followup_at=followup_at,
+                next_job_id=next_job_id,
             ),
         )
+
+    def clear_followups(self, job: Job) -> None:
+        with self._lock:
+            self._enter("clear_followups", write=True)
+            if job.sweep_at is None:
+                raise JobConflictError(job, "the job has no sweep time")
+            current = self._jobs.get((job.tenant, job.job_id))
+            if current is None:
+                raise JobConflictError(None, "the job's follow-ups were cleared, or it runs again")
+            try:
+                self._jobs[job.tenant, job.job_id] = transitions.followed_up(current, seen=job.sweep_at)
+            except TransitionError:
+                raise JobConflictError(None, "the job's follow-ups were cleared, or it runs again") from None
 
     def record_retry(
         self, job: Job, *, error: str, now: datetime, next_attempt_at: datetime, detail: AttemptError | None = None
@@ -211,14 +241,30 @@ class InMemoryJobStore:
             ),
         )
 
-    def cancel(self, job_id: str, *, tenant: str, now: datetime, expires_at: datetime) -> Job:
+    def cancel(
+        self,
+        job_id: str,
+        *,
+        tenant: str,
+        now: datetime,
+        expires_at: datetime,
+        operation: str | None = None,
+        superseded_by: str | None = None,
+    ) -> Job:
         with self._lock:
             self._enter("cancel", write=True)
             current = self._jobs.get((tenant, job_id))
             if current is None:
                 raise JobNotFoundError(job_id)
             try:
-                cancelled = transitions.cancel(current, tenant=tenant, now=now, retention=expires_at - now)
+                cancelled = transitions.cancel(
+                    current,
+                    tenant=tenant,
+                    now=now,
+                    retention=expires_at - now,
+                    operation=operation,
+                    superseded_by=superseded_by,
+                )
             except TransitionError:
                 raise JobConflictError(current, f"a {current.status.value} job cannot be cancelled") from None
             self._jobs[tenant, job_id] = cancelled
@@ -263,13 +309,57 @@ class InMemoryJobStore:
             lambda current: transitions.redrive(current, tenant=tenant, now=now, sweep_at=sweep_at),
         )
 
-    def retry_by_hand(self, job_id: str, *, tenant: str, now: datetime, sweep_at: datetime) -> Job:
+    def retry_by_hand(
+        self,
+        job_id: str,
+        *,
+        tenant: str,
+        now: datetime,
+        sweep_at: datetime,
+        operation: str | None = None,
+        scheduled: bool = False,
+    ) -> Job:
         return self._owned(
             "retry_by_hand",
             job_id,
             tenant,
-            lambda current: transitions.retry_by_hand(current, tenant=tenant, now=now, sweep_at=sweep_at),
+            lambda current: transitions.retry_by_hand(
+                current, tenant=tenant, now=now, sweep_at=sweep_at, operation=operation, scheduled=scheduled
+            ),
         )
+
+    def expire(self, job_id: str, *, tenant: str, now: datetime, expires_at: datetime) -> Job:
+        with self._lock:
+            self._enter("expire", write=True)
+            current = self._jobs.get((tenant, job_id))
+            if current is None:
+                raise JobNotFoundError(job_id)
+            try:
+                expired = transitions.expire(current, tenant=tenant, now=now, retention=expires_at - now)
+            except TransitionError:
+                raise JobConflictError(current, f"a {current.status.value} job does not expire now") from None
+            self._jobs[tenant, job_id] = expired
+            return expired
+
+    def swap_debounce(self, tenant: str, job_type: str, key: str, record: DebounceRecord) -> DebounceRecord | None:
+        with self._lock:
+            self._enter("swap_debounce", write=True)
+            previous = self._debounce.get((tenant, job_type, key))
+            self._debounce[tenant, job_type, key] = record
+            return previous
+
+    def name_survivor(self, job_id: str, *, tenant: str, seen: str, survivor: str, now: datetime) -> None:
+        self._owned(
+            "name_survivor",
+            job_id,
+            tenant,
+            lambda current: transitions.name_survivor(current, tenant=tenant, seen=seen, survivor=survivor, now=now),
+        )
+
+    def debounce_record(self, tenant: str, job_type: str, key: str) -> DebounceRecord | None:
+        with self._lock:
+            self._enter("debounce_record", write=False)
+            return self._debounce.get((tenant, job_type, key))
 
     def discard(self, job_id: str, *, tenant: str, now: datetime) -> Job:
         return self._owned(
@@ -287,9 +377,7 @@ class InMemoryJobStore:
     def due_for_sweep(self, *, now: datetime, limit: int) -> list[Job]:
         with self._lock:
             self._enter("due_for_sweep", write=False)
-            due = [
-                j for j in self._jobs.values() if j.sweep_at is not None and not j.status.is_final and j.sweep_at <= now
-            ]
+            due = [j for j in self._jobs.values() if j.sweep_at is not None and j.sweep_at <= now]
             return transitions.fair_share(due, limit)
 
     def reschedule_sweep(self, job: Job, *, sweep_at: datetime, resent: bool) -> None:
@@ -306,17 +394,6 @@ class InMemoryJobStore:
                 )
             except TransitionError:
                 raise JobConflictError(None, "another sweep handled the job") from None
-
-    def clear_followups(self, job: Job) -> None:
-        with self._lock:
-            self._enter("clear_followups", write=True)
-            current = self._jobs.get((job.tenant, job.job_id))
-            if current is None:
-                raise JobConflictError(None, "the job is gone")
-            try:
-                self._jobs[job.tenant, job.job_id] = transitions.followups_done(current, seen=job.sweep_at)
-            except TransitionError:
-                raise JobConflictError(None, "the job's follow-ups were cleared or it changed") from None
 
     def get_schedule_state(self, name: str) -> ScheduleState | None:
         with self._lock:
@@ -663,3 +740,122 @@ class InMemoryQuotaCounters:
             for counted in shards.values():
                 total = total.plus(counted)
             self.counts[tenant] = total
+
+
+class InMemoryLimits:
+    """A LimitStore (offpath.domain.limits) deciding as adapters/dynamodb_limits.py does: slots held per scope by
+    (attempt, until), a holder whose time is up taken over, a release fenced by its attempt; a GCRA token bucket per
+    scope. tests/integration/test_limits_store.py runs the same checks against both."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.slots: dict[str, dict[str, tuple[int, int]]] = {}
+        self.tats: dict[str, int] = {}
+        self.acquires = 0
+        self.releases = 0
+
+    def held(self, scope: str) -> dict[str, int]:
+        """The scope's holders: job id -> attempt."""
+        return {job_id: attempt for job_id, (attempt, _) in self.slots.get(scope, {}).items()}
+
+    def acquire(self, scope: str, *, job_id: str, attempt: int, until_us: int, now_us: int, limit: int) -> float:
+        with self._lock:
+            self.acquires += 1
+            holders = self.slots.setdefault(scope, {})
+            own = holders.get(job_id)
+            if own is not None:
+                if own == (attempt, until_us):
+                    return 0.0
+                if own[1] > now_us:
+                    return (own[1] - now_us) / 1_000_000
+                holders[job_id] = (attempt, until_us)
+                return 0.0
+            if len(holders) < limit:
+                holders[job_id] = (attempt, until_us)
+                return 0.0
+            dead = sorted((until, held) for held, (_, until) in holders.items() if until <= now_us)
+            if dead:
+                del holders[dead[0][1]]
+                holders[job_id] = (attempt, until_us)
+                return 0.0
+            return max(1, min(until for _, until in holders.values()) - now_us) / 1_000_000
+
+    def release(self, scope: str, *, job_id: str, attempt: int) -> None:
+        with self._lock:
+            self.releases += 1
+            holders = self.slots.get(scope, {})
+            if job_id in holders and holders[job_id][0] == attempt:
+                del holders[job_id]
+
+    def take(self, scope: str, *, per_s: float, bucket: int, now_us: int) -> float:
+        with self._lock:
+            interval = max(1, round(1_000_000 / per_s))
+            tolerance = (bucket - 1) * interval
+            tat = max(self.tats.get(scope, 0), now_us)
+            if tat - now_us > tolerance:
+                return (tat - tolerance - now_us) / 1_000_000
+            self.tats[scope] = tat + interval
+            return 0.0
+
+
+# -- bulk operations ----------------------------------------------------------------------------
+
+
+class InMemoryBulkStore:
+    """The bulk operations' store (offpath.domain.bulk.BulkStore) in memory, fenced on the step as
+    adapters/dynamodb_bulk.py fences it; `saves` counts the checkpoints and ends written."""
+
+    def __init__(self) -> None:
+        from offpath.domain.bulk import BulkOperation
+
+        self._lock = threading.Lock()
+        self.operations: dict[tuple[str, str], BulkOperation] = {}
+        self.open: set[tuple[str, str]] = set()
+        self.saves = 0
+
+    def create(self, operation: Any) -> None:
+        with self._lock:
+            self.open.add((operation.owner, operation.operation_id))
+            self.operations[operation.owner, operation.operation_id] = operation
+
+    def get(self, owner: str, operation_id: str) -> Any:
+        with self._lock:
+            return self.operations.get((owner, operation_id))
+
+    def take(self, operation: Any, *, now: datetime, lease_until: datetime) -> Any:
+        from offpath.domain.bulk import BulkOperationConflictError
+
+        with self._lock:
+            current = self.operations.get((operation.owner, operation.operation_id))
+            if (
+                current is None
+                or current.is_over
+                or current.step != operation.step
+                or (current.lease_until is not None and current.lease_until > now)
+            ):
+                raise BulkOperationConflictError()
+            taken = current.replace(lease_until=lease_until, step=current.step + 1)
+            self.operations[operation.owner, operation.operation_id] = taken
+            return taken
+
+    def save(self, operation: Any, *, seen_step: int) -> Any:
+        from offpath.domain.bulk import BulkOperationConflictError
+
+        with self._lock:
+            current = self.operations.get((operation.owner, operation.operation_id))
+            if current is None or current.step != seen_step:
+                raise BulkOperationConflictError()
+            written = operation.replace(step=seen_step + 1)
+            self.operations[operation.owner, operation.operation_id] = written
+            self.saves += 1
+            if written.is_over:
+                self.open.discard((written.owner, written.operation_id))
+            return written
+
+    def open_operations(self) -> list[tuple[str, str]]:
+        with self._lock:
+            return sorted(self.open)
+
+    def forget(self, owner: str, operation_id: str) -> None:
+        with self._lock:
+            self.open.discard((owner, operation_id))

@@ -89,6 +89,8 @@ def normalise(record: dict[str, Any]) -> Call:
             roles.add(function_role(name))
         elif kind == "alarm":
             roles.add("alarm:{prefix}-*")
+        elif kind == "mapping":
+            roles.add(f"mapping:jobs/{CLASS}")
         elif kind == "schedule-dlq":
             roles.add("queue:schedule-dlq")
         elif kind == "bus":

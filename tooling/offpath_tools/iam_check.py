@@ -343,6 +343,12 @@ class Model:
             return self.stack.get_att(logical, "Arn") if logical else None
         if kind == "alarm":
             return f"arn:{PARTITION}:cloudwatch:{REGION}:{ACCOUNT}:alarm:{self.prefix}-NAME"
+        if kind == "mapping":  # the event source mapping on the queue class's queue
+            queue = self.queue_arn(naming.queue_name(self.prefix, queue_class or ""))
+            for logical, props in self.stack.of_type("AWS::Lambda::EventSourceMapping").items():
+                if queue is not None and self.stack.resolve(props.get("EventSourceArn")) == queue:
+                    return f"arn:{PARTITION}:lambda:{REGION}:{ACCOUNT}:event-source-mapping:{logical}"
+            return None
         if kind == "key" and name == "webhook-secrets":
             key = env.get("OFFPATH_WEBHOOK_SECRETS_KEY")
             return str(key) if key else None

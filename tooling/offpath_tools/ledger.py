@@ -39,7 +39,7 @@ from offpath_tools.launcher import OffpathLocal, free_loopback_port
 from offpath_tools.webhook_receiver import Receiver
 
 TENANT, TOKEN = "ledger", "ledger-token-0123456789"
-FINAL = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
+FINAL = frozenset({"SUCCEEDED", "FAILED", "CANCELLED", "EXPIRED"})
 EFFECTS_FILE = "effects.jsonl"
 # Where the runtime's job types (offpath_tools.ledger_jobs, loaded by the runtime and never imported here: it
 # declares a queue class in the registry) write the side effects the ledger counts.
@@ -70,7 +70,17 @@ WEBHOOK_NAME = "ledger"
 WEBHOOK_PATH = "/ledger"
 RECEIVER_FAILS_EVERY = 10
 WEBHOOK_RETRY_SCALE = 0.01
-FINAL_EVENTS = {"SUCCEEDED": "job.succeeded", "FAILED": "job.failed", "CANCELLED": "job.cancelled"}
+FINAL_EVENTS = {
+    "SUCCEEDED": "job.succeeded",
+    "FAILED": "job.failed",
+    "CANCELLED": "job.cancelled",
+    "EXPIRED": "job.expired",
+}
+# The flow-control variant (`--flow-control`): `e2e.limited` jobs (offpath_tools.ledger_jobs) of FLOW_ACCOUNTS
+# accounts, at most LIMITED_AT_ONCE running at once per account.
+LIMITED_AT_ONCE = 2
+FLOW_ACCOUNTS = 3
+FLOW_RUN_MS = 200
 
 
 # -- the runtime ------------------------------------------------------------------------------
@@ -306,6 +316,7 @@ class LogFacts:
     sweeper_resends: int = 0  # messages sent again for jobs whose message was missing or late
     sweeper_requeues: int = 0  # jobs whose worker died holding the lease, requeued
     duplicate_deliveries: int = 0  # DuplicateDeliveries: deliveries acknowledged without running the job
+    admission_waits: int = 0  # AdmissionWaits: jobs that waited for a limit, unclaimed
     acknowledged: Counter[str] = field(default_factory=Counter)  # job id -> deliveries acknowledged without a run
 
     @classmethod
@@ -323,6 +334,7 @@ class LogFacts:
                     continue
                 if "_aws" in entry:
                     facts.duplicate_deliveries += int(entry.get("DuplicateDeliveries", 0) or 0)
+                    facts.admission_waits += int(entry.get("AdmissionWaits", 0) or 0)
                     continue
                 message = str(entry.get("message", ""))
                 if entry.get("service") == "sweeper":
@@ -365,9 +377,17 @@ class Planned:
     email: str | None = None
 
 
-def plan(jobs: int, tag: str = "ledger") -> list[Planned]:
+def plan(jobs: int, tag: str = "ledger", *, flow_control: bool = False) -> list[Planned]:
     """Eight in ten welcome e-mails (SUCCEEDED, one e-mail each), one flaky job that fails its first attempt
-    (SUCCEEDED on a retry), one poison job (FAILED)."""
+    (SUCCEEDED on a retry), one poison job (FAILED). With `flow_control`: `e2e.limited` jobs of FLOW_ACCOUNTS
+    accounts in turn (SUCCEEDED)."""
+    if flow_control:
+        return [
+            Planned(
+                f"{tag}-{n}", "e2e.limited", {"account": f"account-{n % FLOW_ACCOUNTS}", "ms": FLOW_RUN_MS}, "SUCCEEDED"
+            )
+            for n in range(jobs)
+        ]
     planned = []
     for n in range(jobs):
         key = f"{tag}-{n}"
@@ -409,10 +429,20 @@ class Ledger:
     views: dict[str, dict[str, Any]] = field(default_factory=dict)
     # Notices (None: no endpoint was registered for this run).
     webhooks: WebhookFacts | None = None
+    # The flow-control variant: the most runs of one account at once (from the runs' own start and end), and how
+    # often a job waited for its limit.
+    flow_control: bool = False
+    most_at_once: dict[str, int] = field(default_factory=dict)
+    admission_waits: int = 0
 
     @property
     def expected(self) -> Counter[str]:
-        return Counter(p.expect for p in plan(self.jobs))
+        return Counter(p.expect for p in plan(self.jobs, flow_control=self.flow_control))
+
+    @property
+    def over_limit(self) -> dict[str, int]:
+        """Accounts that ever ran more than LIMITED_AT_ONCE jobs at once (the flow-control variant)."""
+        return {account: most for account, most in self.most_at_once.items() if most > LIMITED_AT_ONCE}
 
     @property
     def clean(self) -> bool:
@@ -424,6 +454,7 @@ class Ledger:
             or self.missing_effects
             or self.refused
             or undelivered
+            or self.over_limit
         )
 
     def lines(self) -> list[str]:
@@ -446,7 +477,15 @@ class Ledger:
             f"  {self.elapsed_s:.1f} s from the first submit until every job was final",
             *([self.webhooks.line()] if self.webhooks else []),
             *([f"  answers 429 quota_exceeded {self.over_quota} (each retried)"] if self.over_quota else []),
+            *([self.flow_line()] if self.flow_control else []),
         ]
+
+    def flow_line(self) -> str:
+        most = ", ".join(f"{account} {n}" for account, n in sorted(self.most_at_once.items()))
+        return (
+            f"  flow control: at most {LIMITED_AT_ONCE} at once per account; most running at once: {most or '-'}"
+            f"   over the limit {len(self.over_limit)}   waits for the limit {self.admission_waits}"
+        )
 
     def markdown_rows(self) -> list[tuple[str, str]]:
         faults = sum(self.faults.values())
@@ -467,6 +506,16 @@ class Ledger:
             ("duplicate deliveries acknowledged", str(self.duplicate_deliveries)),
             ("first submit until every job final", f"{self.elapsed_s:.1f} s"),
             *(self.webhooks.markdown_rows() if self.webhooks else []),
+            *(
+                [
+                    (
+                        "**runs of one account over its limit** (most at once)",
+                        f"**{len(self.over_limit)}** ({self.most_at_once})",
+                    )
+                ]
+                if self.flow_control
+                else []
+            ),
         ]
 
 
@@ -480,9 +529,10 @@ def run_ledger(
     timeout_s: float = 120,
     tag: str = "ledger",
     webhooks: bool = True,
+    flow_control: bool = False,
 ) -> Ledger:
-    planned = plan(jobs, tag)
-    ledger = Ledger(jobs=jobs, seed=seed, fault_rate=fault_rate, submitted=len(planned))
+    planned = plan(jobs, tag, flow_control=flow_control)
+    ledger = Ledger(jobs=jobs, seed=seed, fault_rate=fault_rate, submitted=len(planned), flow_control=flow_control)
     answers: dict[str, Answer] = {}
     lock = threading.Lock()
     receiver = Receiver(fail_every=RECEIVER_FAILS_EVERY, port=local.webhook_port) if webhooks else None
@@ -548,12 +598,33 @@ def run_ledger(
     ledger.sweeper_resends = facts.sweeper_resends
     ledger.sweeper_requeues = facts.sweeper_requeues
     ledger.duplicate_deliveries = facts.duplicate_deliveries
+    ledger.admission_waits = facts.admission_waits
+    if flow_control:
+        ledger.most_at_once = most_at_once_by_account(local.effects())
     if receiver is not None and secret is not None:
         try:
             ledger.webhooks = account_deliveries(local, receiver, secret, views, timeout_s)
         finally:
             receiver.stop()
     return ledger
+
+
+def most_at_once_by_account(effects: Iterable[dict[str, Any]]) -> dict[str, int]:
+    """The most `e2e.limited` runs of each account at one moment, from their recorded starts and ends (a run
+    ending as another starts does not overlap it)."""
+    changes: dict[str, list[tuple[float, int]]] = {}
+    for effect in effects:
+        if effect.get("effect") == "limited-run":
+            account = str(effect["account"])
+            changes.setdefault(account, []).extend([(float(effect["start"]), 1), (float(effect["end"]), -1)])
+    most: dict[str, int] = {}
+    for account, events in changes.items():
+        running = peak = 0
+        for _, change in sorted(events):
+            running += change
+            peak = max(peak, running)
+        most[account] = peak
+    return most
 
 
 # -- notices: every final state delivered -------------------------------------------------------

@@ -7,6 +7,8 @@ test can count, and queue classes of their own.
   submits arrives as one batch, and nothing else uses the queue): each run of the job function and each
   side effect (guarded by `ctx.once`) is appended to the same file. TESTPLAN 16.
 - `e2e.burst` on the stack's `bulk` queue class (maximum concurrency 2): returns at once. TESTPLAN 21.
+- `e2e.limited` on `critical`: at most LIMITED_AT_ONCE at once per `account` (docs/flow-control.md); each run's
+  start and end are appended to the effects file (the ledger's `--flow-control` variant).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -21,7 +24,7 @@ from pydantic import BaseModel, Field
 from offpath.domain.context import JobContext
 from offpath.domain.registry import job, queue_class
 from offpath.jobs import load_job_types, welcome_email
-from offpath_tools.ledger import EFFECTS_ENV
+from offpath_tools.ledger import EFFECTS_ENV, LIMITED_AT_ONCE
 
 load_job_types(demo=True)
 
@@ -71,3 +74,33 @@ class Burst(BaseModel):
 @job("e2e.burst", payload=Burst, queue="bulk", max_attempts=3, timeout_s=10)
 def burst(payload: Burst, ctx: JobContext) -> dict[str, int]:
     return {"n": payload.n}
+
+
+class LimitedRun(BaseModel):
+    account: str = Field(min_length=1, max_length=64)
+    ms: int = Field(default=200, ge=0, le=5_000)
+
+
+@job(
+    "e2e.limited",
+    payload=LimitedRun,
+    queue="critical",
+    max_attempts=5,
+    timeout_s=10,
+    concurrency_key="account",
+    max_concurrency=LIMITED_AT_ONCE,
+)
+def limited(payload: LimitedRun, ctx: JobContext) -> dict[str, Any]:
+    """Each run's start and end (this process's clock) in the effects file: what ran at once, per account."""
+    started = time.time()
+    time.sleep(payload.ms / 1000)
+    record(
+        {
+            "effect": "limited-run",
+            "account": payload.account,
+            "job_id": ctx.job_id,
+            "start": started,
+            "end": time.time(),
+        }
+    )
+    return {"account": payload.account}

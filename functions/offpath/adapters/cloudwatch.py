@@ -38,6 +38,7 @@ COUNTS = {
     "failed": "JobsFailed",
     "retried": "JobsRetried",
     "dead_lettered": "JobsDeadLettered",
+    "expired": "JobsExpired",
 }
 PERCENTILES = {
     "duration_p50_s": ("JobDuration", "p50"),

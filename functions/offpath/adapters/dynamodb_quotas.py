@@ -31,7 +31,7 @@ from offpath.adapters.dynamodb_store import (
     key_of,
     plain_values,
 )
-from offpath.adapters.item_formats import FORMAT_ATTRIBUTE, QUOTA_RATE, QUOTA_USAGE
+from offpath.adapters.item_formats import FORMAT_ATTRIBUTE, QUOTA_RATE, QUOTA_USAGE, ItemFormat
 from offpath.domain.errors import StoreUnavailableError
 from offpath.domain.quotas import Usage
 
@@ -62,10 +62,22 @@ def rate_items(per_s: float) -> int:
 
 
 class DynamoDbQuotaCounters:
-    def __init__(self, table_name: str, client: DynamoDBClient | None = None, rng: random.Random | None = None) -> None:
+    def __init__(
+        self,
+        table_name: str,
+        client: DynamoDBClient | None = None,
+        rng: random.Random | None = None,
+        *,
+        bucket_key: Callable[[str, int], str] = rate_key,
+        bucket_format: ItemFormat = QUOTA_RATE,
+    ) -> None:
+        """`bucket_key` and `bucket_format`: the token buckets' items (the job types' rate limits keep theirs
+        apart, adapters/dynamodb_limits.py)."""
         self.table_name = table_name
         self.client = client or default_client()
         self.rng = rng or random.Random()  # spreads writes; secures nothing
+        self.bucket_key = bucket_key
+        self.bucket_format = bucket_format
         # Per bucket item, the tat this environment last wrote or saw.
         self._seen_tat: dict[str, int] = {}
 
@@ -73,7 +85,7 @@ class DynamoDbQuotaCounters:
         items = rate_items(per_s)
         interval = max(1, round(1_000_000 * items / per_s))  # microseconds per token of one item
         tolerance = (max(1, bucket // items) - 1) * interval
-        key = rate_key(tenant, self.rng.randrange(items))
+        key = self.bucket_key(tenant, self.rng.randrange(items))
         ttl = now_us // 1_000_000 + RATE_ITEM_TTL_S
         # Which write to try first: this environment's last sight of the bucket says whether it is in use.
         in_use = self._seen_tat.get(key, 0) > now_us
@@ -82,7 +94,7 @@ class DynamoDbQuotaCounters:
                 self._seen_tat[key] = self._write(key, busy, interval, tolerance, now_us, ttl)
                 return 0.0
             except ConditionFailed as failed:
-                tat = _tat(failed.item)
+                tat = _tat(failed.item, self.bucket_format)
             if tat is not None:
                 self._seen_tat[key] = tat
                 if tat > now_us + tolerance:
@@ -106,11 +118,11 @@ class DynamoDbQuotaCounters:
             # Each write sets every attribute of the bucket's format: it is written in the current one.
             UpdateExpression=f"{update}, {FORMAT_ATTRIBUTE} = :fv",
             ConditionExpression=condition,
-            ExpressionAttributeValues=attribute_values({**values, ":fv": QUOTA_RATE.version}),
+            ExpressionAttributeValues=attribute_values({**values, ":fv": self.bucket_format.version}),
             ReturnValues="UPDATED_NEW",
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
-        return _tat(response.get("Attributes")) or now_us + interval
+        return _tat(response.get("Attributes"), self.bucket_format) or now_us + interval
 
     def usage(self, tenant: str) -> Usage:
         keys = [key_of(usage_key(tenant, n)) for n in range(USAGE_SHARDS)]
@@ -166,6 +178,6 @@ class DynamoDbQuotaCounters:
         return call(operation, **request)
 
 
-def _tat(item: Any) -> int | None:
-    values = QUOTA_RATE.read(plain_values(item or {}))
+def _tat(item: Any, bucket_format: ItemFormat = QUOTA_RATE) -> int | None:
+    values = bucket_format.read(plain_values(item or {}))
     return int(values["tat"]) if "tat" in values else None

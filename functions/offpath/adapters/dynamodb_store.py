@@ -10,6 +10,9 @@ Item layout (key `pk` + `sk`, offpath.naming; every key is made by `item_key`):
 - `IDEM#<tenant>#<sha256(key) prefix>` / `#`: an idempotency key's record (the job's id and creation time, the
   submission's fingerprint), written by one conditional put before the job (`record_key`); it expires
   (TTL) after the job's retention, counted from when the job is due.
+- `DEBOUNCE#<tenant>#<sha256(type, key) prefix>` / `#`: a debounce key's record (its burst's survivor, when it was
+  submitted and when its window ends; logic/debounce.py), replaced by each debounced submit; it expires (TTL) a
+  day after its window.
 - `ONCE#<scope>#<name>` / `#`: a `ctx.once` mark; `SCHEDULE#<name>` / `#`: a schedule's firings. The quota
   counters (adapters/dynamodb_quotas.py) and the webhook items (adapters/webhook_store.py) are single items too.
 Index (offpath.naming.TABLE_INDEXES): the sparse `sweep` index (shard, sweep time) for the sweeper, keys only
@@ -31,7 +34,7 @@ import zlib
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast, overload
 
@@ -39,7 +42,7 @@ import botocore.exceptions
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.config import Config
 
-from offpath.adapters.item_formats import JOB, KEY_RECORD, ONCE_MARK, SCHEDULE_STATE
+from offpath.adapters.item_formats import DEBOUNCE_RECORD, JOB, KEY_RECORD, ONCE_MARK, SCHEDULE_STATE
 from offpath.domain.errors import (
     IdempotencyConflictError,
     InvalidRequestError,
@@ -53,17 +56,21 @@ from offpath.domain.job import (
     CLAIM,
     DISCARD,
     ENQUEUE_SCHEDULED,
+    EXPIRE,
     FAIL,
     FAIL_EXPIRED_LEASE,
-    FOLLOWUPS_DONE,
+    FOLLOWED_UP,
     LEASE_EXPIRED_OUTCOME,
+    NAME_SURVIVOR,
     RECORD_PROGRESS,
     REDRIVE,
     REQUEUE_EXPIRED_LEASE,
     RESCHEDULE_SWEEP,
     RETRY,
     RETRY_BY_HAND,
+    RETRY_BY_HAND_SCHEDULED,
     SUCCEED,
+    SUPERSEDED,
     AttemptError,
     AttemptRecord,
     Facts,
@@ -78,6 +85,7 @@ from offpath.domain.job import (
 from offpath.domain.ports import (
     FILTERED_SCAN_PAGES,
     CreateOutcome,
+    DebounceRecord,
     Firing,
     JobPage,
     KeyRecord,
@@ -96,6 +104,9 @@ INDEX_SWEEP = "sweep"
 # The condition of a write that must create its item.
 NEW_ITEM = f"attribute_not_exists({TABLE_PARTITION_KEY})"
 KEY_ITEM_PREFIX = "IDEM#"
+DEBOUNCE_ITEM_PREFIX = "DEBOUNCE#"
+# A debounce key's record is kept this long after its window ended (TTL); a record gone is a key never used.
+DEBOUNCE_RECORD_MARGIN = timedelta(days=1)
 # An idempotency key's record is named by this many hex digits of the key's SHA-256 (128 bits).
 KEY_DIGEST_CHARS = 32
 # The sweep index's partition key is spread over shards so no single partition takes every write.
@@ -187,6 +198,26 @@ class DynamoDbJobStore:
             if not failed.item:
                 raise StoreUnavailableError("DynamoDB returned no record with the failed key condition") from None
             return key_record_from_item(failed.item)
+
+    def swap_debounce(self, tenant: str, job_type: str, key: str, record: DebounceRecord) -> DebounceRecord | None:
+        """One unconditional put (ReturnValues ALL_OLD: the record it replaced comes back with it, no read)."""
+        response = self._call(
+            self.client.put_item,
+            TableName=self.table_name,
+            Item=attribute_values(
+                {
+                    **item_key(debounce_partition(tenant, job_type, key)),
+                    **DEBOUNCE_RECORD.stamp,
+                    "job_id": record.job_id,
+                    "submitted_at": iso(record.submitted_at),
+                    "window_end": iso(record.window_end),
+                    "expires_at": epoch(record.window_end + DEBOUNCE_RECORD_MARGIN),
+                }
+            ),
+            ReturnValues="ALL_OLD",
+        )
+        old = response.get("Attributes")
+        return debounce_record_from_item(old) if old else None
 
     def key_record(self, tenant: str, idempotency_key: str) -> KeyRecord | None:
         response = self._call(
@@ -372,15 +403,47 @@ class DynamoDbJobStore:
                 return current
             raise JobConflictError(current, f"job is {current.status.value}") from None
 
-    def record_success(self, job: Job, *, result: Any, now: datetime, expires_at: datetime) -> None:
-        self._record_outcome(
-            SUCCEED,
-            job,
-            now,
-            "result_json = :result, finished_at = :now, expires_at = :ttl REMOVE lease_until, #e, sweep_pk, sweep_at",
-            {":result": json.dumps(result, default=str), ":ttl": epoch(expires_at)},
-        )
+    def record_success(
+        self,
+        job: Job,
+        *,
+        result: Any,
+        now: datetime,
+        expires_at: datetime,
+        followup_at: datetime | None = None,
+        next_job_id: str | None = None,
+    ) -> None:
+        sets = "result_json = :result, finished_at = :now, expires_at = :ttl"
+        values: dict[str, Any] = {":result": json.dumps(result, default=str), ":ttl": epoch(expires_at)}
+        if followup_at is None:
+            update = f"{sets} REMOVE lease_until, #e, sweep_pk, sweep_at"
+        else:
+            # The job has follow-ups (logic/followups.py): it stays in the sweep index until they ran, and a chain's
+            # next job's id is fixed here, once ever.
+            sets += ", sweep_pk = :shard, sweep_at = :sweep"
+            values |= {":shard": sweep_shard(job.job_id), ":sweep": iso(followup_at)}
+            if next_job_id is not None:
+                sets += ", next_job_id = if_not_exists(next_job_id, :next)"
+                values[":next"] = next_job_id
+            update = f"{sets} REMOVE lease_until, #e"
+        self._record_outcome(SUCCEED, job, now, update, values)
         self._keep_key(job, now, expires_at)
+
+    def clear_followups(self, job: Job) -> None:
+        if job.sweep_at is None:
+            raise JobConflictError(job, "the job has no sweep time")
+        try:
+            self._write(
+                FOLLOWED_UP,
+                job.tenant,
+                job.job_id,
+                Facts(seen_sweep_at=job.sweep_at),
+                "REMOVE sweep_pk, sweep_at",
+                {},
+                returns=False,
+            )
+        except ConditionFailed:
+            raise JobConflictError(None, "the job's follow-ups were cleared, or it runs again") from None
 
     def record_retry(
         self, job: Job, *, error: str, now: datetime, next_attempt_at: datetime, detail: AttemptError | None = None
@@ -442,7 +505,7 @@ class DynamoDbJobStore:
         """Write how an attempt ended (SUCCEEDED, RETRYING or FAILED), fenced: only while that
         attempt still holds the job. The same write adds the attempt to the job's history: the fence
         makes `job`'s history the stored one."""
-        if transition.to is not None and transition.to.is_final and job.has_followups:
+        if transition.to is not None and transition.to.is_final and job.has_followups and ":sweep" not in values:
             update, kept = keep_in_sweep(update, job.job_id, job.followup_sweep_at(now))
             values = {**values, **kept}
         error = values.get(":error")
@@ -527,18 +590,30 @@ class DynamoDbJobStore:
             uncount=True,
         )
 
-    def retry_by_hand(self, job_id: str, *, tenant: str, now: datetime, sweep_at: datetime) -> Job:
+    def retry_by_hand(
+        self,
+        job_id: str,
+        *,
+        tenant: str,
+        now: datetime,
+        sweep_at: datetime,
+        operation: str | None = None,
+        scheduled: bool = False,
+    ) -> Job:
+        marked = ", bulk_operation_id = :op" if operation is not None else ""
+        transition = RETRY_BY_HAND_SCHEDULED if scheduled else RETRY_BY_HAND
         try:
             return self._move_to_queued(
-                RETRY_BY_HAND,
+                transition,
                 job_id,
                 tenant=tenant,
                 now=now,
                 sweep_at=sweep_at,
                 # ADD: a job written before hand retries were counted has no `retries` yet.
-                also=", attempt = :zero, resends = :zero "
-                "REMOVE #e, finished_at, expires_at, lease_until, next_attempt_at, discarded_at ADD retries :one",
-                values={":zero": 0, ":one": 1},
+                also=f", retried_at = :now, attempt = :zero, resends = :zero{marked} "
+                "REMOVE #e, finished_at, expires_at, lease_until, next_attempt_at, discarded_at, start_by, "
+                "cancel_reason, superseded_by ADD retries :one",
+                values={":zero": 0, ":one": 1, **({":op": operation} if operation is not None else {})},
                 names={"#e": "error"},
                 uncount=True,
             )
@@ -546,7 +621,7 @@ class DynamoDbJobStore:
             current = conflict.job
             if (
                 current is not None
-                and current.status is JobStatus.QUEUED
+                and current.status is transition.to
                 and current.updated_at == now
                 and current.sweep_at == sweep_at
             ):
@@ -685,9 +760,28 @@ class DynamoDbJobStore:
 
     # -- api --------------------------------------------------------------------------------
 
-    def cancel(self, job_id: str, *, tenant: str, now: datetime, expires_at: datetime) -> Job:
-        update = "SET #s = :status, updated_at = :now, finished_at = :now, expires_at = :ttl REMOVE sweep_pk, sweep_at"
+    def cancel(
+        self,
+        job_id: str,
+        *,
+        tenant: str,
+        now: datetime,
+        expires_at: datetime,
+        operation: str | None = None,
+        superseded_by: str | None = None,
+    ) -> Job:
+        marked = ", bulk_operation_id = :op" if operation is not None else ""
+        # Superseded (a later submit under its debounce key): the reason and the survivor, in the same write.
+        why = ", cancel_reason = :reason, superseded_by = :survivor" if superseded_by is not None else ""
         values: dict[str, Any] = {":now": iso(now), ":ttl": epoch(expires_at)}
+        if superseded_by is not None:
+            values |= {":reason": SUPERSEDED, ":survivor": superseded_by}
+        if operation is not None:
+            values[":op"] = operation
+        update = (
+            f"SET #s = :status, updated_at = :now, finished_at = :now, expires_at = :ttl{marked}{why} "
+            "REMOVE sweep_pk, sweep_at"
+        )
         try:
             try:
                 # A plain job (no follow-ups) is cancelled by this one write; a batch member fails its condition
@@ -720,6 +814,65 @@ class DynamoDbJobStore:
                 # This cancel's own write, met by an SDK retry after its response was lost.
                 return current
             raise JobConflictError(current, f"a {current.status.value} job cannot be cancelled") from None
+
+    def expire(self, job_id: str, *, tenant: str, now: datetime, expires_at: datetime) -> Job:
+        """A waiting job past its `start_by` -> EXPIRED (one conditional write); JobConflictError with the job as it
+        is when it is not waiting or its expiry has not come (an SDK retry of this write meets its own result)."""
+        update = (
+            "SET #s = :status, updated_at = :now, finished_at = :now, expires_at = :ttl "
+            "REMOVE sweep_pk, sweep_at, lease_until, next_attempt_at"
+        )
+        values: dict[str, Any] = {":now": iso(now), ":ttl": epoch(expires_at)}
+        facts = Facts(now=now, tenant=tenant)
+        try:
+            try:
+                # A batch member fails this write's condition and expires by the next, which keeps it in the sweep
+                # index for its follow-ups (its count), as a cancel does.
+                expired = self._write(EXPIRE, tenant, job_id, facts, update, values, plain_only=True)
+            except ConditionFailed as failed:
+                current = from_item(failed.item) if failed.item else None
+                if current is None or not current.has_followups:
+                    raise
+                kept_update, kept = keep_in_sweep(update, job_id, current.followup_sweep_at(now))
+                expired = self._write(EXPIRE, tenant, job_id, facts, kept_update, {**values, **kept})
+        except ConditionFailed as failed:
+            current = _tenants_job(failed, job_id)
+            if current.status is JobStatus.EXPIRED and current.updated_at == now:
+                return current
+            raise JobConflictError(current, f"a {current.status.value} job does not expire now") from None
+        try:
+            self._keep_key(expired, now, expires_at)
+        except StoreUnavailableError:
+            logger.warning("an expired job's key record was not extended", extra={"job_id": job_id})
+        return expired
+
+    def name_survivor(self, job_id: str, *, tenant: str, seen: str, survivor: str, now: datetime) -> None:
+        """One conditional write: the superseded job that named `seen` names `survivor` (its status and times stay)."""
+        try:
+            self._write(
+                NAME_SURVIVOR,
+                tenant,
+                job_id,
+                Facts(now=now, tenant=tenant, seen_survivor=seen),
+                "SET superseded_by = :survivor",
+                {":survivor": survivor},
+                returns=False,
+            )
+        except ConditionFailed as failed:
+            current = _tenants_job(failed, job_id)
+            if current.superseded_by == survivor:
+                return  # this write's own, met by an SDK retry
+            raise JobConflictError(current, "the superseded job names another survivor") from None
+
+    def debounce_record(self, tenant: str, job_type: str, key: str) -> DebounceRecord | None:
+        response = self._call(
+            self.client.get_item,
+            TableName=self.table_name,
+            Key=key_of(debounce_partition(tenant, job_type, key)),
+            ConsistentRead=True,
+        )
+        item = response.get("Item")
+        return debounce_record_from_item(item) if item else None
 
     def discard(self, job_id: str, *, tenant: str, now: datetime) -> Job:
         # FAILED stays FAILED: an SDK retry of this write meets its own result and simply writes it again.
@@ -844,21 +997,6 @@ class DynamoDbJobStore:
                 or {}
             )
 
-    def clear_followups(self, job: Job) -> None:
-        """The finished job's follow-ups ran: out of the sweep index, fenced on the sweep time in `job`."""
-        try:
-            self._write(
-                FOLLOWUPS_DONE,
-                job.tenant,
-                job.job_id,
-                Facts(seen_sweep_at=job.sweep_at),
-                "REMOVE sweep_pk, sweep_at",
-                {},
-                returns=False,
-            )
-        except ConditionFailed:
-            raise JobConflictError(None, "the job's follow-ups were cleared or it changed") from None
-
     # -- plumbing ---------------------------------------------------------------------------
 
     def _call(self, operation: Callable[..., Any], **request: Any) -> Any:
@@ -947,6 +1085,21 @@ def idempotency_partition(tenant: str, idempotency_key: str) -> str:
     return f"{KEY_ITEM_PREFIX}{tenant}#{digest}"
 
 
+def debounce_record_from_item(item: Mapping[str, Any]) -> DebounceRecord:
+    plain = DEBOUNCE_RECORD.read(plain_values(item))
+    return DebounceRecord(
+        job_id=str(plain["job_id"]),
+        submitted_at=parse_iso(plain["submitted_at"]),
+        window_end=parse_iso(plain["window_end"]),
+    )
+
+
+def debounce_partition(tenant: str, job_type: str, key: str) -> str:
+    """The partition key of a tenant's debounce key's record for a job type (the key itself is not stored)."""
+    digest = hashlib.sha256(f"{job_type}\n{key}".encode()).hexdigest()[:KEY_DIGEST_CHARS]
+    return f"{DEBOUNCE_ITEM_PREFIX}{tenant}#{digest}"
+
+
 def sweep_shard(job_id: str) -> str:
     """The sweep index's partition of a job: from the random end of its id (its start is the time)."""
     return f"SWEEP#{int(job_id[-2:], 16) % SWEEP_SHARDS}"
@@ -975,6 +1128,14 @@ def guard_condition(guard: Guard, facts: Facts) -> tuple[str, dict[str, Any]]:
             return "(attribute_not_exists(lease_until) OR lease_until <= :now)", {":now": iso(_fact(facts.now, guard))}
         case Guard.SWEEP_FENCE:
             return "sweep_at = :seen", {":seen": iso(_fact(facts.seen_sweep_at, guard))}
+        case Guard.SURVIVOR_FENCE:
+            return "cancel_reason = :superseded AND superseded_by = :seen_survivor", {
+                ":superseded": SUPERSEDED,
+                ":seen_survivor": _fact(facts.seen_survivor, guard),
+            }
+        case Guard.START_BY_PASSED:
+            # A comparison with a missing attribute is false: a job without an expiry never expires.
+            return "start_by <= :now", {":now": iso(_fact(facts.now, guard))}
 
 
 def condition_of(transition: Transition, facts: Facts) -> Condition:
@@ -1179,6 +1340,7 @@ def transact(client: DynamoDBClient, items: list[dict[str, Any]]) -> bool:
 
 
 def to_item(job: Job) -> Item:
+    # A final job is in the sweep index only while its follow-ups are due (logic/followups.py).
     swept = job.sweep_at is not None
 
     def when(value: datetime | None) -> str | None:
@@ -1214,7 +1376,7 @@ def to_item(job: Job) -> Item:
             "next_attempt_at": when(job.next_attempt_at),
             # A number: the table's TTL attribute.
             "expires_at": epoch(job.expires_at) if job.expires_at is not None else None,
-            # The sparse sweep index's keys: only an unfinished job carries them.
+            # The sparse sweep index's keys: only an unfinished job, or a final one whose follow-ups are due.
             "sweep_pk": sweep_shard(job.job_id) if swept else None,
             "sweep_at": when(job.sweep_at) if swept else None,
             "result_json": json.dumps(job.result, default=str) if job.result is not None else None,
@@ -1228,6 +1390,16 @@ def to_item(job: Job) -> Item:
             "batch_id": job.batch_id,
             "batch_counted": job.batch_counted.value if job.batch_counted is not None else None,
             "callback_of": job.callback_of,
+            "then_json": payload_json(job.then) if job.then is not None else None,
+            "parent_job_id": job.parent_job_id,
+            "next_job_id": job.next_job_id,
+            "bulk_operation_id": job.bulk_operation_id,
+            "start_by": when(job.start_by),
+            "cancel_reason": job.cancel_reason,
+            "superseded_by": job.superseded_by,
+            "debounce_key": job.debounce_key,
+            "debounce_s": job.debounce_s,
+            "retried_at": when(job.retried_at),
         }
     )
 
@@ -1280,6 +1452,16 @@ def from_item(item: Mapping[str, Any]) -> Job:
         batch_id=plain.get("batch_id"),
         batch_counted=JobStatus(plain["batch_counted"]) if plain.get("batch_counted") else None,
         callback_of=plain.get("callback_of"),
+        then=json.loads(plain["then_json"]) if plain.get("then_json") else None,
+        parent_job_id=plain.get("parent_job_id"),
+        next_job_id=plain.get("next_job_id"),
+        bulk_operation_id=plain.get("bulk_operation_id"),
+        start_by=when("start_by"),
+        cancel_reason=plain.get("cancel_reason"),
+        superseded_by=plain.get("superseded_by"),
+        debounce_key=plain.get("debounce_key"),
+        debounce_s=int(plain["debounce_s"]) if plain.get("debounce_s") is not None else None,
+        retried_at=when("retried_at"),
     )
 
 

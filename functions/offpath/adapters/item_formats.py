@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from offpath.naming import JOB_ITEM_PREFIX
+from offpath.naming import JOB_ITEM_PREFIX, PAUSES_ITEM_KEY
 
 logger = logging.getLogger(__name__)
 
@@ -87,8 +87,14 @@ JOB = ItemFormat("job", JOB_ITEM_PREFIX, version=3, upcasters=(v2_adds_the_versi
 KEY_RECORD = ItemFormat("idempotency key record", "IDEM#", version=2, upcasters=(v2_adds_the_version,))
 SCHEDULE_STATE = ItemFormat("schedule state", "SCHEDULE#", version=2, upcasters=(v2_adds_the_version,))
 ONCE_MARK = ItemFormat("once mark", "ONCE#", version=2, upcasters=(v2_adds_the_version,))
+# A debounce key's record (logic/debounce.py): new with this release, so its first version is FIRST_VERSION.
+DEBOUNCE_RECORD = ItemFormat("debounce record", "DEBOUNCE#", version=FIRST_VERSION, upcasters=())
 QUOTA_RATE = ItemFormat("quota rate bucket", "QUOTA#RATE#", version=2, upcasters=(v2_adds_the_version,))
 QUOTA_USAGE = ItemFormat("quota usage counter", "QUOTA#USE#", version=2, upcasters=(v2_adds_the_version,))
+
+# The job types' flow limits (adapters/dynamodb_limits.py): one key's concurrency slots, one key's token bucket.
+LIMIT_SLOTS = ItemFormat("concurrency slots", "LIMIT#SLOTS#", version=1, upcasters=())
+LIMIT_RATE = ItemFormat("rate limit bucket", "LIMIT#RATE#", version=1, upcasters=())
 
 
 def v3_seals_the_secrets(plain: Plain) -> Plain:
@@ -106,6 +112,11 @@ WEBHOOK_LOG = ItemFormat("webhook delivery log", "WEBHOOKLOG#", version=2, upcas
 BATCH = ItemFormat("batch", "BATCH#", version=1, upcasters=())
 BATCH_PAGE = ItemFormat("batch page", "BATCHPAGE#", version=1, upcasters=())
 BATCH_KEY = ItemFormat("batch key record", "BATCHKEY#", version=1, upcasters=())
+# A bulk operation (POST /jobs/bulk: adapters/dynamodb_bulk.py), and the one item naming the running ones.
+BULK_OPERATION = ItemFormat("bulk operation", "BULK#", version=1, upcasters=())
+BULK_OPEN = ItemFormat("open bulk operations", "BULKOPEN#", version=1, upcasters=())
+# Every pause in force (adapters/dynamodb_pauses.py): one item, one attribute per paused queue class or job type.
+PAUSES = ItemFormat("pauses", PAUSES_ITEM_KEY, version=1, upcasters=())
 
 FORMATS = (
     JOB,
@@ -119,6 +130,12 @@ FORMATS = (
     BATCH,
     BATCH_PAGE,
     BATCH_KEY,
+    LIMIT_SLOTS,
+    LIMIT_RATE,
+    BULK_OPERATION,
+    BULK_OPEN,
+    DEBOUNCE_RECORD,
+    PAUSES,
 )
 # Longest prefix first: `QUOTA#RATE#` before any shorter prefix it starts with.
 _BY_PREFIX = sorted(FORMATS, key=lambda f: len(f.prefix), reverse=True)

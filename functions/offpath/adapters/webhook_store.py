@@ -260,6 +260,7 @@ def attempt_to_json(attempt: Attempt) -> dict[str, Any]:
         "latency_ms": attempt.latency_ms,
         "error": attempt.error,
         "next_retry_at": _when(attempt.next_retry_at),
+        "job_id": attempt.job_id,
     }
 
 
@@ -273,4 +274,5 @@ def attempt_from_json(data: dict[str, Any]) -> Attempt:
         latency_ms=int(data.get("latency_ms") or 0),
         error=data.get("error"),
         next_retry_at=_parsed(data.get("next_retry_at")),
+        job_id=data.get("job_id"),  # absent in attempts logged before it was kept
     )

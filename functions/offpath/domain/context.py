@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Protocol
 
 from offpath.domain.batch import Batch
 from offpath.domain.clock import Clock
+from offpath.domain.errors import OffpathError
 from offpath.domain.job import Job, Progress
-from offpath.domain.ports import JobStore
+from offpath.domain.ports import ChildJobs, JobStore
 from offpath.tenancy import SYSTEM_TENANT
 
 ONCE_RETENTION = timedelta(days=30)
@@ -79,6 +81,19 @@ class BatchContext:
 ACROSS_JOBS_RETENTION = timedelta(days=400)
 
 
+@dataclass(frozen=True)
+class Parent:
+    """The job that made this one: a chain's previous step (its `result` what it returned), or the job whose
+    `ctx.submit` submitted this one (its `result` None while it runs)."""
+
+    job_id: str
+    result: Any = None
+
+
+class NoSubmitPortError(OffpathError):
+    """`ctx.submit` where the job's context was built without a submit port."""
+
+
 class JobContext:
     def __init__(
         self,
@@ -90,9 +105,13 @@ class JobContext:
         logger: logging.LoggerAdapter[Any] | Any,
         shared_across_tenants: bool = False,
         batches: BatchGateway | None = None,
+        children: ChildJobs | None = None,
     ) -> None:
         self._job = job
         self._batches = batches
+        self._children = children
+        self._parent: Parent | None = None
+        self.parent_job_id = job.parent_job_id
         self.job_id = job.job_id
         self.attempt = job.attempt
         self.max_attempts = job.max_attempts
@@ -157,3 +176,25 @@ class JobContext:
             raise RuntimeError("no batch store configured")
         batch = self._batches.submit(self._job, jobs, on_complete=on_complete, on_success=on_success, key=key)
         return BatchContext(batch, self._batches)
+
+    @property
+    def parent(self) -> Parent | None:
+        """The job that made this one (its id and result), or None for a job a caller submitted. Read from the store
+        the first time it is asked for (one read), never on a job that does not ask. A parent past its retention
+        reads as its id with no result."""
+        if self.parent_job_id is None:
+            return None
+        if self._parent is None:
+            found = self._store.get(self.parent_job_id, tenant=self.tenant)
+            self._parent = Parent(self.parent_job_id, found.result if found is not None else None)
+        return self._parent
+
+    def submit(self, type: str, payload: dict[str, Any] | None = None, *, key: str) -> str:
+        """Submit a job of this job's tenant, once per `key`: an attempt retried after a crash that submits again
+        under the same key gets the same job (its id derives from this job's id and the key), never a second one.
+        Returns the child's job id; its view names this job as `parent_job_id`. Counts against the tenant's quotas
+        like any submit (over one: QuotaExceededError, and the attempt is retried); a type not open to the tenant or
+        a payload its model refuses is a PermanentError."""
+        if self._children is None:
+            raise NoSubmitPortError("this job's context has no submit port")
+        return self._children.submit_child(self._job, type, dict(payload or {}), key=key).job_id

@@ -128,3 +128,8 @@ class BatchConflictError(OffpathError):
 
 class BatchKeyConflictError(OffpathError):
     """An Idempotency-Key reused for another batch request."""
+
+
+class SwitchUnavailableError(OffpathError):
+    """A queue class's switch (its event source mapping, its alarm's actions) could not be set; the pause state in
+    the table stands and the next pause or resume of the queue applies the switch again."""

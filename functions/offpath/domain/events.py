@@ -37,6 +37,8 @@ class EventType(enum.StrEnum):
     # batch), like the batch's on_complete and on_success callbacks.
     BATCH_COMPLETED = "batch.completed"
     BATCH_SUCCEEDED = "batch.succeeded"
+    # Not started by its expires_at: ended without running.
+    EXPIRED = "job.expired"
 
 
 # The event a job's arrival in a state is.
@@ -48,12 +50,13 @@ ENTERED: dict[JobStatus, EventType] = {
     JobStatus.SUCCEEDED: EventType.SUCCEEDED,
     JobStatus.FAILED: EventType.FAILED,
     JobStatus.CANCELLED: EventType.CANCELLED,
+    JobStatus.EXPIRED: EventType.EXPIRED,
 }
 # Events that also follow from entering a state.
 ALSO: dict[JobStatus, tuple[EventType, ...]] = {JobStatus.FAILED: (EventType.DEAD_LETTERED,)}
 # What a subscriber may ask for (webhooks' `events`): every type but the progress feed, which is for
 # realtime subscribers (a webhook may still ask for it by name).
-FINAL_EVENTS = frozenset({EventType.SUCCEEDED, EventType.FAILED, EventType.CANCELLED})
+FINAL_EVENTS = frozenset({EventType.SUCCEEDED, EventType.FAILED, EventType.CANCELLED, EventType.EXPIRED})
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -34,6 +35,8 @@ class JobStatus(enum.StrEnum):
     SUCCEEDED = "SUCCEEDED"
     FAILED = "FAILED"
     CANCELLED = "CANCELLED"
+    # Not started by its `start_by` (the submit's `expires_at`): ended without running.
+    EXPIRED = "EXPIRED"
 
     @property
     def is_final(self) -> bool:
@@ -43,11 +46,13 @@ class JobStatus(enum.StrEnum):
 # How long a finished job with follow-ups stays in the sweep index: the sweeper runs its follow-ups when the worker
 # that finished it did not clear it by then (it died between the final write and the follow-ups).
 FOLLOWUP_GRACE = timedelta(seconds=30)
+# A cancelled job's `cancel_reason` when a later submit under its debounce key took its place (logic/debounce.py).
+SUPERSEDED = "superseded"
 
 # The outcome an attempt's record carries when its worker vanished and its lease ran out.
 LEASE_EXPIRED_OUTCOME = "LEASE_EXPIRED"
 
-FINAL_STATES = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED})
+FINAL_STATES = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.EXPIRED})
 UNFINISHED_STATES = frozenset(JobStatus) - FINAL_STATES
 
 
@@ -145,6 +150,28 @@ class Job:
         """The sweep time a final write gives the job: now + FOLLOWUP_GRACE with follow-ups, else none."""
         return now + FOLLOWUP_GRACE if self.has_followups else None
 
+    # A chain (docs/workflows.md): the job to submit when this one succeeds, `{"type", "payload", "then"?}` as
+    # validated at submit (domain/chain.py); None for a job that ends no chain.
+    then: Mapping[str, Any] | None = None
+    # The job whose success (a chain) or whose `ctx.submit` made this one; None for a job a caller submitted.
+    parent_job_id: str | None = None
+    # The chain's next job: its id is fixed by this job's SUCCEED write (once ever), the job made right after.
+    next_job_id: str | None = None
+    # The bulk operation (POST /jobs/bulk) whose retry or cancel last moved the job, written by that same write:
+    # a resumed operation knows the jobs it already moved (logic/bulk.py). None for every other job.
+    bulk_operation_id: str | None = None
+    # The submit's `expires_at`: a job not started by then ends EXPIRED without running (logic/expiry.py). Not
+    # `expires_at`, which is the item's TTL once the job is final.
+    start_by: datetime | None = None
+    # Why a CANCELLED job was cancelled, when not by its tenant's DELETE: "superseded" (a later submit under its
+    # debounce key, logic/debounce.py), with the job that took its place in `superseded_by`.
+    cancel_reason: str | None = None
+    superseded_by: str | None = None
+    # The submit's debounce: its key (per tenant and type) and window in seconds.
+    debounce_key: str | None = None
+    debounce_s: int | None = None
+    retried_at: datetime | None = None  # the last hand retry (POST /jobs/{id}/retry); absent before it was kept
+
     def replace(self, **changes: Any) -> Job:
         return dataclasses.replace(self, **changes)
 
@@ -180,10 +207,21 @@ class Job:
     def fingerprint(self) -> str:
         """What a replay under the job's idempotency key must match besides the tenant (the key's scope): the
         type and payload (their hash), the queue, the run_at and the tags (only when there are some: an untagged
-        job's fingerprint is what it was before tags). Kept on the key's record (one text)."""
+        job's fingerprint is what it was before tags). Kept on the key's record (one text). A debounced job's run_at
+        follows from its submit's time: its debounce (key and seconds) stands in for it; an expiry is added when
+        there is one."""
         run_at = self.run_at.astimezone(UTC).isoformat() if self.run_at is not None else ""
+        if self.debounce_key is not None:
+            run_at = "debounce:" + json.dumps([self.debounce_key, self.debounce_s], separators=(",", ":"))
         tags = "|" + json.dumps(dict(sorted(self.tags.items())), separators=(",", ":")) if self.tags else ""
-        return f"{self.payload_hash}|{self.queue}|{run_at}{tags}"
+        # A chain's steps, hashed (only when there are some: a job without one keeps the fingerprint it had before).
+        then = "|then:" + _digest(json.dumps(self.then, sort_keys=True, separators=(",", ":"))) if self.then else ""
+        expiry = f"|expires:{self.start_by.astimezone(UTC).isoformat()}" if self.start_by is not None else ""
+        return f"{self.payload_hash}|{self.queue}|{run_at}{tags}{then}{expiry}"
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def payload_json(payload: Any) -> str:
@@ -218,6 +256,7 @@ class Facts:
     tenant: str | None = None  # the tenant the caller names
     attempt: int | None = None  # the attempt the caller holds
     seen_sweep_at: datetime | None = None  # the sweep time the caller saw
+    seen_survivor: str | None = None  # the job a superseded job named when the caller read it
 
 
 class Guard(enum.Enum):
@@ -229,6 +268,8 @@ class Guard(enum.Enum):
     ATTEMPTS_LEFT = "no attempts left"
     LEASE_EXPIRED = "lease still held"
     SWEEP_FENCE = "another sweep handled the job"
+    START_BY_PASSED = "the job's expiry has not come"
+    SURVIVOR_FENCE = "the superseded job names another survivor"
 
     def holds(self, job: Job, facts: Facts) -> bool:
         match self:
@@ -242,6 +283,10 @@ class Guard(enum.Enum):
                 return job.lease_until is None or job.lease_until <= _given(facts.now, self)
             case Guard.SWEEP_FENCE:
                 return job.sweep_at is not None and job.sweep_at == facts.seen_sweep_at
+            case Guard.START_BY_PASSED:
+                return job.start_by is not None and job.start_by <= _given(facts.now, self)
+            case Guard.SURVIVOR_FENCE:
+                return job.cancel_reason == SUPERSEDED and job.superseded_by == _given(facts.seen_survivor, self)
 
     def refusal(self, facts: Facts) -> str:
         if self is Guard.ATTEMPT_FENCE:
@@ -341,25 +386,44 @@ ENQUEUE_SCHEDULED = Transition(
     "enqueue_scheduled", to=JobStatus.QUEUED, sources=_from(JobStatus.SCHEDULED), guards=(Guard.SAME_TENANT,)
 )
 REDRIVE = Transition("redrive", to=JobStatus.QUEUED, sources=_from(JobStatus.FAILED), guards=(Guard.SAME_TENANT,))
-# By the job's tenant, by id (POST /jobs/{id}/retry): a failed or cancelled job runs again.
+# A waiting job not started by its `start_by` ends without running (the worker before a claim, or the sweeper).
+EXPIRE = Transition(
+    "expire",
+    to=JobStatus.EXPIRED,
+    sources=_from(JobStatus.QUEUED, JobStatus.SCHEDULED, JobStatus.RETRYING),
+    guards=(Guard.SAME_TENANT, Guard.START_BY_PASSED),
+)
+# A superseded job names a later survivor of its burst (logic/debounce.py), fenced on the one it named.
+NAME_SURVIVOR = Transition(
+    "name_survivor", to=None, sources=_from(JobStatus.CANCELLED), guards=(Guard.SAME_TENANT, Guard.SURVIVOR_FENCE)
+)
+# By the job's tenant, by id (POST /jobs/{id}/retry): a failed, cancelled or expired job runs again.
 RETRY_BY_HAND = Transition(
     "retry_by_hand",
     to=JobStatus.QUEUED,
-    sources=_from(JobStatus.FAILED, JobStatus.CANCELLED),
+    sources=_from(JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.EXPIRED),
+    guards=(Guard.SAME_TENANT,),
+)
+# A CANCELLED job that was delayed, retried by hand while its run_at is still further off than an SQS delay
+# reaches: SCHEDULED again (its one-time schedule is made again), unless the caller asked for now.
+RETRY_BY_HAND_SCHEDULED = Transition(
+    "retry_by_hand_scheduled",
+    to=JobStatus.SCHEDULED,
+    sources=_from(JobStatus.CANCELLED),
     guards=(Guard.SAME_TENANT,),
 )
 # An operator removed the FAILED job's dead letter (by the job's tenant, as its message names it): it stays FAILED.
 DISCARD = Transition("discard", to=None, sources=_from(JobStatus.FAILED), guards=(Guard.SAME_TENANT,))
 # A finished job's follow-ups ran (logic/followups.py): it leaves the sweep index, fenced on the sweep time its final
 # write (or the sweep that ran them) saw.
-FOLLOWUPS_DONE = Transition(
-    "followups_done", to=None, sources=_from(*sorted(FINAL_STATES)), guards=(Guard.SWEEP_FENCE,)
-)
 # The sweeper moves an unfinished job's next look on, fenced on the sweep time it saw, so two
 # overlapping sweeps act on a job once.
 RESCHEDULE_SWEEP = Transition(
     "reschedule_sweep", to=None, sources=_from(*sorted(UNFINISHED_STATES)), guards=(Guard.SWEEP_FENCE,)
 )
+# A final job's follow-ups ran (logic/followups.py): it leaves the sweep index, fenced on the sweep time its final
+# write (or the sweep that ran them) saw, so a hand retry's newer entry is never removed.
+FOLLOWED_UP = Transition("followed_up", to=None, sources=_from(*sorted(FINAL_STATES)), guards=(Guard.SWEEP_FENCE,))
 
 TRANSITIONS = (
     CLAIM,
@@ -370,12 +434,15 @@ TRANSITIONS = (
     FAIL_EXPIRED_LEASE,
     REQUEUE_EXPIRED_LEASE,
     CANCEL,
+    EXPIRE,
+    NAME_SURVIVOR,
     ENQUEUE_SCHEDULED,
     REDRIVE,
     RETRY_BY_HAND,
+    RETRY_BY_HAND_SCHEDULED,
     DISCARD,
     RESCHEDULE_SWEEP,
-    FOLLOWUPS_DONE,
+    FOLLOWED_UP,
 )
 
 
@@ -399,9 +466,21 @@ def claim(job: Job, *, tenant: str, now: datetime, lease: timedelta, sweep_at: d
     )
 
 
-def succeed(job: Job, *, attempt: int, result: Any, now: datetime, retention: timedelta) -> Job:
+def succeed(
+    job: Job,
+    *,
+    attempt: int,
+    result: Any,
+    now: datetime,
+    retention: timedelta,
+    followup_at: datetime | None = None,
+    next_job_id: str | None = None,
+) -> Job:
+    """RUNNING -> SUCCEEDED. `followup_at`: the job has follow-ups (logic/followups.py) and stays in the sweep index
+    until then; `next_job_id`: its chain's next job's id, kept if the job has one already (once ever)."""
     SUCCEED.check(job, Facts(now=now, attempt=attempt))
     return job.replace(
+        next_job_id=job.next_job_id or next_job_id,
         status=JobStatus.SUCCEEDED,
         attempt_history=job.history_with(JobStatus.SUCCEEDED.value, now),
         result=result,
@@ -410,7 +489,7 @@ def succeed(job: Job, *, attempt: int, result: Any, now: datetime, retention: ti
         finished_at=now,
         updated_at=now,
         expires_at=now + retention,
-        sweep_at=job.followup_sweep_at(now),
+        sweep_at=followup_at if followup_at is not None else job.followup_sweep_at(now),
     )
 
 
@@ -475,16 +554,49 @@ def requeue_expired_lease(job: Job, *, attempt: int, now: datetime, sweep_at: da
     )
 
 
-def cancel(job: Job, *, tenant: str, now: datetime, retention: timedelta) -> Job:
+def cancel(
+    job: Job,
+    *,
+    tenant: str,
+    now: datetime,
+    retention: timedelta,
+    operation: str | None = None,
+    superseded_by: str | None = None,
+) -> Job:
+    """By its tenant, or by the bulk operation `operation` (marked on the job); or superseded by the later job
+    `superseded_by` under the same debounce key."""
     CANCEL.check(job, Facts(now=now, tenant=tenant))
     return job.replace(
+        bulk_operation_id=operation or job.bulk_operation_id,
         status=JobStatus.CANCELLED,
+        cancel_reason=SUPERSEDED if superseded_by is not None else job.cancel_reason,
+        superseded_by=superseded_by if superseded_by is not None else job.superseded_by,
         lease_until=None,
         finished_at=now,
         updated_at=now,
         expires_at=now + retention,
         sweep_at=job.followup_sweep_at(now),
     )
+
+
+def expire(job: Job, *, tenant: str, now: datetime, retention: timedelta) -> Job:
+    """QUEUED, SCHEDULED or RETRYING past its `start_by` -> EXPIRED, never having run this time."""
+    EXPIRE.check(job, Facts(now=now, tenant=tenant))
+    return job.replace(
+        status=JobStatus.EXPIRED,
+        lease_until=None,
+        next_attempt_at=None,
+        finished_at=now,
+        updated_at=now,
+        expires_at=now + retention,
+        sweep_at=None,
+    )
+
+
+def name_survivor(job: Job, *, tenant: str, seen: str, survivor: str, now: datetime) -> Job:
+    """A superseded job that named `seen` names `survivor`, a later job of its burst; it stays CANCELLED."""
+    NAME_SURVIVOR.check(job, Facts(now=now, tenant=tenant, seen_survivor=seen))
+    return job.replace(superseded_by=survivor)
 
 
 def enqueue_scheduled(job: Job, *, tenant: str, now: datetime, sweep_at: datetime) -> Job:
@@ -509,12 +621,18 @@ def redrive(job: Job, *, tenant: str, now: datetime, sweep_at: datetime) -> Job:
     )
 
 
-def retry_by_hand(job: Job, *, tenant: str, now: datetime, sweep_at: datetime) -> Job:
-    """FAILED or CANCELLED -> QUEUED with a fresh attempt budget; the hand retry is counted on the job.
-    Its history of attempts is kept."""
-    RETRY_BY_HAND.check(job, Facts(now=now, tenant=tenant))
+def retry_by_hand(
+    job: Job, *, tenant: str, now: datetime, sweep_at: datetime, operation: str | None = None, scheduled: bool = False
+) -> Job:
+    """FAILED, CANCELLED or EXPIRED -> QUEUED with a fresh attempt budget; the hand retry is counted on the job.
+    Its history of attempts is kept; its expiry, cancel reason and debounce are not. `scheduled`: a CANCELLED job
+    goes back to SCHEDULED instead (its run_at is still ahead). `operation`: the bulk operation that retries it
+    (marked on the job)."""
+    transition = RETRY_BY_HAND_SCHEDULED if scheduled else RETRY_BY_HAND
+    transition.check(job, Facts(now=now, tenant=tenant))
     return job.replace(
-        status=JobStatus.QUEUED,
+        bulk_operation_id=operation or job.bulk_operation_id,
+        status=JobStatus.SCHEDULED if scheduled else JobStatus.QUEUED,
         attempt=0,
         error=None,
         finished_at=None,
@@ -523,9 +641,13 @@ def retry_by_hand(job: Job, *, tenant: str, now: datetime, sweep_at: datetime) -
         next_attempt_at=None,
         updated_at=now,
         retries=job.retries + 1,
+        retried_at=now,
         sweep_at=sweep_at,
         resends=0,
         discarded_at=None,
+        start_by=None,
+        cancel_reason=None,
+        superseded_by=None,
     )
 
 
@@ -541,7 +663,7 @@ def reschedule_sweep(job: Job, *, seen: datetime | None, sweep_at: datetime, res
     return job.replace(sweep_at=sweep_at, resends=job.resends + (1 if resent else 0))
 
 
-def followups_done(job: Job, *, seen: datetime | None) -> Job:
-    """A finished job's follow-ups ran: out of the sweep index."""
-    FOLLOWUPS_DONE.check(job, Facts(seen_sweep_at=seen))
+def followed_up(job: Job, *, seen: datetime | None) -> Job:
+    """A final job whose follow-ups ran: out of the sweep index."""
+    FOLLOWED_UP.check(job, Facts(seen_sweep_at=seen))
     return job.replace(sweep_at=None)

@@ -60,6 +60,8 @@ class MinuteStats:
     duration_p95_s: float | None = None
     queue_wait_p50_s: float | None = None
     queue_wait_p95_s: float | None = None
+    # Jobs not started by their expires_at (JobsExpired).
+    expired: int = 0
 
 
 class StatsSource(Protocol):

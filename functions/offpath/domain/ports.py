@@ -26,18 +26,26 @@ class JobMessage:
     tenant: str
     # The job's trace, carried beside the body (the queue adapter's `traceparent` message attribute).
     trace_id: str | None = field(default=None, compare=False)
+    # The job's expiry (its `start_by`), so the worker's expiry check needs no read; only in the body of a job
+    # that has one (logic/expiry.py).
+    start_by: datetime | None = field(default=None, compare=False)
 
     @classmethod
     def of(cls, job: Job) -> JobMessage:
-        return cls(job.job_id, job.type, job.tenant, job.trace_id)
+        return cls(job.job_id, job.type, job.tenant, job.trace_id, job.start_by)
 
     def to_body(self) -> str:
-        return json.dumps({"job_id": self.job_id, "type": self.type, "tenant": self.tenant}, separators=(",", ":"))
+        body = {"job_id": self.job_id, "type": self.type, "tenant": self.tenant}
+        if self.start_by is not None:
+            body["start_by"] = self.start_by.isoformat()
+        return json.dumps(body, separators=(",", ":"))
 
     @classmethod
     def from_body(cls, body: str) -> JobMessage:
         data = json.loads(body)
-        return cls(job_id=str(data["job_id"]), type=str(data["type"]), tenant=str(data["tenant"]))
+        job_id, job_type, tenant = str(data["job_id"]), str(data["type"]), str(data["tenant"])
+        start_by = datetime.fromisoformat(data["start_by"]) if isinstance(data.get("start_by"), str) else None
+        return cls(job_id=job_id, type=job_type, tenant=tenant, start_by=start_by)
 
 
 @dataclass(frozen=True)
@@ -55,6 +63,16 @@ class KeyRecord:
     created_at: datetime
     fingerprint: str
     submission_id: str
+
+
+@dataclass(frozen=True)
+class DebounceRecord:
+    """A debounce key's record (per tenant, job type and key): the burst's current survivor, when it was
+    submitted, and when its window ends (a later submit before then supersedes it); logic/debounce.py."""
+
+    job_id: str
+    submitted_at: datetime
+    window_end: datetime
 
 
 # An idempotency key's record outlives its job's due time by the retention and this much more (logic/submit.py:
@@ -143,7 +161,22 @@ class JobStore(Protocol):
         JobConflictError carries the job as it is when it cannot be claimed."""
 
     # The outcome writes are fenced by the attempt number of the job they are given.
-    def record_success(self, job: Job, *, result: Any, now: datetime, expires_at: datetime) -> None: ...
+    def record_success(
+        self,
+        job: Job,
+        *,
+        result: Any,
+        now: datetime,
+        expires_at: datetime,
+        followup_at: datetime | None = None,
+        next_job_id: str | None = None,
+    ) -> None:
+        """SUCCEEDED. With `followup_at` the job stays in the sweep index at that time until its follow-ups ran
+        (logic/followups.py), and `next_job_id` (a chain's next job) is set unless the job has one already."""
+
+    def clear_followups(self, job: Job) -> None:
+        """A final job's follow-ups ran: it leaves the sweep index, fenced on the sweep time in `job`
+        (JobConflictError when that no longer stands)."""
 
     # `detail` (what ended the attempt: type, message, traceback) goes to the attempt's record; `error` to the job.
     def record_retry(
@@ -156,7 +189,25 @@ class JobStore(Protocol):
 
     def fail_expired_lease(self, job: Job, *, now: datetime, expires_at: datetime) -> None: ...
 
-    def cancel(self, job_id: str, *, tenant: str, now: datetime, expires_at: datetime) -> Job: ...
+    def cancel(
+        self,
+        job_id: str,
+        *,
+        tenant: str,
+        now: datetime,
+        expires_at: datetime,
+        operation: str | None = None,
+        superseded_by: str | None = None,
+    ) -> Job:
+        """QUEUED, SCHEDULED or RETRYING -> CANCELLED: by its tenant; by the bulk operation `operation`, marked on
+        the job by the same write; with `superseded_by`, by a later submit under its debounce key (reason
+        "superseded")."""
+        ...
+
+    def expire(self, job_id: str, *, tenant: str, now: datetime, expires_at: datetime) -> Job:
+        """A waiting job (QUEUED, SCHEDULED, RETRYING) past its `start_by` -> EXPIRED; JobConflictError (with the
+        job) otherwise, JobNotFoundError when there is none."""
+        ...
 
     def set_progress(self, job_id: str, *, tenant: str, attempt: int, progress: Progress, now: datetime) -> None: ...
 
@@ -171,9 +222,20 @@ class JobStore(Protocol):
     def reset_for_redrive(self, job_id: str, *, tenant: str, now: datetime, sweep_at: datetime) -> Job:
         """FAILED -> QUEUED with a fresh attempt budget and the redrive counted."""
 
-    def retry_by_hand(self, job_id: str, *, tenant: str, now: datetime, sweep_at: datetime) -> Job:
-        """FAILED or CANCELLED -> QUEUED with a fresh attempt budget and the hand retry counted; another
-        tenant's job is JobNotFoundError, any other state JobConflictError."""
+    def retry_by_hand(
+        self,
+        job_id: str,
+        *,
+        tenant: str,
+        now: datetime,
+        sweep_at: datetime,
+        operation: str | None = None,
+        scheduled: bool = False,
+    ) -> Job:
+        """FAILED, CANCELLED or EXPIRED -> QUEUED with a fresh attempt budget and the hand retry counted
+        (`scheduled`: CANCELLED -> SCHEDULED, for a delayed job whose run_at is still ahead); another tenant's job
+        is JobNotFoundError, any other state JobConflictError. `operation`: the bulk operation that retries it,
+        marked on the job by the same write."""
 
     def discard(self, job_id: str, *, tenant: str, now: datetime) -> Job:
         """Mark a FAILED job's dead letter discarded (the job stays FAILED); another tenant's job is
@@ -185,18 +247,34 @@ class JobStore(Protocol):
         """Up to `limit` jobs whose sweep time has passed, through the sparse sweep index (never a scan),
         shared out round-robin across tenants (`domain.job.fair_share`)."""
 
-    def clear_followups(self, job: Job) -> None:
-        """A finished job's follow-ups ran: out of the sweep index, fenced on the sweep time in `job`;
-        JobConflictError if it was cleared (or changed) before."""
-
     def reschedule_sweep(self, job: Job, *, sweep_at: datetime, resent: bool) -> None:
         """Move the job's sweep time on, fenced on the sweep time in `job`; JobConflictError if
         another sweep got there first."""
 
     def get_schedule_state(self, name: str) -> ScheduleState | None: ...
 
+    def swap_debounce(self, tenant: str, job_type: str, key: str, record: DebounceRecord) -> DebounceRecord | None:
+        """One write: `record` becomes the debounce key's record; the record it replaced comes back (None: none)."""
+        ...
+
+    def debounce_record(self, tenant: str, job_type: str, key: str) -> DebounceRecord | None:
+        """The debounce key's record (a consistent read), None when there is none."""
+        ...
+
+    def name_survivor(self, job_id: str, *, tenant: str, seen: str, survivor: str, now: datetime) -> None:
+        """A superseded job that named `seen` names `survivor`; JobConflictError when it names another."""
+        ...
+
     def record_firing(self, name: str, firing: Firing, *, keep: int) -> ScheduleState:
         """Add a firing to the schedule's history (newest first, at most `keep`, one per slot)."""
+
+
+class ChildJobs(Protocol):
+    """Jobs a running job submits (`ctx.submit`, logic/children.py)."""
+
+    def submit_child(self, parent: Job, job_type: str, payload: dict[str, Any], *, key: str) -> Job:
+        """The parent's child under `key`: made the first time (a submit of the parent's tenant, within its
+        quotas), the same job every time after (its id derives from the parent's id and the key)."""
 
 
 class JobQueue(Protocol):

@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from offpath.domain.backoff import Backoff
 from offpath.domain.cron import CronExpression, RateExpression, load_zone, parse_cron, parse_rate
 from offpath.domain.errors import RegistryError
+from offpath.domain.limits import KeyFunction, Limits, LimitSpecError, limits_of
 
 if TYPE_CHECKING:
     from offpath.domain.context import JobContext
@@ -93,6 +94,8 @@ class JobType:
     timeout_s: int
     backoff: Backoff
     submitted_by: Submitter = "tenant"
+    # Per-key concurrency and rate limits (domain/limits.py); none by default.
+    limits: Limits = field(default_factory=Limits)
 
     def may_be_submitted_by(self, submitter: Submitter) -> bool:
         """A submitter may submit the job types that ask for its authority or less."""
@@ -189,6 +192,16 @@ class Registry:
             raise RegistryError(
                 f"job type {job_type.name!r}: timeout_s must be 1..{MAX_WORKER_TIMEOUT_S - WORKER_TIMEOUT_MARGIN_S}"
             )
+        limits = job_type.limits
+        try:
+            limits_of(
+                concurrency_key=limits.concurrency_key,
+                max_concurrency=limits.max_concurrency,
+                rate_limit=limits.rate_limit.text if limits.rate_limit is not None else None,
+                payload_fields=closed_fields(job_type.payload_model),
+            )
+        except LimitSpecError as error:
+            raise RegistryError(f"job type {job_type.name!r}: {error}") from None
         self.job_types[job_type.name] = job_type
         return job_type
 
@@ -256,13 +269,29 @@ def job(
     backoff_base_s: float = 2.0,
     backoff_cap_s: float = 900.0,
     submitted_by: Submitter = "tenant",
+    concurrency_key: str | KeyFunction | None = None,
+    max_concurrency: int | None = None,
+    rate_limit: str | None = None,
 ) -> Callable[[F], F]:
     """Register a job function with its payload model and policy.
 
     `submitted_by`: who may submit it through the API: `"tenant"` (any caller, the default), `"admin"`
     (admins only) or `"system"` (its schedules only; an admin fires them with the trigger route). Others
     are refused with 403 `job_type_forbidden`.
+
+    `max_concurrency`: at most that many of its jobs RUNNING at once per `concurrency_key` (a payload field path
+    such as "account" or "customer.id", or a function of the payload; without one, for the whole type).
+    `rate_limit` ("10/s", "100/m", "3600/h"): at most that many starts per the same key (docs/flow-control.md).
     """
+    try:
+        limits = limits_of(
+            concurrency_key=concurrency_key,
+            max_concurrency=max_concurrency,
+            rate_limit=rate_limit,
+            payload_fields=closed_fields(payload),
+        )
+    except LimitSpecError as error:
+        raise RegistryError(f"job type {name!r}: {error}") from None
 
     def register(function: F) -> F:
         REGISTRY.add_job_type(
@@ -275,11 +304,19 @@ def job(
                 timeout_s=timeout_s,
                 backoff=Backoff(base_s=backoff_base_s, cap_s=backoff_cap_s),
                 submitted_by=submitted_by,
+                limits=limits,
             )
         )
         return function
 
     return register
+
+
+def closed_fields(model: type[BaseModel]) -> set[str] | None:
+    """The payload model's fields when it takes no others (None when it allows extra fields)."""
+    if model.model_config.get("extra") == "allow":
+        return None
+    return set(model.model_fields)
 
 
 def schedule(

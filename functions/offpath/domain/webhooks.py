@@ -171,7 +171,8 @@ def parse_retry_after(value: str | None, now: datetime) -> float | None:
 
 @dataclass(frozen=True)
 class Attempt:
-    """One delivery attempt, as GET /webhooks/{name}/deliveries shows it."""
+    """One delivery attempt, as GET /webhooks/{name}/deliveries shows it. `job_id`: the job the event is about
+    (None for a test event, and in an attempt logged before it was kept)."""
 
     event_id: str
     type: str
@@ -181,6 +182,7 @@ class Attempt:
     latency_ms: int
     error: str | None = None
     next_retry_at: datetime | None = None
+    job_id: str | None = None
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from offpath.domain.errors import (
     QueueUnavailableError,
     RedriveInProgressError,
     StoreUnavailableError,
+    SwitchUnavailableError,
     TenantRefusedError,
     UnknownScheduleError,
     WebhookNotFoundError,
@@ -53,8 +54,11 @@ from offpath.handlers.api_models import (
 from offpath.handlers.composition import (
     Overrides,
     WebhookServices,
+    build_bulk_services,
     build_monitor,
+    build_pause_store,
     build_ports,
+    build_queue_switch,
     build_redriver,
     build_wait_slots,
     build_webhook_services,
@@ -69,6 +73,7 @@ from offpath.handlers.http import (
     Router,
     UnauthorizedError,
 )
+from offpath.logic import pause as pausing
 from offpath.logic import queries, waiting
 from offpath.logic.quotas import CachedQuotaGate
 from offpath.logic.schedules import SYSTEM_TENANT, describe_schedules, fire_schedule
@@ -86,17 +91,23 @@ from offpath.settings import Settings
 from offpath.tenancy import is_admin, tenant_of
 
 if TYPE_CHECKING:
-    from offpath.domain.operations import AlarmSource, QueueMonitor, Redriver, StatsSource
+    from offpath.domain.bulk import BulkFilter
+    from offpath.domain.operations import AlarmSource, AlarmState, QueueMonitor, Redriver, StatsSource
+    from offpath.domain.pauses import PauseKind, Pauses, PauseStore, QueueSwitch
     from offpath.handlers.api_models_more import (
         AlarmsView,
+        AlarmView,
         BatchAccepted,
         BatchBody,
         BatchRefused,
         BatchView,
+        BulkFilterBody,
+        BulkOperationView,
         DeliveriesView,
         HealthView,
         JobTypesView,
         OpenApiDocument,
+        PauseView,
         QueuesView,
         QuotasView,
         SchedulesView,
@@ -106,6 +117,7 @@ if TYPE_CHECKING:
         WebhooksView,
         WebhookView,
     )
+    from offpath.logic.bulk import BulkServices
 
 logger = logging.getLogger("offpath.api")
 
@@ -140,6 +152,12 @@ class ApiServices:
     # wait.
     wait_slots: waiting.WaitSlots | None = None
     build_wait_slots: Callable[[], waiting.WaitSlots] | None = None
+    # Bulk operations (POST /jobs/bulk): given, or built by `build_bulk` at the first bulk route's call.
+    bulk: BulkServices | None = None
+    build_bulk: Callable[[Ports], BulkServices] | None = None
+    # Pause and resume: the pause state (the table's item) and what a queue class's pause switches (None: none).
+    pauses: PauseStore | None = None
+    switch: QueueSwitch | None = None
 
 
 @functools.lru_cache(maxsize=1)
@@ -152,8 +170,11 @@ def default_services() -> ApiServices:
 
 def build_services(settings: Settings, overrides: Overrides | None = None) -> ApiServices:
     overrides = overrides or Overrides()  # one SQS client for the queue, the monitor and the redriver
+    ports = build_ports(settings, "api", overrides)
     return ApiServices(
-        ports=build_ports(settings, "api", overrides),
+        ports=ports,
+        pauses=build_pause_store(settings, overrides),
+        switch=build_queue_switch(settings, ports.registry, overrides),
         policy=submit_policy(settings),
         monitor=build_monitor(settings, overrides),
         redriver=build_redriver(settings, overrides),
@@ -162,6 +183,7 @@ def build_services(settings: Settings, overrides: Overrides | None = None) -> Ap
         alarms=CloudWatchAlarms(settings.stack_prefix),
         build_webhooks=functools.partial(build_webhook_services, settings, overrides),
         build_wait_slots=functools.partial(build_wait_slots, settings, overrides),
+        build_bulk=functools.partial(build_bulk_services, settings, overrides=overrides),
     )
 
 
@@ -235,6 +257,9 @@ def submit(request: Request, services: ApiServices) -> Response:
         submitter=_submitter(request),
         tags=body.tags,
         trace_id=trace_id_of(request.header("traceparent")),
+        then=body.then_spec(),
+        expires_at=body.expires_at,
+        debounce=(body.debounce.key, body.debounce.seconds) if body.debounce is not None else None,
     )
     submitted = submit_job(submit_request, services.ports, services.policy)
     # The answer shows the job as GET /jobs/{id} does, payload included (a submit carries one payload: its
@@ -261,6 +286,9 @@ def submit_many(request: Request, services: ApiServices) -> BatchView:
             run_at=item.run_at,
             submitter=submitter,
             tags=item.tags,
+            then=item.then_spec(),
+            expires_at=item.expires_at,
+            debounce=(item.debounce.key, item.debounce.seconds) if item.debounce is not None else None,
         )
         for item in body.jobs
     ]
@@ -395,14 +423,106 @@ def cancel_job(request: Request, services: ApiServices) -> JobView:
 def retry_job(request: Request, services: ApiServices) -> JobView:
     checked = _checked_job_id(request.path_parameters["job_id"])
     grace = services.policy.sweep_grace
+    now_text = request.query.get("now", "false")
+    if now_text not in ("true", "false"):
+        raise InvalidRequestError("now", "now must be true or false")
+    now_asked = now_text == "true"
     try:
-        job = queries.retry_job(checked, tenant=request.caller, ports=services.ports, sweep_grace=grace)
+        job = queries.retry_job(
+            checked, tenant=request.caller, ports=services.ports, sweep_grace=grace, now_asked=now_asked
+        )
     except JobNotFoundError:
         if not request.is_admin:
             raise
         # Admins also retry the jobs that schedules made.
-        job = queries.retry_job(checked, tenant=SYSTEM_TENANT, ports=services.ports, sweep_grace=grace)
+        job = queries.retry_job(
+            checked, tenant=SYSTEM_TENANT, ports=services.ports, sweep_grace=grace, now_asked=now_asked
+        )
     return JobView.of(job, with_payload=True)
+
+
+# -- bulk actions -----------------------------------------------------------------------------
+
+
+def bulk_services(services: ApiServices) -> BulkServices:
+    """The bulk routes' services, built the first time a bulk route asks for them."""
+    if services.bulk is None and services.build_bulk is not None:
+        services.bulk = services.build_bulk(services.ports)
+    if services.bulk is None:
+        raise StoreUnavailableError("bulk operations are not configured")
+    return services.bulk
+
+
+@handles("bulkJobs")
+def bulk_jobs(request: Request, services: ApiServices) -> Response:
+    from offpath.domain.bulk import TooManyOperationsError
+    from offpath.handlers.api_models_more import (
+        BulkBody,
+        BulkFilterView,
+        BulkOperationView,
+        BulkPreviewView,
+        BulkSampleView,
+    )
+    from offpath.logic import bulk
+
+    body: BulkBody = parse_body(BulkBody, _decoded_json(request))
+    bulk_filter = _bulk_filter(request, body.filter, services)
+    work = bulk_services(services)
+    if body.dry_run:
+        found = bulk.preview(bulk_filter, services.ports, limit=work.policy.limit)
+        return Response(
+            200,
+            BulkPreviewView(
+                action=body.action,
+                filter=BulkFilterView.of(bulk_filter),
+                count=found.count,
+                exact=found.exact,
+                limit=found.limit,
+                sample=[
+                    BulkSampleView(job_id=j.job_id, type=j.type, status=j.status, created_at=j.created_at)
+                    for j in found.sample
+                ],
+            ),
+        )
+    try:
+        operation = bulk.start(request.caller, body.action, bulk_filter, work)
+    except TooManyOperationsError:
+        raise JobConflictError(None, "too many bulk operations are running; retry when one is over") from None
+    return Response(202, BulkOperationView.of(operation))
+
+
+def _bulk_filter(request: Request, body: BulkFilterBody, services: ApiServices) -> BulkFilter:
+    """The jobs a bulk action may touch: the caller's own; an admin may name any tenant's (`system` too)."""
+    from offpath.domain.bulk import BulkFilter
+
+    tenant = request.caller
+    if body.tenant is not None and body.tenant != request.caller:
+        # The tenant id's pattern is the model's; a reserved name other than `system` names no tenant's jobs.
+        if not request.is_admin:
+            raise ForbiddenError()
+        tenant = body.tenant
+    if body.type is not None and services.ports.registry.job_type(body.type) is None:
+        error = unknown_job_type(body.type)
+        raise InvalidRequestError("filter.type", str(error), code=error.code)
+    return BulkFilter(
+        tenant=tenant,
+        status=body.status,
+        job_type=body.type,
+        tag=tag_filter(body.tag, "filter.tag") if body.tag is not None else None,
+    )
+
+
+@handles("getBulkOperation")
+def get_bulk_operation(request: Request, services: ApiServices) -> BulkOperationView | Response:
+    from offpath.handlers.api_models_more import BulkOperationView
+
+    operation_id = request.path_parameters["operation_id"]
+    found = None
+    if len(operation_id) == JOB_ID_LENGTH and all(c in "0123456789abcdef" for c in operation_id):
+        found = bulk_services(services).operations.get(request.caller, operation_id)
+    if found is None:
+        return Response(404, ErrorView.of("not_found", "no such bulk operation"))
+    return BulkOperationView.of(found)
 
 
 @handles("getStats")
@@ -426,39 +546,144 @@ def list_alarms(request: Request, services: ApiServices) -> AlarmsView:
 
     if services.alarms is None:
         raise MetricsUnavailableError("no alarm source configured")
+    alarms = services.alarms.alarms()
+    muted = _muted_alarms(alarms, services)
     return AlarmsView(
-        alarms=[AlarmView.of(alarm) for alarm in services.alarms.alarms()],
+        alarms=[muted.get(alarm.name, AlarmView.of(alarm)) for alarm in alarms],
         changes=[AlarmChangeView.of(change) for change in services.alarms.changes(limit=ALARM_CHANGES_SHOWN)],
     )
 
 
+def _muted_alarms(alarms: list[AlarmState], services: ApiServices) -> dict[str, AlarmView]:
+    """The age alarms of the paused queue classes, shown as PAUSED whatever their state (their actions are
+    disabled by the pause: they page nobody)."""
+    from offpath.handlers.api_models_more import AlarmView
+    from offpath.naming import alarm_name, oldest_age_alarm_id
+
+    shown: dict[str, AlarmView] = {}
+    if services.pauses is None:
+        return shown
+    by_name = {alarm.name: alarm for alarm in alarms}
+    for name, pause in _pauses(services).queues.items():
+        alarm = by_name.get(alarm_name(services.settings.stack_prefix, oldest_age_alarm_id(name)))
+        if alarm is not None:
+            since = pause.paused_at.isoformat().replace("+00:00", "Z")
+            reason = f"queue {name} is paused since {since}; its alarm pages nobody until it is resumed"
+            shown[alarm.name] = AlarmView.of(alarm).model_copy(update={"state": "PAUSED", "reason": reason})
+    return shown
+
+
+def _pauses(services: ApiServices) -> Pauses:
+    from offpath.domain.pauses import Pauses
+
+    return services.pauses.pauses() if services.pauses is not None else Pauses()
+
+
 @handles("listJobTypes")
 def list_job_types(request: Request, services: ApiServices) -> JobTypesView:
-    from offpath.handlers.api_models_more import JobTypesView, JobTypeView
+    from offpath.handlers.api_models_more import JobTypeLimitsView, JobTypesView, JobTypeView, PauseView
 
     registry = services.ports.registry
-    return JobTypesView(
-        job_types=[
-            JobTypeView(
-                name=job_type.name,
-                queue=job_type.queue,
-                max_attempts=job_type.max_attempts,
-                timeout_s=job_type.timeout_s,
-                submitted_by=getattr(job_type, "submitted_by", "tenant"),
-                payload_schema=job_type.payload_model.model_json_schema(),
+    paused = _pauses(services).job_types
+    views = [
+        JobTypeView(
+            name=job_type.name,
+            queue=job_type.queue,
+            max_attempts=job_type.max_attempts,
+            timeout_s=job_type.timeout_s,
+            submitted_by=getattr(job_type, "submitted_by", "tenant"),
+            payload_schema=job_type.payload_model.model_json_schema(),
+            limits=JobTypeLimitsView(
+                concurrency_key=job_type.limits.key_text,
+                max_concurrency=job_type.limits.max_concurrency,
+                rate_limit=job_type.limits.rate_limit.text if job_type.limits.rate_limit else None,
             )
-            for job_type in sorted(registry.job_types.values(), key=lambda jt: jt.name)
-        ]
-    )
+            if job_type.limits.declared
+            else None,
+            **PauseView.fields_of(paused.get(job_type.name)),
+        )
+        for job_type in sorted(registry.job_types.values(), key=lambda jt: jt.name)
+    ]
+    # Paused ones first (each group by name).
+    return JobTypesView(job_types=sorted(views, key=lambda view: not view.paused))
 
 
 @handles("listQueues")
 def list_queues(request: Request, services: ApiServices) -> QueuesView:
     from offpath.handlers.api_models_more import QueuesView, QueueView
 
-    return QueuesView(
-        queues=[QueueView.of(stats, services.redriver.latest(stats.name)) for stats in services.monitor.stats()]
+    paused = _pauses(services).queues
+    views = [
+        QueueView.of(stats, services.redriver.latest(stats.name), paused.get(stats.name))
+        for stats in services.monitor.stats()
+    ]
+    # Paused ones first (each group in the monitor's order).
+    return QueuesView(queues=sorted(views, key=lambda view: not view.paused))
+
+
+def _pause_reason(request: Request) -> str | None:
+    from offpath.handlers.api_models_more import PauseBody
+
+    if not request.text().strip():
+        return None
+    body: PauseBody = parse_body(PauseBody, _decoded_json(request))
+    return body.reason
+
+
+def _pause_services(services: ApiServices) -> PauseStore:
+    if services.pauses is None:
+        raise StoreUnavailableError("no pause store configured")
+    return services.pauses
+
+
+def _pause_view(kind: PauseKind, name: str, pause: Any, changed: bool, services: ApiServices) -> PauseView:
+    from offpath.handlers.api_models_more import PauseView
+
+    waiting_jobs = services.ports.queue.depth(name) if kind == "queue" else None
+    return PauseView(kind=kind, name=name, changed=changed, waiting=waiting_jobs, **PauseView.fields_of(pause))
+
+
+def _pause(kind: PauseKind, request: Request, services: ApiServices) -> PauseView:
+    name = request.path_parameters["name"]
+    reason = _pause_reason(request)
+    state, made = pausing.pause(
+        kind,
+        name,
+        reason=reason,
+        registry=services.ports.registry,
+        store=_pause_services(services),
+        switch=services.switch,
+        clock=services.ports.clock,
     )
+    return _pause_view(kind, name, state, made, services)
+
+
+def _resume(kind: PauseKind, request: Request, services: ApiServices) -> PauseView:
+    name = request.path_parameters["name"]
+    lifted = pausing.resume(
+        kind, name, registry=services.ports.registry, store=_pause_services(services), switch=services.switch
+    )
+    return _pause_view(kind, name, None, lifted is not None, services)
+
+
+@handles("pauseQueue")
+def pause_queue(request: Request, services: ApiServices) -> PauseView:
+    return _pause("queue", request, services)
+
+
+@handles("resumeQueue")
+def resume_queue(request: Request, services: ApiServices) -> PauseView:
+    return _resume("queue", request, services)
+
+
+@handles("pauseJobType")
+def pause_job_type(request: Request, services: ApiServices) -> PauseView:
+    return _pause("job_type", request, services)
+
+
+@handles("resumeJobType")
+def resume_job_type(request: Request, services: ApiServices) -> PauseView:
+    return _resume("job_type", request, services)
 
 
 @handles("redriveQueue")
@@ -821,6 +1046,8 @@ def refusal(error: Exception) -> Response:
         return _error(404, "not_found", "no such webhook endpoint")
     if isinstance(error, UnknownScheduleError):
         return _error(404, "not_found", "no such schedule")
+    if isinstance(error, pausing.UnknownPauseTargetError):
+        return _error(404, "not_found", str(error))
     if isinstance(error, RedriveInProgressError):
         return _error(409, "redrive_in_progress", "a redrive of this queue is already running")
     if isinstance(error, DeadLetterNotFoundError):
@@ -833,7 +1060,9 @@ def refusal(error: Exception) -> Response:
         return _error(409, "conflict", str(error))
     if isinstance(error, JobConflictError):
         return _error(409, "conflict", str(error))
-    if isinstance(error, StoreUnavailableError | QueueUnavailableError | MetricsUnavailableError):
+    if isinstance(
+        error, StoreUnavailableError | QueueUnavailableError | MetricsUnavailableError | SwitchUnavailableError
+    ):
         logger.error("dependency unavailable", extra={"reason": str(error)})
         return _error(
             503, "unavailable", "a backing service is unavailable; retry later", **{"Retry-After": RETRY_AFTER_S}

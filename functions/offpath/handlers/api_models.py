@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated, Any, Self
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
 from pydantic import (
     BaseModel,
@@ -22,9 +22,11 @@ from pydantic import (
     model_serializer,
 )
 
+from offpath.domain.chain import chain_state
 from offpath.domain.errors import InvalidRequestError
 from offpath.domain.job import AttemptRecord, Job, JobStatus
 from offpath.domain.tags import MAX_TAGS, TAG_KEY_PATTERN, TAG_VALUE_PATTERN
+from offpath.logic.debounce import DEBOUNCE_KEY_PATTERN, MAX_DEBOUNCE_KEY_LENGTH, MAX_DEBOUNCE_S, MIN_DEBOUNCE_S
 from offpath.logic.submit import validation_error
 
 if TYPE_CHECKING:
@@ -62,8 +64,10 @@ JOB_EXAMPLE: dict[str, Any] = {
     "started_at": None,
     "finished_at": None,
     "next_attempt_at": None,
+    "lease_until": None,
     "redrives": 0,
     "retries": 0,
+    "retried_at": None,
     "payload": {"user_id": "u-42", "email": "ada@example.com"},
     "attempt_history": [],
     "tags": {"plan": "pro", "signup-source": "web"},
@@ -71,6 +75,12 @@ JOB_EXAMPLE: dict[str, Any] = {
     "discarded_at": None,
     "batch_id": None,
     "callback_of": None,
+    "parent_job_id": None,
+    "next_job_id": None,
+    "chain": None,
+    "expires_at": None,
+    "cancel_reason": None,
+    "superseded_by": None,
 }
 _DONE_EXAMPLE = {
     **JOB_EXAMPLE,
@@ -123,6 +133,33 @@ Tags = Annotated[
 ]
 
 
+class ThenStep(BaseModel):
+    """A chain's next step (docs/workflows.md): submitted once, exactly, when the job before it succeeds, and never
+    when it fails. Its `then` is the step after it, of the same shape, at most 10 steps in all; every step is
+    validated at submit (a refusal names the field's path, e.g. `then.then.type`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: str = Field(min_length=1, max_length=64, description="a registered job type open to the caller")
+    payload: dict[str, Any] = Field(default_factory=dict, description="the step's payload, as its type's model says")
+    then: dict[str, Any] | None = Field(
+        default=None, description="the step after this one: `{type, payload, then?}` again"
+    )
+
+
+class Debounce(BaseModel):
+    """A later submit of the same type by the same tenant with the same `key` within `seconds` supersedes this
+    one (it ends CANCELLED, `cancel_reason` "superseded", `superseded_by` naming the later job); the last one
+    runs `seconds` after it was submitted."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: str = Field(
+        min_length=1, max_length=MAX_DEBOUNCE_KEY_LENGTH, pattern=DEBOUNCE_KEY_PATTERN, description="printable ASCII"
+    )
+    seconds: int = Field(ge=MIN_DEBOUNCE_S, le=MAX_DEBOUNCE_S, strict=True)
+
+
 class SubmitBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -131,6 +168,23 @@ class SubmitBody(BaseModel):
     run_at: str | None = Field(default=None, description="ISO 8601 time to run at (delayed job)")
     queue: str | None = Field(default=None, max_length=32)
     tags: Tags | None = None
+    then: ThenStep | None = Field(
+        default=None, description="the job to submit when this one succeeds (a chain); the chain stops on failure"
+    )
+    expires_at: str | None = Field(
+        default=None,
+        description="RFC 3339 time (with a zone) by which the job must have started; a job not started by then "
+        "ends EXPIRED without running. In the future, after `run_at` when both are given, at most the retention "
+        "ahead",
+    )
+    debounce: Debounce | None = None
+
+    def then_spec(self) -> dict[str, Any] | None:
+        """The chain as the submit path validates it (logic/submit.py `checked_then`)."""
+        if self.then is None:
+            return None
+        step = self.then
+        return {"type": step.type, "payload": step.payload, **({"then": step.then} if step.then is not None else {})}
 
 
 def parse_body(model: type[BaseModel], data: Any) -> Any:
@@ -259,8 +313,14 @@ class JobView(BaseModel):
     started_at: Timestamp | None = None
     finished_at: Timestamp | None = None
     next_attempt_at: Timestamp | None = None
+    lease_until: Timestamp | None = Field(
+        default=None,
+        description="while RUNNING: when the attempt's lease ends; a worker that died is recovered then "
+        "(the sweeper requeues the job, or fails it on its last attempt)",
+    )
     redrives: int = 0
     retries: int = Field(default=0, description="how often the job was retried by hand (POST /jobs/{id}/retry)")
+    retried_at: Timestamp | None = Field(default=None, description="when it was last retried by hand")
     payload: dict[str, Any] | None = None
     attempt_history: list[AttemptView] = Field(default_factory=list)
     tags: dict[str, str] | None = Field(default=None, description="the tags given at submit, if any")
@@ -278,6 +338,30 @@ class JobView(BaseModel):
     callback_of: str | None = Field(
         default=None, description="the batch whose callback (on_complete or on_success) this job is"
     )
+    parent_job_id: str | None = Field(
+        default=None,
+        description="the job that made this one: the chain step before it, or the job whose `ctx.submit` submitted it",
+    )
+    next_job_id: str | None = Field(
+        default=None, description="the chain's next job, once this job succeeded (submitted exactly once)"
+    )
+    chain: Literal["pending", "continued", "stopped"] | None = Field(
+        default=None,
+        description="for a job with `then`: `pending` until it ends, `continued` once it succeeded and its next job "
+        "was submitted (`next_job_id`), `stopped` when it failed or was cancelled (no next job; a hand retry that "
+        "succeeds continues it); null for a job without `then`",
+    )
+    expires_at: Timestamp | None = Field(
+        default=None,
+        description="the submit's expires_at: not started by then, the job ends EXPIRED without running; "
+        "a hand retry clears it",
+    )
+    cancel_reason: str | None = Field(
+        default=None,
+        description='why a CANCELLED job was cancelled when not by DELETE: "superseded" (a later submit under its '
+        "debounce key)",
+    )
+    superseded_by: str | None = Field(default=None, description="the later job that superseded this one")
 
     @classmethod
     def of(cls, job: Job, *, with_payload: bool = False) -> JobView:
@@ -299,8 +383,10 @@ class JobView(BaseModel):
             started_at=job.started_at,
             finished_at=job.finished_at,
             next_attempt_at=job.next_attempt_at,
+            lease_until=_lease_until(job),
             redrives=job.redrives,
             retries=job.retries,
+            retried_at=job.retried_at,
             payload=job.payload if with_payload else None,
             attempt_history=[AttemptView.of(record) for record in job.attempt_history],
             tags=dict(job.tags) if job.tags else None,
@@ -308,6 +394,12 @@ class JobView(BaseModel):
             discarded_at=job.discarded_at,
             batch_id=job.batch_id,
             callback_of=job.callback_of,
+            parent_job_id=job.parent_job_id,
+            next_job_id=job.next_job_id,
+            chain=chain_state(job),
+            expires_at=job.start_by,
+            cancel_reason=job.cancel_reason,
+            superseded_by=job.superseded_by,
         )
 
     @classmethod
@@ -335,8 +427,10 @@ class JobView(BaseModel):
             "started_at": _iso_or_none(job.started_at),
             "finished_at": _iso_or_none(job.finished_at),
             "next_attempt_at": _iso_or_none(job.next_attempt_at),
+            "lease_until": _iso_or_none(_lease_until(job)),
             "redrives": int(job.redrives),
             "retries": int(job.retries),
+            "retried_at": _iso_or_none(job.retried_at),
             "payload": payload,
             "attempt_history": [
                 {
@@ -353,8 +447,19 @@ class JobView(BaseModel):
             "discarded_at": _iso_or_none(job.discarded_at),
             "batch_id": job.batch_id,
             "callback_of": job.callback_of,
+            "parent_job_id": job.parent_job_id,
+            "next_job_id": job.next_job_id,
+            "chain": chain_state(job),
+            "expires_at": _iso_or_none(job.start_by),
+            "cancel_reason": job.cancel_reason,
+            "superseded_by": job.superseded_by,
         }
         return Dumped(cls, data)
+
+
+def _lease_until(job: Job) -> datetime | None:
+    """The lease of the attempt running; none once the job is not RUNNING (the item may keep an old one)."""
+    return job.lease_until if job.status is JobStatus.RUNNING else None
 
 
 class JobPageView(BaseModel):

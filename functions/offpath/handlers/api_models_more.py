@@ -14,12 +14,17 @@ from pydantic import (
     Field,
     RootModel,
     SerializerFunctionWrapHandler,
+    StrictBool,
     WithJsonSchema,
     model_serializer,
 )
 
+from offpath.domain.bulk import BulkFilter, BulkOperation
 from offpath.domain.events import EventType
+from offpath.domain.job import JobStatus
 from offpath.domain.operations import QueueStats, RedriveTask
+from offpath.domain.pauses import MAX_REASON_CHARS, Pause
+from offpath.domain.tags import TAG_FILTER_PATTERN
 from offpath.handlers.api_models import (
     _LAZY,
     _REDRIVE_EXAMPLE,
@@ -31,6 +36,7 @@ from offpath.handlers.api_models import (
     Timestamp,
     _examples,
 )
+from offpath.tenancy import TENANT_PATTERN
 
 if TYPE_CHECKING:
     from offpath.domain.webhooks import Endpoint
@@ -115,9 +121,12 @@ class QueueView(BaseModel):
     oldest_age_s: float | None
     dlq_depth: int
     redrive: RedriveTaskView | None = None
+    paused: bool = Field(default=False, description="paused: its jobs wait, unpolled, no attempt spent")
+    paused_at: Timestamp | None = Field(default=None, description="since when it is paused")
+    pause_reason: str | None = Field(default=None, description="the reason given with the pause")
 
     @classmethod
-    def of(cls, stats: QueueStats, redrive: RedriveTask | None) -> QueueView:
+    def of(cls, stats: QueueStats, redrive: RedriveTask | None, pause: Pause | None = None) -> QueueView:
         return cls(
             name=stats.name,
             visible=stats.visible,
@@ -126,6 +135,7 @@ class QueueView(BaseModel):
             oldest_age_s=stats.oldest_age_s,
             dlq_depth=stats.dlq_depth,
             redrive=RedriveTaskView.of(redrive) if redrive else None,
+            **PauseView.fields_of(pause),
         )
 
 
@@ -141,6 +151,9 @@ class QueuesView(BaseModel):
                     "oldest_age_s": 4.2,
                     "dlq_depth": 12,
                     "redrive": _REDRIVE_EXAMPLE,
+                    "paused": True,
+                    "paused_at": "2026-12-02T10:00:00Z",
+                    "pause_reason": "database migration",
                 }
             ]
         }
@@ -241,6 +254,19 @@ class TriggerView(BaseModel):
     job: JobView | None
 
 
+class JobTypeLimitsView(BaseModel):
+    """A job type's flow limits (docs/flow-control.md); a limit not declared is null."""
+
+    model_config = _LAZY
+
+    concurrency_key: str | None = Field(
+        description="the payload field path the limits count per (per tenant too), 'function' for a function of "
+        "the payload; null: the whole type"
+    )
+    max_concurrency: int | None = Field(description="at most this many of one key's jobs RUNNING at once")
+    rate_limit: str | None = Field(description="at most this many of one key's jobs started per second, minute or hour")
+
+
 class JobTypeView(BaseModel):
     model_config = _LAZY
 
@@ -250,6 +276,10 @@ class JobTypeView(BaseModel):
     timeout_s: int
     submitted_by: str = Field(description="who may submit it: tenant (any caller), admin, or system (schedules)")
     payload_schema: dict[str, Any] = Field(description="the JSON Schema of the job type's payload")
+    limits: JobTypeLimitsView | None = Field(default=None, description="its flow limits; null: none declared")
+    paused: bool = Field(default=False, description="paused: its jobs wait, unclaimed, no attempt spent")
+    paused_at: Timestamp | None = Field(default=None, description="since when it is paused")
+    pause_reason: str | None = Field(default=None, description="the reason given with the pause")
 
 
 class JobTypesView(BaseModel):
@@ -268,12 +298,74 @@ class JobTypesView(BaseModel):
                         "title": "SleepPayload",
                         "type": "object",
                     },
-                }
+                    "limits": None,
+                    "paused": False,
+                    "paused_at": None,
+                    "pause_reason": None,
+                },
+                {
+                    "name": "demo.rated",
+                    "queue": "critical",
+                    "max_attempts": 3,
+                    "timeout_s": 10,
+                    "submitted_by": "tenant",
+                    "payload_schema": {
+                        "properties": {
+                            "account": {"maxLength": 100, "minLength": 1, "title": "Account", "type": "string"}
+                        },
+                        "required": ["account"],
+                        "title": "AccountPayload",
+                        "type": "object",
+                    },
+                    "limits": {"concurrency_key": "account", "max_concurrency": None, "rate_limit": "2/s"},
+                    "paused": False,
+                    "paused_at": None,
+                    "pause_reason": None,
+                },
             ]
         }
     )
 
     job_types: list[JobTypeView]
+
+
+class PauseBody(BaseModel):
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+    reason: str | None = Field(
+        default=None, min_length=1, max_length=MAX_REASON_CHARS, description="why (shown with the pause)"
+    )
+
+
+class PauseView(BaseModel):
+    """A queue class's or a job type's pause state after a pause or a resume; `changed`: false when it already was
+    so (a repeated pause keeps the first one's `paused_at` and reason)."""
+
+    model_config = _examples(
+        {
+            "kind": "queue",
+            "name": "default",
+            "paused": True,
+            "paused_at": "2026-12-02T10:00:00Z",
+            "pause_reason": "database migration",
+            "changed": True,
+            "waiting": 3,
+        }
+    )
+
+    kind: Literal["queue", "job_type"]
+    name: str
+    paused: bool
+    paused_at: Timestamp | None = None
+    pause_reason: str | None = None
+    changed: bool
+    waiting: int | None = Field(default=None, description="a queue class's visible and delayed messages")
+
+    @staticmethod
+    def fields_of(pause: Pause | None) -> dict[str, Any]:
+        if pause is None:
+            return {"paused": False, "paused_at": None, "pause_reason": None}
+        return {"paused": True, "paused_at": pause.paused_at, "pause_reason": pause.reason}
 
 
 class MinuteView(Projection):
@@ -289,6 +381,7 @@ class MinuteView(Projection):
     failed: int
     retried: int = Field(description="failed attempts given another try (automatic retries)")
     dead_lettered: int
+    expired: int = Field(default=0, description="jobs not started by their expires_at, ended EXPIRED without running")
     duration_p50_s: float | None
     duration_p95_s: float | None
     queue_wait_p50_s: float | None
@@ -310,6 +403,7 @@ class StatsView(BaseModel):
                     "failed": 1,
                     "retried": 2,
                     "dead_lettered": 1,
+                    "expired": 0,
                     "duration_p50_s": 0.21,
                     "duration_p95_s": 0.94,
                     "queue_wait_p50_s": 0.05,
@@ -516,10 +610,14 @@ class WebhooksView(BaseModel):
 
 
 class DeliveryAttemptView(Projection):
+    """One attempt to deliver an event: `type` the event's type (job.succeeded...), `job_id` the job it is about
+    (null for a `webhook.test` event)."""
+
     model_config = _LAZY
 
     event_id: str
     type: str
+    job_id: str | None = None
     attempt: int
     at: Timestamp
     status_code: int | None = None
@@ -537,6 +635,7 @@ class DeliveriesView(BaseModel):
                 {
                     "event_id": "evt_5b0c3f8e2a1d4c6b9e7f0a2d4c6b8e1f",
                     "type": "job.succeeded",
+                    "job_id": "3f2a9c0e5b7d4e1f8a6c2b9d0e4f7a1c",
                     "attempt": 2,
                     "at": "2026-12-01T09:00:05Z",
                     "status_code": 200,
@@ -547,6 +646,7 @@ class DeliveriesView(BaseModel):
                 {
                     "event_id": "evt_5b0c3f8e2a1d4c6b9e7f0a2d4c6b8e1f",
                     "type": "job.succeeded",
+                    "job_id": "3f2a9c0e5b7d4e1f8a6c2b9d0e4f7a1c",
                     "attempt": 1,
                     "at": "2026-12-01T09:00:00Z",
                     "status_code": 503,
@@ -574,3 +674,171 @@ class NoContent(BaseModel):
     """No body (204)."""
 
     model_config = _examples({})
+
+
+# -- bulk actions (POST /jobs/bulk, GET /jobs/bulk/{operation_id}) ---------------------------------------------
+
+
+class BulkFilterBody(BaseModel):
+    """The listing's filters (GET /jobs). `tenant`: whose jobs (admins only, for another tenant's; a tenant may
+    name only itself)."""
+
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+    status: JobStatus | None = None
+    type: Annotated[
+        str | None,
+        WithJsonSchema(
+            {"anyOf": [{"$ref": "#/components/schemas/JobTypeName"}, {"type": "null"}], "description": "a job type"}
+        ),
+    ] = Field(default=None, min_length=1, max_length=64)
+    tag: str | None = Field(
+        default=None, pattern=f"^{TAG_FILTER_PATTERN}$", description="`key:value`: the jobs tagged so at submit"
+    )
+    tenant: str | None = Field(
+        default=None,
+        pattern=f"^{TENANT_PATTERN.pattern}$",
+        description="admin: another tenant's jobs (`system`: the schedules'); a tenant may name only itself",
+    )
+
+
+class BulkBody(BaseModel):
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+    action: Literal["retry", "cancel"]
+    filter: BulkFilterBody = Field(default_factory=BulkFilterBody)
+    # Strict: `0` or `"yes"` is no answer to "only a preview?" (the document says boolean).
+    dry_run: StrictBool = False
+
+
+class BulkFilterView(BaseModel):
+    model_config = _LAZY
+
+    tenant: str
+    status: JobStatus | None = None
+    type: str | None = None
+    tag: str | None = None
+
+    @classmethod
+    def of(cls, bulk_filter: BulkFilter) -> BulkFilterView:
+        tag = f"{bulk_filter.tag[0]}:{bulk_filter.tag[1]}" if bulk_filter.tag is not None else None
+        return cls(tenant=bulk_filter.tenant, status=bulk_filter.status, type=bulk_filter.job_type, tag=tag)
+
+
+class BulkSampleView(BaseModel):
+    model_config = _LAZY
+
+    job_id: str
+    type: str
+    status: JobStatus
+    created_at: Timestamp
+
+
+_BULK_FILTER_EXAMPLE = {"tenant": "tenant-a", "status": "FAILED", "type": "send_welcome_email", "tag": None}
+
+
+class BulkPreviewView(BaseModel):
+    """A dry run: `count` jobs match now (`exact`: false when it is a lower bound: past `limit`, the most one
+    operation matches, or past the 10 listing pages of 100 jobs a dry run reads); `sample`: the first 10, newest
+    first."""
+
+    model_config = _examples(
+        {
+            "dry_run": True,
+            "action": "retry",
+            "filter": _BULK_FILTER_EXAMPLE,
+            "count": 25,
+            "exact": True,
+            "limit": 10000,
+            "sample": [
+                {
+                    "job_id": JOB_EXAMPLE["job_id"],
+                    "type": "send_welcome_email",
+                    "status": "FAILED",
+                    "created_at": "2026-12-01T09:00:00Z",
+                }
+            ],
+        }
+    )
+
+    dry_run: Literal[True] = True
+    action: Literal["retry", "cancel"]
+    filter: BulkFilterView
+    count: int
+    exact: bool
+    limit: int
+    sample: list[BulkSampleView]
+
+
+class BulkFailureView(BaseModel):
+    model_config = _LAZY
+
+    job_id: str
+    error: str
+
+
+class BulkOperationView(BaseModel):
+    """A bulk operation. `status`: running, finished (every matched job went through, or `limit_reached`), or
+    stopped (`stop_reason`: over a quota of the jobs' tenant; the jobs after it untouched). `matched`: the jobs
+    the filter matched so far (created before the operation, at most `limit`); each is `done`, `skipped` (the
+    action does not apply to its state: `skipped_reasons` counts them by reason) or `failed` (`failures`: the
+    first 20, with the error). A running operation's counts are those of the pages it finished."""
+
+    model_config = _examples(
+        {
+            "operation_id": "5d1c0e3f9a7b4c2e8f6a1b3d5c7e9f0a",
+            "action": "retry",
+            "filter": _BULK_FILTER_EXAMPLE,
+            "status": "finished",
+            "matched": 26,
+            "done": 25,
+            "skipped": 1,
+            "failed": 0,
+            "skipped_reasons": {"job is RUNNING": 1},
+            "failures": [],
+            "limit": 10000,
+            "limit_reached": False,
+            "stop_reason": None,
+            "created_at": "2026-12-01T09:00:00Z",
+            "updated_at": "2026-12-01T09:00:01Z",
+            "finished_at": "2026-12-01T09:00:01Z",
+        }
+    )
+
+    operation_id: str
+    action: Literal["retry", "cancel"]
+    filter: BulkFilterView
+    status: Literal["running", "finished", "stopped"]
+    matched: int
+    done: int
+    skipped: int
+    failed: int
+    skipped_reasons: dict[str, int]
+    failures: list[BulkFailureView]
+    limit: int
+    limit_reached: bool
+    stop_reason: str | None = None
+    created_at: Timestamp
+    updated_at: Timestamp
+    finished_at: Timestamp | None = None
+
+    @classmethod
+    def of(cls, operation: BulkOperation) -> BulkOperationView:
+        return cls(
+            operation_id=operation.operation_id,
+            action=operation.action,
+            filter=BulkFilterView.of(operation.filter),
+            status=operation.status,
+            matched=operation.matched,
+            done=operation.done,
+            skipped=operation.skipped,
+            failed=operation.failed,
+            skipped_reasons=dict(operation.skipped_reasons),
+            failures=[BulkFailureView(job_id=f.job_id, error=f.error) for f in operation.failures],
+            limit=operation.limit,
+            limit_reached=operation.limit_reached,
+            stop_reason=operation.stop_reason,
+            created_at=operation.created_at,
+            updated_at=operation.updated_at,
+            finished_at=operation.finished_at,
+        )

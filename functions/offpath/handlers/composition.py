@@ -35,8 +35,11 @@ if TYPE_CHECKING:
     from offpath.adapters.webhook_http import Connector
     from offpath.domain.batch import Batch
     from offpath.domain.events import EventSink
+    from offpath.domain.limits import LimitStore
+    from offpath.domain.pauses import PauseStore, QueueSwitch
     from offpath.domain.quotas import QuotaCounters
     from offpath.domain.webhooks import DeliveryQueue, Resolver, SecretCipher, WebhookStore
+    from offpath.logic.bulk import BulkServices
     from offpath.logic.process import WorkerPolicy, WorkerPorts
     from offpath.logic.quotas import CachedQuotaGate
     from offpath.logic.submit import SubmitPolicy
@@ -84,6 +87,8 @@ class Overrides:
     connector: Connector | None = None
     event_bus: EventSink | None = None
     cipher: SecretCipher | None = None  # seals the endpoints' signing secrets (None: KMS, with the stack's key)
+    # What follows a queue class's pause (None: the AWS switch, from the settings; the local runtime's poller switch).
+    queue_switch: QueueSwitch | None = None
 
     def store(self, settings: Settings) -> JobStore:
         store: JobStore = DynamoDbJobStore(settings.table_name, client=self.dynamodb_client())
@@ -171,15 +176,54 @@ def build_worker_ports(settings: Settings, overrides: Overrides | None = None) -
     o = overrides or Overrides()
     service = f"worker-{settings.queue_class}"
     rng = o.generator()
+    from offpath.logic.pause import PauseFlags
+
+    clock = o.clock or SystemClock()
+    registry = o.registry or load_job_types(demo=settings.demo_jobs)
     return WorkerPorts(
-        registry=o.registry or load_job_types(demo=settings.demo_jobs),
+        registry=registry,
         store=o.store(settings),
         queue=SqsJobQueue(settings.queue_urls, settings.dlq_urls, client=o.sqs_client()),
-        clock=o.clock or SystemClock(),
+        clock=clock,
         metrics=o.metrics(service) if o.metrics else EmfMetrics(service, by_job_type=settings.metrics_by_job_type),
         rng=rng,
         batches=build_batch_store(settings, o),
+        # What a job submits (ctx.submit, a chain's next job) is asked of the tenant's quotas like any submit.
+        quotas=build_quota_gate(settings, clock, o),
+        limits=build_limit_store(settings, registry, o),
+        retention=settings.retention,
+        pauses=PauseFlags(build_pause_store(settings, o), queue=settings.queue_class),
     )
+
+
+def build_limit_store(settings: Settings, registry: Registry, overrides: Overrides | None = None) -> LimitStore | None:
+    """The concurrency slots and rate-limit buckets of the queue class's job types; None when none declares a
+    limit (its worker then neither imports nor calls anything for them)."""
+    queue = settings.queue_class
+    if not any(job_type.limits.declared for job_type in registry.job_types.values() if job_type.queue == queue):
+        return None
+    from offpath.adapters.dynamodb_limits import DynamoDbLimits
+
+    return DynamoDbLimits(settings.table_name, client=(overrides or Overrides()).dynamodb_client())
+
+
+def build_pause_store(settings: Settings, overrides: Overrides | None = None) -> PauseStore:
+    from offpath.adapters.dynamodb_pauses import DynamoDbPauseStore
+
+    return DynamoDbPauseStore(settings.table_name, client=(overrides or Overrides()).dynamodb_client())
+
+
+def build_queue_switch(settings: Settings, registry: Registry, overrides: Overrides | None = None) -> QueueSwitch:
+    """The switch a queue class's pause turns: the override (the local runtime's), else each queue class's event
+    source mapping (OFFPATH_QUEUE_MAPPINGS) and its age alarm's actions (named from the stack's prefix)."""
+    o = overrides or Overrides()
+    if o.queue_switch is not None:
+        return o.queue_switch
+    from offpath.adapters.queue_switch import AwsQueueSwitch
+    from offpath.naming import alarm_name, oldest_age_alarm_id
+
+    alarms = {name: [alarm_name(settings.stack_prefix, oldest_age_alarm_id(name))] for name in registry.queues}
+    return AwsQueueSwitch(settings.queue_mappings, alarms)
 
 
 def build_scheduler(settings: Settings, overrides: Overrides | None = None) -> JobScheduler | None:
@@ -372,3 +416,15 @@ def build_delivery_ports(settings: Settings, overrides: Overrides | None = None)
         clock=o.clock or SystemClock(),
         rng=o.rng(),
     )
+
+
+def build_bulk_services(settings: Settings, ports: Ports, overrides: Overrides | None = None) -> BulkServices:
+    """Bulk operations (POST /jobs/bulk; the sweeper continues them) on the jobs table, with the given ports."""
+    from offpath.adapters.dynamodb_bulk import DynamoDbBulkStore
+    from offpath.logic.bulk import BulkPolicy, BulkServices
+
+    store = DynamoDbBulkStore(
+        settings.table_name, client=(overrides or Overrides()).dynamodb_client(), retention=settings.retention
+    )
+    policy = BulkPolicy(sweep_grace=submit_policy(settings).sweep_grace, retention=settings.retention)
+    return BulkServices(ports, store, policy)

@@ -77,6 +77,7 @@ def openapi_document(
     models = list(dict.fromkeys(models))
     _, schemas = models_json_schema([(model, "validation") for model in models], ref_template=REF)
     components: dict[str, Any] = schemas.get("$defs", {})
+    _document_chains(components, job_types)
     components["JobTypeName"] = {
         "type": "string",
         "enum": [jt.name for jt in job_types],
@@ -257,15 +258,69 @@ RUN_AT_DOC = (
     "to at most a year ahead"
 )
 RunAt = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]
+EXPIRES_AT_DOC = (
+    "by when the job must have started: an RFC 3339 date-time with a zone, in the future, after `run_at` (or the "
+    "debounce's run) and at most the retention (7 days) ahead; not started by then, it ends EXPIRED without running"
+)
+
+
+def _variant_name(job_type: JobType) -> str:
+    return "".join(part.capitalize() for part in job_type.name.replace(".", "_").split("_")) + "Submission"
+
+
+CHAIN_STEP = "ChainStep"
+THEN_DOC = (
+    "the job to submit when this one succeeds (a chain, docs/workflows.md): one of the job types open to callers, "
+    "its payload that type's, and its own `then`; at most 10 steps and 16 KiB in all. On failure the chain stops."
+)
+
+
+def _document_chains(components: dict[str, Any], job_types: list[JobType]) -> None:
+    """`then` of each POST /jobs variant as precise as the api's checks: a `ChainStep`, one variant per job type a
+    caller may submit (`type` its name, `payload` its model, `then` again), as the variants themselves are. (A batch
+    item's `then` stays loose, like the item: a bad one refuses that item alone.)"""
+    steps: dict[str, str] = {}
+    for job_type in job_types:
+        submission = components.get(_variant_name(job_type))
+        if submission is None:
+            continue
+        submission["properties"]["then"] = {
+            "anyOf": [_ref(CHAIN_STEP), {"type": "null"}],
+            "default": None,
+            "description": THEN_DOC,
+        }
+        if job_type.submitted_by == "system":
+            continue  # never a chain's step: only its schedules submit it
+        name = _variant_name(job_type).removesuffix("Submission") + "Step"
+        payload = submission["properties"]["payload"]
+        components[name] = {
+            "type": "object",
+            "title": name,
+            "description": f"A chain's step: a {job_type.name} job.",
+            "properties": {
+                "type": {"type": "string", "const": job_type.name, "description": "the job type"},
+                "payload": payload,
+                "then": {"anyOf": [_ref(CHAIN_STEP), {"type": "null"}], "default": None},
+            },
+            "required": ["type", *(["payload"] if "payload" in submission.get("required", []) else [])],
+            "additionalProperties": False,
+        }
+        steps[job_type.name] = REF.format(model=name)
+    if steps:
+        components[CHAIN_STEP] = {
+            "oneOf": [{"$ref": ref} for ref in steps.values()],
+            "discriminator": {"propertyName": "type", "mapping": steps},
+            "description": "A chain's next step: `{type, payload, then?}`, one variant per job type.",
+        }
 
 
 def _variant(job_type: JobType) -> type[BaseModel]:
     """SubmitBody for one job type, as precise as the api's checks: `type` is its name, `payload` its model
-    (optional when every field is), `queue` its queue class, `run_at` a date-time."""
+    (optional when every field is), `queue` its queue class, `run_at` and `expires_at` date-times."""
     payload_model = job_type.payload_model
     required = any(field.is_required() for field in payload_model.model_fields.values())
     payload: Any = (payload_model, ...) if required else (payload_model, Field(default_factory=dict))
-    name = "".join(part.capitalize() for part in job_type.name.replace(".", "_").split("_")) + "Submission"
+    name = _variant_name(job_type)
     queue: Any = Literal[job_type.queue]
     return create_model(
         name,
@@ -275,6 +330,7 @@ def _variant(job_type: JobType) -> type[BaseModel]:
         payload=payload,
         queue=(queue | None, Field(default=None, description="the job type's queue class")),
         run_at=(RunAt | None, Field(default=None, description=RUN_AT_DOC)),
+        expires_at=(RunAt | None, Field(default=None, description=EXPIRES_AT_DOC)),
     )
 
 

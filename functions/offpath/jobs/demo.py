@@ -64,3 +64,60 @@ def poison(payload: PoisonPayload, ctx: JobContext) -> dict[str, Any] | None:
     if payload.first_run_only and not ctx.once("first-run"):
         return {"recovered": True}
     raise PermanentError(payload.reason)
+
+
+class StepPayload(BaseModel):
+    # The first step's number; a later step counts on from its parent's result.
+    start: int = Field(default=1, ge=0, le=1_000_000)
+
+
+@job("demo.step", payload=StepPayload, max_attempts=3, timeout_s=10, backoff_base_s=BASE_S, backoff_cap_s=CAP_S)
+def step(payload: StepPayload, ctx: JobContext) -> dict[str, Any]:
+    """A chain's step (docs/workflows.md): `n` is its parent's `n` + 1 (`ctx.parent`), or `start` without a parent."""
+    parent = ctx.parent
+    if parent is None or not isinstance(parent.result, dict) or not isinstance(parent.result.get("n"), int):
+        return {"n": payload.start, "parent_job_id": None}
+    return {"n": parent.result["n"] + 1, "parent_job_id": parent.job_id}
+
+
+class AccountSleepPayload(BaseModel):
+    account: str = Field(min_length=1, max_length=100)
+    ms: int = Field(default=300, ge=0, le=10_000)
+
+
+class AccountPayload(BaseModel):
+    account: str = Field(min_length=1, max_length=100)
+
+
+# On the critical queue (one job an invocation, ten at once): the limits, not the worker pool, bound them.
+@job(
+    "demo.limited",
+    payload=AccountSleepPayload,
+    queue="critical",
+    max_attempts=3,
+    timeout_s=15,
+    backoff_base_s=BASE_S,
+    backoff_cap_s=CAP_S,
+    concurrency_key="account",
+    max_concurrency=2,
+)
+def limited(payload: AccountSleepPayload, ctx: JobContext) -> dict[str, Any]:
+    """At most two at once per account; sleeps `ms`."""
+    time.sleep(payload.ms / 1000)
+    return {"account": payload.account, "slept_ms": payload.ms}
+
+
+@job(
+    "demo.rated",
+    payload=AccountPayload,
+    queue="critical",
+    max_attempts=3,
+    timeout_s=10,
+    backoff_base_s=BASE_S,
+    backoff_cap_s=CAP_S,
+    concurrency_key="account",
+    rate_limit="2/s",
+)
+def rated(payload: AccountPayload, ctx: JobContext) -> dict[str, Any]:
+    """At most two starts a second per account."""
+    return {"account": payload.account}

@@ -116,6 +116,7 @@ EVENT_COUNTS: dict[EventType, str] = {
     EventType.RETRYING: "JobsRetried",
     EventType.FAILED: "JobsFailed",
     EventType.DEAD_LETTERED: "JobsDeadLettered",
+    EventType.EXPIRED: "JobsExpired",
 }
 _FINISHED_ATTEMPT = (JobStatus.SUCCEEDED, JobStatus.RETRYING, JobStatus.FAILED)
 
@@ -127,7 +128,7 @@ def _ms(seconds: float) -> float:
 def record_metrics(change: Change, metrics: Metrics) -> None:
     """The lifecycle metrics one change of a job item is, counted from its events (domain.events decides which
     change is which): JobsSubmitted for a new job; JobsStarted (with QueueDelay, creation to the first
-    attempt's start), JobsSucceeded, JobsRetried, JobsFailed, JobsDeadLettered; JobDuration when a running
+    attempt's start), JobsSucceeded, JobsRetried, JobsFailed, JobsDeadLettered, JobsExpired; JobDuration when a running
     attempt ends (its start to the write that ended it)."""
     old, new = change.old, change.new
     if new is None:

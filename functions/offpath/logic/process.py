@@ -56,15 +56,24 @@ from offpath.domain.errors import (
     QueueUnavailableError,
     StoreUnavailableError,
 )
+from offpath.domain.ids import new_job_id
 from offpath.domain.job import AttemptError, Job, JobStatus
+from offpath.domain.limits import LimitStore
 from offpath.domain.ports import JobMessage, JobQueue, JobStore, Metrics, Ports
+from offpath.domain.quotas import QuotaGate
 from offpath.domain.registry import LEASE_MARGIN_S, START_MARGIN_S, UNWRITTEN_BOUND_S, JobType, Registry
 from offpath.domain.timeout import JobTimeout, run_with_timeout
+from offpath.logic.admission import Done, Wait, admit
+from offpath.logic.debounce import name_survivor
+from offpath.logic.followups import FOLLOWUP_GRACE, followups_due, settle
+from offpath.logic.limits import needs_job, release_slot, slot_attempt
+from offpath.logic.pause import PauseFlags
 from offpath.observability import bind_attempt, bind_trace_id, bound_job_id, current_trace_id, trace_id_of
 
 logger = logging.getLogger("offpath.worker")
 
 MAX_VISIBILITY_S = 43_200
+MAX_SEND_DELAY_S = 900
 MAX_ERROR_LENGTH = 1_000
 # Results live on the job item (DynamoDB's item limit is 400 KB); larger results belong in S3.
 MAX_RESULT_BYTES = 64 * 1024
@@ -136,10 +145,31 @@ class WorkerPorts:
     rng: random.Random = field(default_factory=random.Random)
     sleep: Callable[[float], None] = time.sleep
     batches: BatchStore | None = None
+    # Per-key concurrency slots and rate-limit buckets (None: no job type of the queue declares a limit).
+    limits: LimitStore | None = None
+    # The pause flags (logic/pause.py), cached; None: nothing is ever paused for this worker.
+    pauses: PauseFlags | None = None
+    # The tenants' quotas, asked by what a job submits (`ctx.submit`, a chain's next job); None: none configured.
+    quotas: QuotaGate | None = None
+    # How long a job ended before it ran (EXPIRED) is kept: settings.retention, as WorkerPolicy's.
+    retention: timedelta = timedelta(days=7)
+
+    def submit_ports(self) -> Ports:
+        """The ports of the submit path, for what a job submits and a final job's follow-ups (logic/children.py,
+        logic/followups.py)."""
+        return Ports(
+            registry=self.registry,
+            store=self.store,
+            queue=self.queue,
+            clock=self.clock,
+            metrics=self.metrics,
+            quotas=self.quotas,
+            batches=self.batches,
+        )
 
     def as_ports(self) -> Ports:
-        """The ports a job's follow-ups take (logic/followups.py)."""
-        return Ports(self.registry, self.store, self.queue, self.clock, self.metrics, batches=self.batches)
+        """The ports a job's follow-ups take (logic/followups.py): the submit path's."""
+        return self.submit_ports()
 
 
 def process_batch(
@@ -228,12 +258,42 @@ def _process(
         ports.queue.change_visibility(policy.queue, delivery.receipt_handle, 0)
         return False
     try:
-        return _claim_and_run(delivery, message, job_type, ports, policy, remaining_ms)
+        admitted, slot = _admit(delivery, message, job_type, ports, policy)
+        if admitted is not None:
+            return admitted
+        return _claim_and_run(delivery, message, job_type, ports, policy, remaining_ms, slot)
     except (StoreUnavailableError, QueueUnavailableError):
         logger.exception("store or queue unavailable; the message returns after its visibility timeout")
         if _on_last_receives(delivery, ports, policy):
             return _send_fresh_copy(message, ports, policy)
         return False
+
+
+def _admit(
+    delivery: Delivery, message: JobMessage, job_type: JobType, ports: WorkerPorts, policy: WorkerPolicy
+) -> tuple[bool | None, int | None]:
+    """Admission before the claim (logic/admission.py): (None, the attempt a concurrency slot was taken for, if
+    one was) when the job may be claimed; else (the record's answer, None): the job waits, unclaimed (no attempt
+    spent), its message back after the wait; (True, None) when a step ended the job itself (expiry: its message
+    is acknowledged). A type without limits reads and writes nothing here (the expiry is on the message)."""
+    now = ports.clock.now()
+    subject: Job | JobMessage | None = message
+    if job_type.limits.declared and needs_job(job_type):
+        subject = ports.store.get(message.job_id, tenant=message.tenant)
+        if subject is None:
+            return None, None  # not written yet (or gone): the claim answers it
+    answer = admit(subject, job_type, ports, now=now)
+    if answer is None:
+        held = job_type.limits.max_concurrency is not None and ports.limits is not None
+        return None, slot_attempt(subject) if held and isinstance(subject, Job) else None
+    if isinstance(answer, Done) or not isinstance(answer, Wait):
+        return True, None
+    ports.metrics.count("AdmissionWaits", queue=policy.queue, job_type=job_type.name)
+    logger.info("job waits (%s); it goes back unclaimed", answer.reason, extra={"retry_in_s": answer.seconds})
+    if _on_last_receives(delivery, ports, policy):
+        return _send_fresh_copy(message, ports, policy, delay_s=answer.seconds), None
+    ports.queue.change_visibility(policy.queue, delivery.receipt_handle, min(MAX_VISIBILITY_S, answer.seconds))
+    return False, None
 
 
 def _on_last_receives(delivery: Delivery, ports: WorkerPorts, policy: WorkerPolicy) -> bool:
@@ -242,11 +302,12 @@ def _on_last_receives(delivery: Delivery, ports: WorkerPorts, policy: WorkerPoli
     return delivery.receive_count > ports.registry.max_receive_count(policy.queue) - LAST_RECEIVES
 
 
-def _send_fresh_copy(message: JobMessage, ports: WorkerPorts, policy: WorkerPolicy) -> bool:
+def _send_fresh_copy(message: JobMessage, ports: WorkerPorts, policy: WorkerPolicy, *, delay_s: int = 0) -> bool:
     """A message that must go back on one of its last receives is sent again (the copy's receive count
-    starts at 0) and this one acknowledged. If the copy cannot be sent, this one goes back."""
+    starts at 0; delayed by `delay_s`, at most SQS's 15 minutes) and this one acknowledged. If the copy cannot be
+    sent, this one goes back."""
     try:
-        ports.queue.send(policy.queue, message)
+        ports.queue.send(policy.queue, message, delay_s=min(MAX_SEND_DELAY_S, delay_s))
     except QueueUnavailableError:
         logger.exception("the fresh copy of a message on its last receives could not be sent; it goes back")
         return False
@@ -262,7 +323,10 @@ def _claim_and_run(
     ports: WorkerPorts,
     policy: WorkerPolicy,
     remaining_ms: Callable[[], int],
+    slot: int | None = None,
 ) -> bool:
+    """`slot`: the attempt admission took a concurrency slot for; released when no claim follows, else after
+    the attempt's outcome write."""
     now = ports.clock.now()
     # The invocation ends within `remaining_ms()`: the lease outlives it, however the job function behaves.
     lease_until = now + timedelta(milliseconds=remaining_ms()) + policy.lease_margin
@@ -281,10 +345,37 @@ def _claim_and_run(
             try:
                 job = _redrive_and_claim(message, ports, policy, now, lease_until, sweep_at)
             except JobConflictError as again:
+                _release_unclaimed(again.job, job_type, ports, slot)
                 return again.job is None or _not_claimed(delivery, again.job, ports, policy, now)
         else:
-            return _not_claimed(delivery, conflict.job, ports, policy, now)
+            _release_unclaimed(conflict.job, job_type, ports, slot)
+            return _not_claimed(delivery, conflict.job, ports, policy, now, job_type)
+    if slot is not None and slot != job.attempt:
+        _release_unclaimed(job, job_type, ports, slot)  # held for another attempt than the one claimed
+    # The slot is given back after the outcome write (or its last failed try): a retrying job waits for its backoff
+    # without one. Not when the worker dies (a BaseException, as a process ending): its slot frees at its time's end.
+    try:
+        answer = _run_claimed(delivery, job, job_type, ports, policy, remaining_ms)
+    except Exception:
+        release_slot(job, job_type, ports)
+        raise
+    release_slot(job, job_type, ports)
+    return answer
 
+
+def _release_unclaimed(job: Job | None, job_type: JobType, ports: WorkerPorts, slot: int | None) -> None:
+    if job is not None and slot is not None:
+        release_slot(job, job_type, ports, attempt=slot)
+
+
+def _run_claimed(
+    delivery: Delivery,
+    job: Job,
+    job_type: JobType,
+    ports: WorkerPorts,
+    policy: WorkerPolicy,
+    remaining_ms: Callable[[], int],
+) -> bool:
     # JobsStarted, QueueDelay, JobDuration and the outcomes' counts come from the table's stream (logic.notify).
     queue, job_type_name = job.queue, job.type
     if current_trace_id() is None:
@@ -323,10 +414,18 @@ def _claim_and_run(
     if result_size > MAX_RESULT_BYTES:
         reason = f"result is {result_size} bytes; the limit is {MAX_RESULT_BYTES} bytes"
         return _fail(job, reason, ports, policy, remaining_ms)
+    # A job with follow-ups (a chain's next job) stays in the sweep index until they ran (logic/followups.py).
+    followup_at = finished + FOLLOWUP_GRACE if followups_due(job, JobStatus.SUCCEEDED) else None
+    next_job_id = (job.next_job_id or new_job_id(finished)) if followup_at is not None and job.then else None
     try:
         _write_outcome(
             lambda: ports.store.record_success(
-                job, result=result, now=finished, expires_at=finished + policy.retention
+                job,
+                result=result,
+                now=finished,
+                expires_at=finished + policy.retention,
+                followup_at=followup_at,
+                next_job_id=next_job_id,
             ),
             job,
             ports,
@@ -336,8 +435,18 @@ def _claim_and_run(
     except JobConflictError:
         logger.warning("a newer attempt owns this job; this attempt's result is discarded")
         return True
-    logger.info("job succeeded", extra={"attempt": job.attempt})
-    _after_final(job.replace(status=JobStatus.SUCCEEDED, sweep_at=job.followup_sweep_at(finished)), ports)
+    logger.info("job succeeded", extra={"attempt": job.attempt, **_attempt_facts(job, finished)})
+    if followup_at is not None or job.has_followups:
+        succeeded = job.replace(
+            status=JobStatus.SUCCEEDED,
+            result=json.loads(json.dumps(result, default=str)),
+            finished_at=finished,
+            updated_at=finished,
+            lease_until=None,
+            sweep_at=followup_at if followup_at is not None else job.followup_sweep_at(finished),
+            next_job_id=next_job_id,
+        )
+        settle(succeeded, ports.submit_ports(), now=finished)
     return True
 
 
@@ -411,6 +520,7 @@ def _run(job: Job, job_type: JobType, ports: WorkerPorts, remaining_ms: Callable
         logger=logging.getLogger(f"offpath.jobs.{job.type}"),
         shared_across_tenants=job_type.shared_across_tenants,
         batches=_job_batches(ports) if ports.batches is not None else None,
+        children=_Children(ports),
     )
     started = ports.clock.now()
     result = run_with_timeout(lambda: job_type.function(payload, context), job_type.timeout_s)
@@ -424,6 +534,19 @@ def _job_batches(ports: WorkerPorts) -> BatchGateway:
     from offpath.logic.batches import JobBatches
 
     return JobBatches(ports.as_ports())
+
+
+class _Children:
+    """The job's submit port (`ctx.submit`), logic/children.py's: imported at a job's first submit, not at the
+    worker's init (tests/unit/test_cold_imports.py)."""
+
+    def __init__(self, ports: WorkerPorts) -> None:
+        self._ports = ports
+
+    def submit_child(self, parent: Job, job_type: str, payload: dict[str, Any], *, key: str) -> Job:
+        from offpath.logic.children import ChildSubmitter
+
+        return ChildSubmitter(self._ports.submit_ports()).submit_child(parent, job_type, payload, key=key)
 
 
 def _write_outcome(
@@ -477,7 +600,13 @@ def _retry(
     ports.queue.change_visibility(job.queue, delivery.receipt_handle, min(MAX_VISIBILITY_S, delay_s))
     logger.warning(
         "job failed; retrying",
-        extra={"attempt": job.attempt, "retry_in_s": delay_s, "error": error, **_traceback_of(detail)},
+        extra={
+            "attempt": job.attempt,
+            "retry_in_s": delay_s,
+            "error": error,
+            **_attempt_facts(job, now),
+            **_traceback_of(detail),
+        },
     )
     return False
 
@@ -507,15 +636,27 @@ def _fail(
     except JobConflictError:
         logger.warning("a newer attempt owns this job; this attempt's failure is not recorded")
         return True
-    logger.error("job failed", extra={"attempt": job.attempt, "error": reason, **_traceback_of(detail)})
+    logger.error(
+        "job failed",
+        extra={"attempt": job.attempt, "error": reason, **_attempt_facts(job, now), **_traceback_of(detail)},
+    )
     _after_final(job.replace(status=JobStatus.FAILED, sweep_at=job.followup_sweep_at(now)), ports)
     return True
 
 
-def _not_claimed(delivery: Delivery, job: Job, ports: WorkerPorts, policy: WorkerPolicy, now: datetime) -> bool:
+def _not_claimed(
+    delivery: Delivery,
+    job: Job,
+    ports: WorkerPorts,
+    policy: WorkerPolicy,
+    now: datetime,
+    job_type: JobType | None = None,
+) -> bool:
     if job.status.is_final or job.status is JobStatus.SCHEDULED:
         ports.metrics.count("DuplicateDeliveries", queue=job.queue, job_type=job.type)
         logger.info("delivery for a %s job; acknowledged without running", job.status.value)
+        if job.cancel_reason is not None:
+            name_survivor(job, ports.store, ports.metrics, now=now)  # a superseded job's own time came
         return True
     if job.status is JobStatus.RUNNING and not job.lease_expired(now):
         # Another worker holds the job. Look again when its lease ends, in case that worker dies.
@@ -530,7 +671,9 @@ def _not_claimed(delivery: Delivery, job: Job, ports: WorkerPorts, policy: Worke
             ports.store.fail_expired_lease(job, now=now, expires_at=now + policy.retention)
         except JobConflictError:
             return True
-        logger.error("job failed: its last attempt's lease expired")
+        if job_type is not None:
+            release_slot(job, job_type, ports)  # the dead attempt's slot
+        logger.error("job failed: its last attempt's lease expired", extra={"job_type": job.type})
         _after_final(job.replace(status=JobStatus.FAILED, sweep_at=job.followup_sweep_at(now)), ports)
         return True
     # Not claimable for a reason that may pass (for example RETRYING with its delay still running
@@ -580,6 +723,16 @@ def _frame_line(frame: Any) -> str:
     path = _path_of(frame.filename)
     shown = path[len(_FUNCTIONS_ROOT) :] if path.startswith(_FUNCTIONS_ROOT) else path
     return f"{shown}:{frame.lineno} in {frame.name}\n"
+
+
+def _attempt_facts(job: Job, ended: datetime) -> dict[str, Any]:
+    """What an attempt's end line says beside the job's id: its job type and how long it ran (`duration_ms`, from
+    the claim), for the saved Logs Insights queries (infra/log_queries.py)."""
+    began = job.attempt_started_at or job.started_at
+    facts: dict[str, Any] = {"job_type": job.type}
+    if began is not None:
+        facts["duration_ms"] = round((ended - began).total_seconds() * 1000, 1)
+    return facts
 
 
 def _traceback_of(detail: AttemptError | None) -> dict[str, str]:

@@ -9,7 +9,7 @@ from offpath.domain.clock import Clock
 from offpath.domain.errors import DeadLetterNotFoundError, JobNotFoundError, OffpathError, QueueUnavailableError
 from offpath.domain.job import LEASE_EXPIRED_OUTCOME, Job, JobStatus
 from offpath.domain.ports import JobMessage, JobScheduler, JobStore, Ports
-from offpath.logic.submit import has_one_time_schedule
+from offpath.logic.submit import delay_seconds, dispatch, has_one_time_schedule
 
 logger = logging.getLogger(__name__)
 
@@ -32,14 +32,15 @@ def cancel_job(
     clock: Clock,
     retention: timedelta,
     scheduler: JobScheduler | None = None,
+    operation: str | None = None,
 ) -> Job:
     """QUEUED, SCHEDULED or RETRYING -> CANCELLED; a later delivery of its message acks without running.
-    JobConflictError when the job is running or finished.
+    JobConflictError when the job is running or finished. `operation`: the bulk operation cancelling it.
 
     A delayed job's one-time schedule is deleted with it. If that delete fails the cancel still stands:
     the schedule then fires into a cancelled job, which the enqueue function leaves alone."""
     now = clock.now()
-    job = store.cancel(job_id, tenant=tenant, now=now, expires_at=now + retention)
+    job = store.cancel(job_id, tenant=tenant, now=now, expires_at=now + retention, operation=operation)
     if scheduler is not None and has_one_time_schedule(job.run_at, job.created_at):
         try:
             scheduler.delete_one_time(job.job_id)
@@ -51,10 +52,24 @@ def cancel_job(
     return job
 
 
-def retry_job(job_id: str, *, tenant: str, ports: Ports, sweep_grace: timedelta) -> Job:
-    """FAILED or CANCELLED -> QUEUED with a fresh attempt budget (one conditional write), then the send.
+def retry_job(
+    job_id: str,
+    *,
+    tenant: str,
+    ports: Ports,
+    sweep_grace: timedelta,
+    operation: str | None = None,
+    now_asked: bool = False,
+) -> Job:
+    """FAILED, CANCELLED or EXPIRED -> QUEUED with a fresh attempt budget (one conditional write), then the send.
+    Its expiry (and a superseded job's cancel reason) is cleared.
     A send that fails loses nothing: the job carries a sweep time, and the sweeper sends it when it is
-    overdue. The job runs now, whatever its run_at. JobConflictError from any other state.
+    overdue. JobConflictError from any other state.
+
+    A CANCELLED job that was delayed keeps its run_at while it is still ahead (unless `now_asked`): further off
+    than an SQS delay reaches it is SCHEDULED again and its one-time schedule is made again (as a submit does);
+    nearer, it is QUEUED and its message sent with the delay left. A run_at that has passed, a FAILED job, or
+    `now_asked`: the job runs now.
 
     Between the write and the send, the job's dead letter is removed (best effort: `_remove_dead_letter`), so
     the DLQ depth and its alarm come down; no new copy can be there yet, as the job is QUEUED until this send.
@@ -64,15 +79,26 @@ def retry_job(job_id: str, *, tenant: str, ports: Ports, sweep_grace: timedelta)
 
     A retry opens a job again, so it counts as a submit: the tenant's quotas (submits per second, open jobs)
     are asked first, and over one it raises QuotaExceededError with nothing written. An admin's redrive of a
-    queue's dead letters does not come this way and is not limited."""
-    if ports.quotas is not None:
-        ports.quotas.admit(tenant, delayed=False)
+    queue's dead letters does not come this way and is not limited. `operation`: the bulk operation retrying it
+    (marked on the job by the same write: logic/bulk.py)."""
     now = ports.clock.now()
-    job = ports.store.retry_by_hand(job_id, tenant=tenant, now=now, sweep_at=now + sweep_grace)
+    before = None if now_asked else ports.store.get(job_id, tenant=tenant)
+    run_at = before.run_at if before is not None and before.status is JobStatus.CANCELLED else None
+    later = run_at is not None and run_at > now
+    scheduled = later and has_one_time_schedule(run_at, now)
+    if ports.quotas is not None:
+        ports.quotas.admit(tenant, delayed=scheduled)
+    due = run_at if later and run_at is not None else now
+    job = ports.store.retry_by_hand(
+        job_id, tenant=tenant, now=now, sweep_at=due + sweep_grace, operation=operation, scheduled=scheduled
+    )
     ports.metrics.count("JobsRetriedByHand", queue=job.queue, job_type=job.type)
+    if scheduled:
+        dispatch(ports, job)
+        return job
     _remove_dead_letter(job, ports)
     try:
-        ports.queue.send(job.queue, JobMessage.of(job))
+        ports.queue.send(job.queue, JobMessage.of(job), delay_s=delay_seconds(job, now) if later else 0)
     except QueueUnavailableError:
         logger.warning("send failed; the sweeper will send the job", extra={"job_id": job.job_id})
         ports.metrics.count("SendFailed", queue=job.queue, job_type=job.type)

@@ -23,7 +23,15 @@ from typing import Any
 from offpath.domain.clock import Clock
 from offpath.domain.errors import OffpathError
 from offpath.domain.job import AttemptError, Job, JobStatus, Progress
-from offpath.domain.ports import CreateOutcome, Firing, JobPage, JobStore, KeyRecord, ScheduleState
+from offpath.domain.ports import (
+    CreateOutcome,
+    DebounceRecord,
+    Firing,
+    JobPage,
+    JobStore,
+    KeyRecord,
+    ScheduleState,
+)
 from offpath.domain.quotas import (
     COUNT_RETRY_AFTER_S,
     Quota,
@@ -188,8 +196,8 @@ class CountingStore:
     ) -> Job:
         return self.store.claim(job_id, tenant=tenant, now=now, lease_until=lease_until, sweep_at=sweep_at)
 
-    def record_success(self, job: Job, *, result: Any, now: datetime, expires_at: datetime) -> None:
-        self.store.record_success(job, result=result, now=now, expires_at=expires_at)
+    def record_success(self, job: Job, *, result: Any, now: datetime, expires_at: datetime, **followups: Any) -> None:
+        self.store.record_success(job, result=result, now=now, expires_at=expires_at, **followups)
         self._count(job.tenant, CLOSED, job.job_id)
 
     def record_retry(
@@ -207,11 +215,30 @@ class CountingStore:
         self.store.fail_expired_lease(job, now=now, expires_at=expires_at)
         self._count(job.tenant, CLOSED, job.job_id)
 
-    def cancel(self, job_id: str, *, tenant: str, now: datetime, expires_at: datetime) -> Job:
+    def cancel(
+        self,
+        job_id: str,
+        *,
+        tenant: str,
+        now: datetime,
+        expires_at: datetime,
+        operation: str | None = None,
+        superseded_by: str | None = None,
+    ) -> Job:
         # The state it leaves decides what it frees: read before (a cancel is rare, and off the submit path).
         before = self.store.get(job_id, tenant=tenant) if self.book.for_tenant(tenant).counts else None
-        job = self.store.cancel(job_id, tenant=tenant, now=now, expires_at=expires_at)
+        job = self.store.cancel(
+            job_id, tenant=tenant, now=now, expires_at=expires_at, operation=operation, superseded_by=superseded_by
+        )
         if before is not None and before.status is not JobStatus.CANCELLED:
+            self._count(tenant, Usage(-1, -1 if before.status is JobStatus.SCHEDULED else 0), job_id)
+        return job
+
+    def expire(self, job_id: str, *, tenant: str, now: datetime, expires_at: datetime) -> Job:
+        # An expired job frees its open-jobs slot as a cancelled one does (read before, as a cancel does).
+        before = self.store.get(job_id, tenant=tenant) if self.book.for_tenant(tenant).counts else None
+        job = self.store.expire(job_id, tenant=tenant, now=now, expires_at=expires_at)
+        if before is not None and not before.status.is_final:
             self._count(tenant, Usage(-1, -1 if before.status is JobStatus.SCHEDULED else 0), job_id)
         return job
 
@@ -231,9 +258,20 @@ class CountingStore:
         self._count(tenant, OPEN, job_id)
         return job
 
-    def retry_by_hand(self, job_id: str, *, tenant: str, now: datetime, sweep_at: datetime) -> Job:
-        job = self.store.retry_by_hand(job_id, tenant=tenant, now=now, sweep_at=sweep_at)
-        self._count(tenant, OPEN, job_id)
+    def retry_by_hand(
+        self,
+        job_id: str,
+        *,
+        tenant: str,
+        now: datetime,
+        sweep_at: datetime,
+        operation: str | None = None,
+        scheduled: bool = False,
+    ) -> Job:
+        job = self.store.retry_by_hand(
+            job_id, tenant=tenant, now=now, sweep_at=sweep_at, operation=operation, scheduled=scheduled
+        )
+        self._count(tenant, Usage(1, 1) if scheduled else OPEN, job_id)
         return job
 
     def requeue_expired_lease(self, job: Job, *, now: datetime, sweep_at: datetime) -> Job:
@@ -247,6 +285,15 @@ class CountingStore:
 
     def get_schedule_state(self, name: str) -> ScheduleState | None:
         return self.store.get_schedule_state(name)
+
+    def swap_debounce(self, tenant: str, job_type: str, key: str, record: DebounceRecord) -> DebounceRecord | None:
+        return self.store.swap_debounce(tenant, job_type, key, record)
+
+    def debounce_record(self, tenant: str, job_type: str, key: str) -> DebounceRecord | None:
+        return self.store.debounce_record(tenant, job_type, key)
+
+    def name_survivor(self, job_id: str, *, tenant: str, seen: str, survivor: str, now: datetime) -> None:
+        self.store.name_survivor(job_id, tenant=tenant, seen=seen, survivor=survivor, now=now)
 
     def record_firing(self, name: str, firing: Firing, *, keep: int) -> ScheduleState:
         return self.store.record_firing(name, firing, keep=keep)

@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from offpath import contract
+from offpath.domain.chain import MAX_CHAIN_STEPS, MAX_THEN_BYTES
 from offpath.domain.errors import (
     IdempotencyConflictError,
     InvalidRequestError,
@@ -31,8 +32,11 @@ from offpath.domain.ids import new_job_id
 from offpath.domain.job import Job, JobStatus, payload_json
 from offpath.domain.ports import KEY_RECORD_MARGIN, CreateOutcome, JobMessage, Ports
 from offpath.domain.quotas import QuotaExceededError
-from offpath.domain.registry import NAME_PATTERN, Submitter
+from offpath.domain.registry import NAME_PATTERN, JobType, Submitter
 from offpath.domain.tags import checked_tags
+from offpath.logic.debounce import supersede_previous
+from offpath.logic.expiry import FIELD as EXPIRES_AT
+from offpath.logic.expiry import check_expires_at
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +80,13 @@ class SubmitRequest:
     tags: Mapping[str, Any] | None = None
     # The caller's trace (from a valid `traceparent`); without one the job starts a trace of its own.
     trace_id: str | None = None
+    # The job to submit when this one succeeds, `{"type", "payload", "then"?}` (domain/chain.py).
+    then: Mapping[str, Any] | None = None
+    # Not started by then, the job ends EXPIRED (logic/expiry.py). RFC 3339 text, as run_at.
+    expires_at: str | None = None
+    # (key, seconds): a later submit of the type under the key within the window supersedes this one
+    # (logic/debounce.py); the job runs `seconds` from now. The api has checked both.
+    debounce: tuple[str, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -140,20 +151,21 @@ def build_job(
         raise InvalidRequestError("queue", f"this job type runs on queue {job_type.queue!r}")
     key = validate_idempotency_key(request.idempotency_key, key_field)
     tags = checked_tags(request.tags)
-    try:
-        # Strictly, as JSON: the payload's schema in the document is what is accepted (no `true` for an
-        # integer, no "5" for a number), and a date or time field still reads its ISO 8601 text.
-        model = job_type.payload_model.model_validate_json(payload_json(request.payload), strict=True)
-        payload = model.model_dump(mode="json")
-    except ValidationError as error:
-        raise validation_error(error, ("payload",), code="invalid_payload") from None
-    except (ValueError, RecursionError):  # pydantic refuses data nested deeper than its recursion limit
-        raise InvalidRequestError("payload", "payload is nested too deeply", code="invalid_payload") from None
+    payload = checked_payload(job_type, request.payload, "payload")
     # Measured as the store keeps it (UTF-8), so what is accepted is what fits.
     size = len(payload_json(payload).encode())
     if size > policy.payload_limit_bytes:
         raise PayloadTooLargeError(size, policy.payload_limit_bytes)
+    then = checked_then(request.then, ports, request.submitter) if request.then is not None else None
+    if request.debounce is not None and request.run_at is not None:
+        raise InvalidRequestError("run_at", "run_at and debounce cannot both be given (debounce sets when it runs)")
     run_at = parse_run_at(request.run_at, now, policy) if request.run_at is not None else None
+    if request.debounce is not None:
+        run_at = now + timedelta(seconds=request.debounce[1])
+    start_by = None
+    if request.expires_at is not None:
+        when = parse_time(request.expires_at, now, EXPIRES_AT)
+        start_by = check_expires_at(when, now=now, run_at=run_at, retention=policy.retention)
     due = max(now, run_at) if run_at is not None else now
     scheduled = has_one_time_schedule(run_at, now)
     return Job(
@@ -174,12 +186,80 @@ def build_job(
         sweep_at=due + policy.sweep_grace,
         tags=tags,
         trace_id=request.trace_id or uuid.uuid4().hex,
+        then=then,
+        start_by=start_by,
+        debounce_key=request.debounce[0] if request.debounce is not None else None,
+        debounce_s=request.debounce[1] if request.debounce is not None else None,
     )
+
+
+def checked_payload(job_type: JobType, payload: Any, field: str) -> dict[str, Any]:
+    """A payload validated strictly, as JSON, against its type's model (the document's schema is what is accepted:
+    no `true` for an integer, no "5" for a number; a date or time field still reads its ISO 8601 text)."""
+    try:
+        model = job_type.payload_model.model_validate_json(payload_json(payload), strict=True)
+        checked: dict[str, Any] = model.model_dump(mode="json")
+    except ValidationError as error:
+        raise validation_error(error, tuple(field.split(".")), code="invalid_payload") from None
+    except (ValueError, RecursionError):  # pydantic refuses data nested deeper than its recursion limit
+        raise InvalidRequestError(field, f"{field} is nested too deeply", code="invalid_payload") from None
+    return checked
+
+
+def checked_then(then: Mapping[str, Any], ports: Ports, submitter: Submitter) -> dict[str, Any]:
+    """A chain validated whole, as submitted (domain/chain.py): at most MAX_CHAIN_STEPS steps, each
+    `{"type", "payload"?, "then"?}` with a type the submitter may submit and a payload its model accepts, the whole
+    at most MAX_THEN_BYTES. A refusal names the field's path (`then.then.payload.n`). Returns the chain with each
+    payload as its model made it."""
+    steps: list[dict[str, Any]] = []
+    step: Any = then
+    field = "then"
+    while step is not None:
+        if len(steps) == MAX_CHAIN_STEPS:
+            raise InvalidRequestError(field, f"a chain has at most {MAX_CHAIN_STEPS} steps after its first job")
+        if not isinstance(step, Mapping):
+            raise InvalidRequestError(field, f"{field} must be an object: {{type, payload, then?}}")
+        unknown = set(step) - {"type", "payload", "then"}
+        if unknown:
+            raise InvalidRequestError(field, f"{field}: unknown field (a step has type, payload and then)")
+        name = step.get("type")
+        if not isinstance(name, str):
+            raise InvalidRequestError(f"{field}.type", f"{field}.type must be a job type's name")
+        job_type = ports.registry.job_type(name)
+        if job_type is None:
+            refusal = unknown_job_type(name)
+            raise InvalidRequestError(f"{field}.type", str(refusal), code="unknown_job_type")
+        if not job_type.may_be_submitted_by(submitter):
+            raise InvalidRequestError(
+                f"{field}.type", f"job type {job_type.name!r} is not open to this caller", code="job_type_forbidden"
+            )
+        payload = step.get("payload", {})
+        if not isinstance(payload, Mapping):
+            raise InvalidRequestError(f"{field}.payload", f"{field}.payload must be an object", code="invalid_payload")
+        steps.append({"type": job_type.name, "payload": checked_payload(job_type, payload, f"{field}.payload")})
+        step = step.get("then")
+        field = f"{field}.then"
+    chain: dict[str, Any] | None = None
+    for checked in reversed(steps):
+        chain = {**checked, "then": chain} if chain is not None else checked
+    assert chain is not None
+    size = len(payload_json(chain).encode())
+    if size > MAX_THEN_BYTES:
+        raise InvalidRequestError("then", f"the chain is {size} bytes; at most {MAX_THEN_BYTES} are accepted")
+    return chain
 
 
 def parse_run_at(text: str, now: datetime, policy: SubmitPolicy) -> datetime:
     """An RFC 3339 date-time (ISO 8601 with seconds and a zone: the document's `date-time`); in the past
     means now; at most `max_schedule_ahead` ahead."""
+    when = parse_time(text, now, "run_at")
+    if when - now > policy.max_schedule_ahead:
+        raise InvalidRequestError("run_at", f"run_at may be at most {policy.max_schedule_ahead.days} days ahead")
+    return when
+
+
+def parse_time(text: str, now: datetime, field: str) -> datetime:
+    """An RFC 3339 date-time with a zone, from the Unix epoch on, in `now`'s zone; refusals name `field`."""
     written = RFC3339_DATE_TIME.fullmatch(text) if len(text) <= 64 else None
     try:
         if written is None:
@@ -187,18 +267,16 @@ def parse_run_at(text: str, now: datetime, policy: SubmitPolicy) -> datetime:
         when = datetime.fromisoformat(text.upper())
     except ValueError:
         raise InvalidRequestError(
-            "run_at", "run_at must be an RFC 3339 date-time (ISO 8601), e.g. 2026-01-31T09:00:00Z"
+            field, f"{field} must be an RFC 3339 date-time (ISO 8601), e.g. 2026-01-31T09:00:00Z"
         ) from None
     if when.tzinfo is None:
-        raise InvalidRequestError("run_at", "run_at must carry a time zone (Z or an offset such as +01:00)")
+        raise InvalidRequestError(field, f"{field} must carry a time zone (Z or an offset such as +01:00)")
     try:
         when = when.astimezone(now.tzinfo)
     except OverflowError:  # e.g. 0001-01-01T00:00:00+01:00 is before year 1 in UTC
-        raise InvalidRequestError("run_at", "run_at is outside the range of UTC times") from None
+        raise InvalidRequestError(field, f"{field} is outside the range of UTC times") from None
     if when < EARLIEST_RUN_AT:
-        raise InvalidRequestError("run_at", "run_at must be 1970-01-01T00:00:00Z or later")
-    if when - now > policy.max_schedule_ahead:
-        raise InvalidRequestError("run_at", f"run_at may be at most {policy.max_schedule_ahead.days} days ahead")
+        raise InvalidRequestError(field, f"{field} must be 1970-01-01T00:00:00Z or later")
     return when
 
 
@@ -240,7 +318,21 @@ def submit_job(request: SubmitRequest, ports: Ports, policy: SubmitPolicy) -> Su
         return Submitted(outcome.job, replayed=True)
     if outcome.job.status is JobStatus.SCHEDULED:
         dispatch(ports, outcome.job)
+    supersede_previous(outcome.job, ports, retention=policy.retention)
     return Submitted(outcome.job, replayed=False)
+
+
+def submit_made(job: Job, ports: Ports) -> Submitted:
+    """A job the system makes on a job's behalf (a chain's next job, a child of `ctx.submit`), its id reproducible:
+    asked of the tenant's quotas like any submit, sent first, then created if absent. The job already there (a
+    replayed follow-up, a retried attempt's submit) is the same job: answered as a replay, nothing new made (its
+    message sent again is a duplicate delivery, acknowledged unrun). IdempotencyConflictError when the job there
+    was made from another type, payload or chain."""
+    admit(job, ports)
+    outcome = ports.store.create(_send_first(ports, job, ports.clock.now()))
+    if outcome.replayed:
+        ports.metrics.count("JobsDeduplicated", queue=job.queue, job_type=job.type)
+    return Submitted(outcome.job, outcome.replayed)
 
 
 def admit(job: Job, ports: Ports) -> Job | None:
@@ -344,6 +436,8 @@ def submit_batch(requests: Sequence[SubmitRequest], ports: Ports, policy: Submit
             if taken.replayed:
                 return BatchItemResult(index, taken)
             outcome = ports.store.create(taken.job)
+            if not outcome.replayed:
+                supersede_previous(outcome.job, ports, retention=policy.retention)
             return BatchItemResult(index, Submitted(outcome.job, outcome.replayed))
         except (
             InvalidRequestError,

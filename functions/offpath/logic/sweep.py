@@ -7,6 +7,8 @@ looks at the job and acts on what it finds:
 - SCHEDULED and overdue: its one-time schedule is missing or late -> enqueue it.
 - RUNNING with an expired lease: attempts left -> QUEUED and re-sent; none -> FAILED
   ("lease expired") with its message in the DLQ.
+- QUEUED, SCHEDULED or RETRYING past its expiry (`start_by`, the submit's `expires_at`) -> EXPIRED, rather
+  than sent or enqueued again (logic/expiry.py).
 Before acting it moves the sweep time on with a write fenced on the time it saw, so when two
 sweeps overlap only one of them acts on a job.
 
@@ -45,6 +47,7 @@ from datetime import datetime, timedelta
 from offpath.domain.errors import JobConflictError, QueueUnavailableError, StoreUnavailableError
 from offpath.domain.job import Job, JobStatus
 from offpath.domain.ports import JobMessage, Ports
+from offpath.logic.followups import settle
 from offpath.logic.submit import delay_seconds
 from offpath.observability import bound_job_id
 
@@ -70,13 +73,15 @@ class SweepReport:
     enqueued: int = 0
     requeued: int = 0
     failed: int = 0
+    # Waiting jobs past their expiry, ended EXPIRED.
+    expired: int = 0
     deferred: int = 0
     # Of `deferred`: overdue QUEUED or RETRYING jobs not re-sent because their queue holds a backlog.
     backlog: int = 0
     # Jobs whose sweep raised (and the due-jobs query, if it failed): each stays due for the next sweep.
     errors: int = 0
-    # Finished jobs whose follow-ups the sweep ran (their worker stopped between the final write and them).
-    followups: int = 0
+    # Final jobs whose follow-ups (logic/followups.py) the sweeper ran in their worker's stead.
+    followed_up: int = 0
 
     @property
     def stuck(self) -> int:
@@ -183,12 +188,15 @@ def _sweep_one(
 ) -> None:
     status = job.status
     if status.is_final:
-        # A finished job with follow-ups whose worker did not clear it (it died after the final write).
-        from offpath.logic.followups import finish_followups
-
-        finish_followups(job, ports)
-        report.followups += 1
-        logger.warning("finished job's follow-ups run by the sweep")
+        # Its worker wrote the final state but did not settle its follow-ups (it died, or they failed): run them.
+        if settle(job, ports, now=now):
+            report.followed_up += 1
+            logger.warning("a final job's follow-ups were run by the sweeper")
+        return
+    if status is not JobStatus.RUNNING and job.start_by is not None and job.start_by <= now:
+        ports.store.expire(job.job_id, tenant=job.tenant, now=now, expires_at=now + policy.retention)
+        report.expired += 1
+        logger.info("job past its expiry; expired")
         return
     if status is JobStatus.RUNNING:
         if not job.lease_expired(now):

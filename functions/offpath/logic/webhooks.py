@@ -274,6 +274,7 @@ def deliver(delivery: Delivery, ports: DeliveryPorts, policy: ReceiverPolicy) ->
         latency_ms=result.latency_ms,
         error=error,
         next_retry_at=next_retry_at,
+        job_id=_job_id_of(delivery),
     )
     log = ports.store.record_attempt(delivery.tenant, endpoint.name, attempt, succeeded=succeeded)
     if succeeded:
@@ -291,6 +292,12 @@ def deliver(delivery: Delivery, ports: DeliveryPorts, policy: ReceiverPolicy) ->
     retry = replace(delivery, attempt=delivery.attempt + 1, not_before=next_retry_at)
     _send_later(ports.queue, retry, delay)
     return DeliveryOutcome("retrying", result.status, next_retry_at)
+
+
+def _job_id_of(delivery: Delivery) -> str | None:
+    """The job a delivery's event is about: its data is the job's view (none for a test event)."""
+    job_id = delivery.data.get("job_id")
+    return job_id if isinstance(job_id, str) and job_id else None
 
 
 def _disable(ports: DeliveryPorts, delivery: Delivery, endpoint: Endpoint, reason: str, now: datetime) -> None:

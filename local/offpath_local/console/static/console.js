@@ -18,14 +18,15 @@
   const STATS_REFRESH_MS = 60000;
   const ALARMS_REFRESH_MS = 10000;
   const DLQ_BANNER_MS = 5000;
+  const FIRST_DEPTH_GAP_MS = 500;
   const SYSTEM_TENANT = "system";
-  const STATES = ["QUEUED", "SCHEDULED", "RUNNING", "RETRYING", "SUCCEEDED", "FAILED", "CANCELLED"];
-  const FINAL = new Set(["SUCCEEDED", "FAILED", "CANCELLED"]);
+  const STATES = ["QUEUED", "SCHEDULED", "RUNNING", "RETRYING", "SUCCEEDED", "FAILED", "CANCELLED", "EXPIRED"];
+  const FINAL = new Set(["SUCCEEDED", "FAILED", "CANCELLED", "EXPIRED"]);
   // The names of a job's server-sent events (offpath.domain.events.EventType).
   const EVENT_TYPES = ["job.queued", "job.scheduled", "job.started", "job.retrying", "job.progress", "job.succeeded",
-    "job.failed", "job.dead_lettered", "job.cancelled"];
+    "job.failed", "job.dead_lettered", "job.cancelled", "job.expired"];
   const CANCELLABLE = new Set(["QUEUED", "SCHEDULED", "RETRYING"]);
-  const RETRYABLE = new Set(["FAILED", "CANCELLED"]);
+  const RETRYABLE = new Set(["FAILED", "CANCELLED", "EXPIRED"]);
   const ROLE_PROBE_QUEUE = "offpath-console-role-check";
   const TOKEN_KEY = "offpath.console.token";
   const ROLE_KEY = "offpath.console.role";
@@ -147,7 +148,7 @@
   const session = {
     token: null,
     role: null, // "admin" or "tenant"
-    features: { retry: false, stats: false, alarms: false, webhooks: false, discard: false },
+    features: { retry: false, stats: false, alarms: false, webhooks: false, discard: false, bulk: false },
 
     load() {
       const match = /(?:^#|&)token=([^&]*)/.exec(location.hash);
@@ -226,6 +227,7 @@
       alarms: has(/^\/alarms$/, "get"),
       webhooks: has(/^\/webhooks$/, "get"),
       discard: has(/^\/queues\/\{[^}/]+\}\/dead-letters\/\{[^}/]+\}$/, "delete"),
+      bulk: has(/^\/jobs\/bulk$/, "post"),
     };
     if (!session.role) {
       // Admin routes answer 403 to tenants before anything else: GET /stats?minutes=1 reads one minute.
@@ -306,10 +308,25 @@
   }
 
   // Queue depths seen by this page while it is open (kept across page changes, up to 20 minutes).
-  const depthHistory = { points: [], add(queues) {
+  // The queues' depths measured by this tab, the last 20 minutes, kept in the tab (sessionStorage) so a reload
+  // or a return to the overview draws them at once.
+  const DEPTH_KEY = "offpath.console.depth";
+  const depthHistory = { points: [], loaded: false, add(queues) {
     const now = Date.now();
+    if (!this.loaded) {
+      this.loaded = true;
+      try {
+        const kept = JSON.parse(sessionStorage.getItem(DEPTH_KEY) || "[]");
+        if (Array.isArray(kept)) this.points = kept.filter((p) => p && typeof p.at === "number" && Array.isArray(p.queues));
+      } catch (_) {
+        this.points = [];
+      }
+    }
     this.points.push({ at: now, queues: queues.map((q) => ({ name: q.name, waiting: q.visible + q.delayed, in_flight: q.in_flight, dlq: q.dlq_depth })) });
     while (this.points.length && this.points[0].at < now - 20 * 60 * 1000) this.points.shift();
+    try {
+      sessionStorage.setItem(DEPTH_KEY, JSON.stringify(this.points));
+    } catch (_) { /* storage full or refused: the history lives as long as the page */ }
   } };
 
   // -- pages -----------------------------------------------------------------------------------
@@ -330,7 +347,36 @@
     return el;
   }
 
-  function queuesTable(queues) {
+  // A paused queue class or job type: since when, and why (its jobs wait, unrun).
+  function pausedCell(view) {
+    if (!view.paused) return "-";
+    return h("span", { class: "paused" }, `paused since ${when(view.paused_at)}${view.pause_reason ? ` (${view.pause_reason})` : ""}`);
+  }
+
+  // Pause or resume a queue class ("queue") or a job type ("job_type"), after a question naming what happens and
+  // to how many jobs; `waiting`: the jobs that wait (a number), or a function that counts them when asked.
+  function pauseButton(kind, name, paused, waiting, message, refresh) {
+    const what = kind === "queue" ? `queue ${name}` : `job type ${name}`;
+    const path = kind === "queue" ? `/queues/${seg(name)}` : `/job-types/${seg(name)}`;
+    const button = h("button", { type: "button", class: paused ? "" : "danger", "aria-label": `${paused ? "Resume" : "Pause"} ${what}`, on: { click: async () => {
+      const count = typeof waiting === "function" ? await waiting() : waiting;
+      const jobs = `${count} waiting job${count === 1 ? "" : "s"}`;
+      const text = paused
+        ? `Resume ${what}? Its ${jobs} start running.`
+        : `Pause ${what}? Its ${jobs} and every new one stay queued, unrun, until it is resumed; no attempt is spent `
+          + "and schedules keep adding jobs.";
+      if (!ask(text)) return;
+      button.disabled = true;
+      const answer = await api("POST", `${path}/${paused ? "resume" : "pause"}`);
+      message.replaceChildren(answer.ok
+        ? h("div", { class: "notice" }, `${paused ? "Resumed" : "Paused"} ${what}.`)
+        : errorBox(answer));
+      await refresh();
+    } } }, paused ? "Resume" : "Pause");
+    return button;
+  }
+
+  function queuesTable(queues, toggle) {
     return table(
       [
         { label: "Queue" },
@@ -340,17 +386,20 @@
         { label: "Oldest", cls: "num" },
         { label: "DLQ", cls: "num" },
         { label: "Last redrive" },
+        { label: "Paused" },
+        ...(toggle ? [{ label: "Pause" }] : []),
       ],
       queues.map((q) => [
         link(`/queues/${seg(q.name)}`, q.name),
         q.visible, q.in_flight, q.delayed, seconds(q.oldest_age_s),
         q.dlq_depth ? h("span", { class: "trouble" }, String(q.dlq_depth)) : q.dlq_depth,
         q.redrive ? `${q.redrive.status}${q.redrive.moved !== null && q.redrive.moved !== undefined ? `, ${q.redrive.moved} moved` : ""}` : "-",
+        pausedCell(q),
+        ...(toggle ? [toggle(q)] : []),
       ]),
       "No queues.",
     );
   }
-
   function overviewPage() {
     const queues = region();
     const depth = region();
@@ -366,7 +415,13 @@
       h("h2", null, "Alarms"), alarms,
     );
     async function refresh() {
-      const answer = await api("GET", "/queues");
+      let answer = await api("GET", "/queues");
+      if (answer.ok && depthHistory.points.length === 0) {
+        // A first look: measure twice, so the chart draws lines at once rather than a dot a series.
+        depthHistory.add(answer.body.queues || []);
+        await new Promise((resolve) => setTimeout(resolve, FIRST_DEPTH_GAP_MS));
+        answer = await api("GET", "/queues");
+      }
       if (!answer.ok) {
         queues.show(["error", answer.status], () => errorBox(answer));
       } else {
@@ -431,10 +486,10 @@
     return keptAnswer("/alarms", null, ALARMS_REFRESH_MS);
   }
 
-  const COUNTS = ["submitted", "succeeded", "failed", "retried", "dead_lettered"];
+  const COUNTS = ["submitted", "succeeded", "failed", "retried", "dead_lettered", "expired"];
 
   // GET /stats: {start, end, minutes: [{minute, queue, job_type, submitted, succeeded, failed, retried,
-  // dead_lettered, duration_p50_s, duration_p95_s, queue_wait_p50_s, queue_wait_p95_s}]}
+  // dead_lettered, expired, duration_p50_s, duration_p95_s, queue_wait_p50_s, queue_wait_p95_s}]}
   function statsView(body) {
     const rows = Array.isArray(body && body.minutes) ? body.minutes : [];
     const perMinute = new Map();
@@ -460,7 +515,7 @@
     { label: "jobs submitted and retried per minute", width: chartWidth(null) });
     const sums = table(
       [{ label: "Queue" }, { label: "Job type" }, ...COUNTS.map((c) => ({ label: c.replace("_", "-"), cls: "num" }))],
-      [...totals.values()].filter((t) => COUNTS.some((c) => t[c])).map((t) => [t.queue, h("span", { class: "wrap" }, t.job_type), ...COUNTS.map((c) => t[c])]),
+      [...totals.values()].filter((t) => COUNTS.some((c) => t[c])).map((t) => [t.queue, typeName(t.job_type), ...COUNTS.map((c) => t[c])]),
       "No jobs counted in the last hour.",
     );
     const latest = new Map();
@@ -468,7 +523,7 @@
     const pct = table(
       [{ label: "Queue" }, { label: "Job type" }, { label: "Run p50", cls: "num" }, { label: "Run p95", cls: "num" },
         { label: "Wait p50", cls: "num" }, { label: "Wait p95", cls: "num" }],
-      [...latest.values()].map((r) => [r.queue, r.job_type, seconds(r.duration_p50_s), seconds(r.duration_p95_s),
+      [...latest.values()].map((r) => [r.queue, typeName(r.job_type), seconds(r.duration_p50_s), seconds(r.duration_p95_s),
         seconds(r.queue_wait_p50_s), seconds(r.queue_wait_p95_s)]),
       "No jobs ran in the last hour.",
     );
@@ -511,13 +566,18 @@
     return { title: "Alarms", admin: true, node, refresh };
   }
 
+  // A job type's name (up to 63 characters, no spaces): wraps anywhere, its whole name as its title.
+  function typeName(name) {
+    return h("span", { class: "type-name", title: String(name) }, String(name));
+  }
+
   function jobsTable(jobs) {
     return table(
       [{ label: "Job" }, { label: "Type" }, { label: "Status" }, { label: "Attempts", cls: "num" },
         { label: "Created" }, { label: "Finished", cls: "hide-narrow" }],
       jobs.map((j) => [
         link(`/jobs/${seg(j.job_id)}`, h("span", { class: "mono" }, j.job_id)),
-        h("span", { class: "wrap" }, j.type), badge(j.status), `${j.attempts}/${j.max_attempts}`,
+        typeName(j.type), badge(j.status), `${j.attempts}/${j.max_attempts}`,
         when(j.created_at), h("span", { class: "hide-narrow" }, when(j.finished_at)),
       ]),
       "No jobs match.",
@@ -562,7 +622,9 @@
     const older = h("button", { type: "button", class: "secondary", disabled: true, on: { click: () => { page += 1; refresh(); } } }, "Older");
     const newer = h("button", { type: "button", class: "secondary", disabled: true, on: { click: () => { page = Math.max(0, page - 1); refresh(); } } }, "Newer");
     const where = h("span", { class: "note" });
-    const node = h("section", null, h("h1", null, owner ? "Jobs of schedules" : "Jobs"), form, list, h("div", { class: "pager" }, newer, older, where));
+    const bulk = session.features.bulk && !q ? bulkPanel({ status, type, tag, tenant: owner }) : null;
+    const node = h("section", null, h("h1", null, owner ? "Jobs of schedules" : "Jobs"), form,
+      bulk ? bulk.node : null, list, h("div", { class: "pager" }, newer, older, where));
     const seenTypes = new Set();
 
     async function refresh() {
@@ -618,6 +680,134 @@
     return { title: owner ? "Jobs of schedules" : "Jobs", node, refresh };
   }
 
+  // -- bulk actions ----------------------------------------------------------------------------
+  //
+  // "Bulk…" on the jobs list acts on every job the list's current filter matches: a preview first (POST
+  // /jobs/bulk with dry_run: how many match, and the newest of them), then the question naming the action and
+  // the count, then the operation's own page, which follows its progress.
+
+  const BULK_ACTIONS = { retry: "Retry", cancel: "Cancel" };
+
+  function filterText(filter) {
+    const parts = [];
+    if (filter.tenant) parts.push(`jobs of ${filter.tenant}`);
+    if (filter.status) parts.push(`state ${filter.status}`);
+    if (filter.type) parts.push(`type ${filter.type}`);
+    if (filter.tag) parts.push(`tag ${filter.tag}`);
+    return parts.length ? parts.join(", ") : "all your jobs";
+  }
+
+  function bulkPanel(listFilter) {
+    const filter = {};
+    for (const [k, v] of Object.entries(listFilter)) if (v) filter[k] = v;
+    const panel = h("div", { class: "bulk-panel", id: "bulk-panel", hidden: true });
+    const open = h("button", { type: "button", class: "secondary", id: "bulk-open", on: { click: () => {
+      panel.hidden = !panel.hidden;
+      if (!panel.hidden) actionSelect.focus();
+    } } }, "Bulk\u2026");
+    const actionSelect = h("select", { id: "bulk-action", name: "action" },
+      Object.entries(BULK_ACTIONS).map(([value, label]) => h("option", { value }, label)));
+    const preview = h("div", { id: "bulk-preview", role: "status", "aria-live": "polite" });
+    const previewButton = h("button", { type: "button", id: "bulk-preview-button", on: { click: () => show() } }, "Preview");
+
+    async function show() {
+      const action = actionSelect.value;
+      preview.replaceChildren(h("p", { class: "note" }, "Counting\u2026"));
+      const answer = await api("POST", "/jobs/bulk", { body: { action, filter, dry_run: true } });
+      if (!answer.ok) {
+        preview.replaceChildren(errorBox(answer));
+        return;
+      }
+      const found = answer.body;
+      const count = found.exact ? `${found.count}` : `at least ${found.count}`;
+      const label = BULK_ACTIONS[action];
+      const run = h("button", { type: "button", id: "bulk-run", disabled: found.count === 0, on: { click: async () => {
+        const more = found.exact ? "" : ` (one operation acts on at most ${found.limit})`;
+        if (!ask(`${label} ${count} job${found.count === 1 ? "" : "s"} (${filterText(filter)})${more}? `
+          + (action === "retry" ? "Each runs again with a fresh attempt budget; its dead letter leaves the DLQ."
+            : "Those not started yet never run; the others are skipped."))) return;
+        run.disabled = true;
+        const started = await api("POST", "/jobs/bulk", { body: { action, filter } });
+        if (!started.ok) {
+          run.disabled = false;
+          preview.append(errorBox(started));
+          return;
+        }
+        app.go(`/bulk/${seg(started.body.operation_id)}`);
+      } } }, `${label} ${count} job${found.count === 1 ? "" : "s"}`);
+      preview.replaceChildren(
+        h("p", { id: "bulk-count" }, `${count} job${found.count === 1 ? "" : "s"} match (${filterText(filter)}).`),
+        found.sample.length ? table(
+          [{ label: "Job" }, { label: "Type" }, { label: "Status" }, { label: "Created" }],
+          found.sample.map((j) => [link(`/jobs/${seg(j.job_id)}`, h("span", { class: "mono" }, j.job_id)),
+            h("span", { class: "wrap" }, j.type), badge(j.status), when(j.created_at)]),
+        ) : null,
+        found.count > found.sample.length ? h("p", { class: "note" }, `The newest ${found.sample.length} of them.`) : null,
+        h("div", { class: "actions" }, run),
+      );
+    }
+
+    panel.append(
+      h("p", { class: "note" }, `Act on every job this list's filter matches: ${filterText(filter)}.`),
+      h("div", { class: "filters" }, h("label", null, "Action", actionSelect), previewButton),
+      preview,
+    );
+    return { node: h("div", { class: "bulk" }, open, panel) };
+  }
+
+  function bulkPage(params) {
+    const id = params[0];
+    const body = region();
+    const node = h("section", null, h("h1", null, "Bulk operation ", h("span", { class: "mono" }, id)), body);
+    let over = false;
+
+    async function refresh() {
+      if (over) return;
+      const answer = await api("GET", `/jobs/bulk/${seg(id)}`);
+      if (!answer.ok) {
+        body.show(["error", answer.status], () => errorBox(answer));
+        return;
+      }
+      const op = answer.body;
+      over = op.status !== "running";
+      body.show(op, () => bulkView(op));
+    }
+    return { title: `Bulk operation ${id}`, node, refresh };
+  }
+
+  function bulkView(op) {
+    const handled = op.done + op.skipped + op.failed;
+    const reasons = Object.entries(op.skipped_reasons || {});
+    const back = new URLSearchParams();
+    for (const key of ["status", "type", "tag"]) if (op.filter[key]) back.set(key, op.filter[key]);
+    if (op.filter.tenant === SYSTEM_TENANT) back.set("tenant", SYSTEM_TENANT);
+    return h("div", null,
+      h("dl", { class: "fields" },
+        h("dt", null, "Action"), h("dd", null, BULK_ACTIONS[op.action] || op.action),
+        h("dt", null, "Filter"), h("dd", null, filterText(op.filter)),
+        h("dt", null, "Status"), h("dd", { id: "bulk-status" }, badge(op.status.toUpperCase())),
+        h("dt", null, "Matched"), h("dd", { id: "bulk-matched" }, String(op.matched)),
+        h("dt", null, "Done"), h("dd", { id: "bulk-done" }, String(op.done)),
+        h("dt", null, "Skipped"), h("dd", { id: "bulk-skipped" }, String(op.skipped),
+          reasons.length ? h("ul", null, reasons.map(([reason, n]) => h("li", null, `${n}: ${reason}`))) : null),
+        h("dt", null, "Failed"), h("dd", { id: "bulk-failed" }, String(op.failed),
+          op.failures.length ? h("ul", null, op.failures.map((f) => h("li", null,
+            link(`/jobs/${seg(f.job_id)}`, h("span", { class: "mono" }, f.job_id)), `: ${f.error}`))) : null),
+        h("dt", null, "Started"), h("dd", null, when(op.created_at)),
+        h("dt", null, "Finished"), h("dd", null, when(op.finished_at)),
+        op.stop_reason ? [h("dt", null, "Stopped"), h("dd", { class: "disabled-reason" }, op.stop_reason)] : null,
+        op.limit_reached ? [h("dt", null, "Limit"), h("dd", null, `stopped at ${op.limit} jobs; run it again for the rest`)] : null,
+      ),
+      op.status === "running"
+        ? h("progress", { max: Math.max(op.matched, 1), value: handled, "aria-label": "jobs handled" })
+        : null,
+      h("p", { class: "note" }, op.status === "running"
+        ? "Counts grow a page of jobs at a time; this page follows them."
+        : `${handled} of ${op.matched} matched jobs handled.`),
+      h("p", null, link(`/jobs${back.toString() ? "?" + back : ""}`, "The jobs of this filter")),
+    );
+  }
+
   // A job's page reads the job once, then follows it with server-sent events (GET /jobs/{id}/events, the
   // embedded runtime's realtime feed) instead of asking again every REFRESH_MS; where the API has no such
   // feed (a deployed API behind `offpath console`), it asks again as before.
@@ -668,10 +858,11 @@
     }
 
     async function act(label, method, path, question) {
+      actionStarts(message);
       if (question && !ask(question)) return;
       busy = true;
-      message.replaceChildren();
       const answer = await api(method, path);
+      actionDone();
       busy = false;
       message.replaceChildren(answer.ok ? h("div", { class: "notice" }, `${label}: ${answer.body.status || "done"}`) : errorBox(answer));
       final = false;
@@ -694,6 +885,7 @@
     return { title: `Job ${id}`, node, refresh, close };
   }
 
+  const CHAIN_TEXT = { pending: "goes on when this job succeeds", continued: "went on to the next job", stopped: "stopped here (this job did not succeed)" };
   function jobView(job, act) {
     const id = seg(job.job_id);
     const actions = h("div", { class: "actions" });
@@ -702,8 +894,10 @@
         `Cancel job ${job.job_id} (${job.type})? It will not run.`) } }, "Cancel"));
     }
     if (session.features.retry && RETRYABLE.has(job.status)) {
+      const later = job.status === "CANCELLED" && job.run_at && new Date(job.run_at) > new Date();
       actions.append(h("button", { type: "button", on: { click: () => act("Retry", "POST", `/jobs/${id}/retry`,
-        `Run job ${job.job_id} (${job.type}) again, with a fresh budget of ${job.max_attempts} attempts?`) } }, "Retry"));
+        `Run job ${job.job_id} (${job.type}) again, with a fresh budget of ${job.max_attempts} attempts?` +
+        (later ? ` It keeps its run_at (${job.run_at}).` : "")) } }, "Retry"));
     }
     const progress = job.progress
       ? h("div", { class: "progress" },
@@ -713,16 +907,19 @@
       : null;
     const fields = [
       ["Status", badge(job.status)],
-      ["Type", job.type],
+      ["Type", typeName(job.type)],
       ["Queue", session.admin ? link(`/queues/${seg(job.queue)}`, job.queue) : job.queue],
       ["Attempts", `${job.attempts} of ${job.max_attempts}`],
       ["Progress", progress],
       ["Idempotency key", job.idempotency_key ? h("span", { class: "mono" }, job.idempotency_key) : null],
       ["Run at", job.run_at ? when(job.run_at) : null],
+      ["Expires at", job.expires_at ? when(job.expires_at) : null],
+      ["Superseded by", job.superseded_by ? link(`/jobs/${seg(job.superseded_by)}`, h("span", { class: "mono" }, job.superseded_by)) : null],
       ["Created", when(job.created_at)],
       ["Started", job.started_at ? when(job.started_at) : null],
       ["Finished", job.finished_at ? when(job.finished_at) : null],
       ["Next attempt", job.next_attempt_at ? when(job.next_attempt_at) : null],
+      ["Lease until", job.lease_until ? when(job.lease_until) : null],
       ["Redrives", job.redrives ? String(job.redrives) : null],
       ["Retried by hand", job.retries ? String(job.retries) : null],
       ["Tags", job.tags && Object.keys(job.tags).length ? h("span", { class: "tags" },
@@ -730,6 +927,10 @@
       ["Trace", job.trace_id ? h("span", { class: "mono" }, job.trace_id) : null],
       ["Batch", job.batch_id ? link(`/batches/${seg(job.batch_id)}`, h("span", { class: "mono", id: "job-batch" }, job.batch_id)) : null],
       ["Callback of batch", job.callback_of ? link(`/batches/${seg(job.callback_of)}`, h("span", { class: "mono" }, job.callback_of)) : null],
+      // Chains and jobs that submit jobs: the job that made this one, and the chain's next job.
+      ["Parent job", job.parent_job_id ? link(`/jobs/${seg(job.parent_job_id)}`, h("span", { class: "mono", "data-link": "parent" }, job.parent_job_id)) : null],
+      ["Next job", job.next_job_id ? link(`/jobs/${seg(job.next_job_id)}`, h("span", { class: "mono", "data-link": "next" }, job.next_job_id)) : null],
+      ["Chain", job.chain ? h("span", { class: `chain chain-${job.chain}` }, CHAIN_TEXT[job.chain] || job.chain) : null],
     ].filter(([, v]) => v !== null && v !== undefined && v !== "");
     return h("div", null,
       actions,
@@ -763,15 +964,35 @@
       items.push([`Next attempt`, job.next_attempt_at, ""]);
     }
     if (job.redrives) items.push([`Redriven from the DLQ (${job.redrives}×)`, null, ""]);
-    if (job.retries) items.push([`Retried by hand (${job.retries}×)`, null, ""]);
+    if (job.retries) {
+      items.push([job.retries > 1 ? `Retried by hand (${job.retries}×, the last here)` : "Retried by hand", job.retried_at || null, ""]);
+    }
     if (FINAL.has(job.status)) {
-      items.push([job.status === "FAILED" && job.error ? `FAILED: ${job.error}` : job.status, job.finished_at || job.updated_at,
+      const ended = job.status === "FAILED" && job.error ? `FAILED: ${job.error}`
+        : job.status === "EXPIRED" ? "EXPIRED: not started by its expires_at; never ran"
+          : job.cancel_reason === "superseded" ? "CANCELLED: superseded by a later submit under its debounce key"
+            : job.status;
+      items.push([ended, job.finished_at || job.updated_at,
         job.status === "SUCCEEDED" ? "good" : job.status === "FAILED" ? "bad" : ""]);
     } else {
       items.push([`Now ${job.status}`, job.updated_at, ""]);
     }
-    return h("ol", { class: "timeline" }, items.map(([text, at, cls, more]) =>
+    return h("ol", { class: "timeline" }, inTimeOrder(items).map(([text, at, cls, more]) =>
       h("li", { class: cls || null }, h("div", null, text), at ? h("div", { class: "when" }, when(at)) : null, more || null)));
+  }
+
+  // Timed entries in time order (a stable sort: equal times keep their order); an untimed one stays after the
+  // entry it followed. The final state stays last.
+  function inTimeOrder(items) {
+    let previous = -Infinity;
+    const keyed = items.map((item, i) => {
+      const t = item[1] ? Date.parse(item[1]) : NaN;
+      const key = Number.isNaN(t) ? previous : t;
+      previous = key;
+      return { item, key, i, last: i === items.length - 1 };
+    });
+    keyed.sort((a, b) => (a.last - b.last) || (a.key - b.key) || (a.i - b.i));
+    return keyed.map((k) => k.item);
   }
 
   // An attempt's error: {type, message, traceback} (a plain string from an older api).
@@ -787,13 +1008,48 @@
 
   function queuesPage() {
     const body = region();
-    const node = h("section", null, h("h1", null, "Queues"), body,
-      h("p", { class: "note" }, "Open a queue for its dead letters and to redrive them."));
+    const message = h("div", { role: "status", "aria-live": "polite" });
+    const node = h("section", null, h("h1", null, "Queues"), message, body,
+      h("p", { class: "note" }, "Paused queues come first: their jobs wait, unpolled. Open a queue for its dead letters and to redrive them."));
     async function refresh() {
       const answer = await api("GET", "/queues");
-      body.show(answer.ok ? answer.body : ["error", answer.status], () => (answer.ok ? queuesTable(answer.body.queues || []) : errorBox(answer)));
+      const toggle = (q) => pauseButton("queue", q.name, q.paused, q.visible + q.delayed, message, refresh);
+      body.show(answer.ok ? answer.body : ["error", answer.status], () => (answer.ok ? queuesTable(answer.body.queues || [], toggle) : errorBox(answer)));
     }
     return { title: "Queues", admin: true, node, refresh };
+  }
+
+  // The job types: queue, limits, who may submit them, and whether they are paused (paused ones first).
+  function jobTypesPage() {
+    const body = region();
+    const message = h("div", { role: "status", "aria-live": "polite" });
+    const node = h("section", null, h("h1", null, "Job types"), message, body,
+      h("p", { class: "note" }, "A paused job type's jobs stay queued, unrun, until it is resumed; no attempt is spent."));
+    // How many of the caller's jobs of the type wait (its queued jobs this caller can list; at most 100 counted).
+    const queued = (name) => async () => {
+      const page = await api("GET", "/jobs", { query: { status: "QUEUED", type: name, limit: "100" } });
+      return page.ok ? (page.body.jobs || []).length : 0;
+    };
+    async function refresh() {
+      const answer = await api("GET", "/job-types");
+      if (!answer.ok) {
+        body.show(["error", answer.status], () => errorBox(answer));
+        return;
+      }
+      const types = answer.body.job_types || [];
+      body.show([types, session.admin], () => table(
+        [
+          { label: "Job type" }, { label: "Queue" }, { label: "Attempts", cls: "num" }, { label: "Timeout", cls: "num" },
+          { label: "Submitted by" }, { label: "Paused" }, ...(session.admin ? [{ label: "Pause" }] : []),
+        ],
+        types.map((t) => [
+          t.name, t.queue, t.max_attempts, `${t.timeout_s}s`, t.submitted_by, pausedCell(t),
+          ...(session.admin ? [pauseButton("job_type", t.name, t.paused, queued(t.name), message, refresh)] : []),
+        ]),
+        "No job types.",
+      ));
+    }
+    return { title: "Job types", admin: false, node, refresh };
   }
 
   function queuePage(params) {
@@ -805,10 +1061,12 @@
     // The dead letters ticked for "Retry selected" / "Discard selected" (job ids), kept across refreshes.
     const selected = new Set();
     const redrive = h("button", { type: "button", class: "danger", on: { click: async () => {
+      actionStarts(message);
       if (!ask(`Move all ${deadLetters} message${deadLetters === 1 ? "" : "s"} in the ${name} DLQ back to the queue? `
         + "Each of those jobs runs again, the ones that failed for good too.")) return;
       redrive.disabled = true;
       const answer = await api("POST", `/queues/${seg(name)}/redrive`);
+      actionDone();
       message.replaceChildren(answer.ok
         ? h("div", { class: "notice" }, `Redrive of ${name}: ${answer.body.redrive.status}`)
         : errorBox(answer));
@@ -894,25 +1152,29 @@
           return [
             canRetry || canDiscard ? box : "",
             link(`/jobs/${seg(j.job_id)}`, h("span", { class: "mono" }, j.job_id)),
-            h("span", { class: "wrap" }, j.type),
+            typeName(j.type),
             h("span", { class: "wrap" }, j.error || ""),
             when(j.finished_at),
             h("span", { class: "row-actions" },
               canRetry
                 ? h("button", { type: "button", class: "secondary", on: { click: async (event) => {
+                  actionStarts(message);
                   if (!ask(`Run job ${j.job_id} (${j.type}) again, with a fresh attempt budget? Its dead letter leaves the ${name} DLQ.`)) return;
                   event.target.disabled = true;
                   const r = await api("POST", `/jobs/${seg(j.job_id)}/retry`);
+                  actionDone();
                   message.replaceChildren(r.ok ? h("div", { class: "notice" }, `Retried ${j.job_id}: ${r.body.status}`) : errorBox(r));
                   await refresh();
                 } } }, "Retry")
                 : "",
               canDiscard
                 ? h("button", { type: "button", class: "danger", on: { click: async (event) => {
+                  actionStarts(message);
                   if (!ask(`Discard the dead letter of job ${j.job_id} (${j.type})? It leaves the ${name} DLQ for good; `
                     + "the job stays FAILED and a redrive will not run it.")) return;
                   event.target.disabled = true;
                   const r = await api("DELETE", `/queues/${seg(name)}/dead-letters/${seg(j.job_id)}`);
+                  actionDone();
                   message.replaceChildren(r.ok ? h("div", { class: "notice" }, `Discarded the dead letter of ${j.job_id}`) : errorBox(r));
                   await refresh();
                 } } }, "Discard")
@@ -943,6 +1205,7 @@
       const jobs = [...selected];
       const n = jobs.length;
       if (n === 0) return;
+      actionStarts(message);
       const plural = n === 1 ? "job" : "jobs";
       const question = action === "retry"
         ? `Run ${n} selected ${plural} again, each with a fresh attempt budget? Their dead letters leave the ${name} DLQ.`
@@ -962,12 +1225,25 @@
           refused.push(`${id}: ${r.status}`);
         }
       }
+      actionDone();
       const verb = action === "retry" ? "Retried" : "Discarded the dead letters of";
       message.replaceChildren(h("div", { class: refused.length ? "error" : "notice" },
         `${verb} ${done} of ${n} ${plural}`, refused.length ? ` (refused: ${refused.join(", ")})` : ""));
       await refresh();
     }
     return { title: `Queue ${name}`, admin: true, node, refresh };
+  }
+
+  // A page's confirmation (or refusal) says what its last action did: the next action takes it away as it starts
+  // (before its question), and a navigation builds the page anew without it.
+  function actionStarts(message) {
+    message.replaceChildren();
+  }
+
+  // An action changes what the kept answers say (the queues' DLQ depths of the dead-letters banner, the alarms):
+  // they are asked again at the next refresh, not shown stale for their keeping time.
+  function actionDone() {
+    kept.clear();
   }
 
   function card(label, value) {
@@ -982,9 +1258,11 @@
 
     async function trigger(schedule, button) {
       const name = schedule.name;
+      actionStarts(message);
       if (!ask(`Fire schedule ${name} now? It submits one ${schedule.job} job, as its next firing would.`)) return;
       button.disabled = true;
       const answer = await api("POST", `/schedules/${seg(name)}/trigger`);
+      actionDone();
       button.disabled = false;
       if (!answer.ok) {
         message.replaceChildren(errorBox(answer));
@@ -1103,11 +1381,12 @@
 
   function deliveriesTable(list) {
     return table(
-      [{ label: "Event" }, { label: "Type" }, { label: "Attempt", cls: "num" }, { label: "At" }, { label: "Status" },
-        { label: "Latency", cls: "num" }, { label: "Error" }, { label: "Next retry" }],
+      [{ label: "Event" }, { label: "Type" }, { label: "Job" }, { label: "Attempt", cls: "num" }, { label: "At" },
+        { label: "Status" }, { label: "Latency", cls: "num" }, { label: "Error" }, { label: "Next retry" }],
       list.map((a) => [
         h("span", { class: "mono wrap" }, a.event_id),
         a.type,
+        a.job_id ? link(`/jobs/${seg(a.job_id)}`, h("span", { class: "mono wrap" }, a.job_id)) : "-",
         a.attempt,
         when(a.at),
         deliveryStatus(a),
@@ -1125,8 +1404,10 @@
     const deliveries = region();
     const message = h("div", { role: "status", "aria-live": "polite" });
     const test = h("button", { type: "button", class: "secondary", on: { click: async () => {
+      actionStarts(message);
       test.disabled = true;
       const answer = await api("POST", `/webhooks/${seg(name)}/test`);
+      actionDone();
       message.replaceChildren(answer.ok
         ? h("div", { class: "notice" }, `Sent ${answer.body.type} ${answer.body.event_id}: its attempt shows below.`)
         : errorBox(answer));
@@ -1297,8 +1578,10 @@
     [/^\/jobs\/([^/]+)$/, jobPage],
     [/^\/batches\/?$/, batchesPage],
     [/^\/batches\/([^/]+)$/, batchPage],
+    [/^\/bulk\/([^/]+)$/, bulkPage],
     [/^\/queues\/?$/, queuesPage],
     [/^\/queues\/([^/]+)$/, queuePage],
+    [/^\/job-types\/?$/, jobTypesPage],
     [/^\/schedules\/?$/, schedulesPage],
     [/^\/alarms\/?$/, alarmsPage],
     [/^\/webhooks\/?$/, webhooksPage],
@@ -1310,6 +1593,7 @@
     ["/jobs", "Jobs", false],
     ["/batches", "Batches", false],
     ["/queues", "Queues", true],
+    ["/job-types", "Job types", false],
     ["/schedules", "Schedules", true],
     ["/alarms", "Alarms", true],
     ["/webhooks", "Webhooks", false],

@@ -1,0 +1,320 @@
+"""Per-key concurrency and rate limits: the policy as `@job(...)` declares it, and the worker's admission with an
+in-memory limit store (the DynamoDB one: tests/integration/test_limits_store.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from offpath.domain.backoff import Backoff
+from offpath.domain.errors import RegistryError
+from offpath.domain.job import JobStatus
+from offpath.domain.limits import Limits, LimitSpecError, limits_of, parse_rate_limit
+from offpath.domain.ports import Ports
+from offpath.domain.registry import REGISTRY, JobType, Registry, job
+from offpath.logic.limits import lease_bound_s, scope_of
+from offpath.logic.process import Delivery, WorkerPolicy, WorkerPorts, process_record
+from offpath_tools.clocks import ManualClock
+from offpath_tools.fakes import (
+    AnyPayload,
+    InMemoryJobQueue,
+    InMemoryJobStore,
+    InMemoryLimits,
+    RecordingMetrics,
+    ScriptedJob,
+)
+from tests.unit.conftest import delivery_of, submitted, unbounded
+
+LIMITED = "test.limited"
+RATED = "test.rated"
+UNKEYED = "test.unkeyed"
+
+
+# -- the policy --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "count", "per_s", "bucket"),
+    [("10/s", 10, 1, 10), ("100/m", 100, 60, 2), ("2/s", 2, 1, 2), ("1/h", 1, 3600, 1), (" 30 / m ", 30, 60, 1)],
+)
+def test_a_rate_limit_is_a_count_per_second_minute_or_hour_with_a_bucket_of_one_second(
+    text: str, count: int, per_s: int, bucket: int
+) -> None:
+    rule = parse_rate_limit(text)
+
+    assert (rule.count, rule.per_s, rule.bucket) == (count, per_s, bucket)
+
+
+@pytest.mark.parametrize("text", ["10", "10/d", "ten/s", "0/s", "-1/s", "10/s/m", "", "1.5/s", "20000/s"])
+def test_a_rate_limit_written_wrongly_is_refused(text: str) -> None:
+    with pytest.raises(LimitSpecError, match="rate_limit"):
+        parse_rate_limit(text)
+
+
+def test_a_bad_rate_limit_fails_the_job_types_import_with_a_clear_error() -> None:
+    before = dict(REGISTRY.job_types)
+
+    with pytest.raises(RegistryError, match=r"job type 'test.badrate': rate_limit '10 per second'.*COUNT/UNIT"):
+
+        @job("test.badrate", payload=AnyPayload, rate_limit="10 per second")
+        def bad(payload: Any, ctx: Any) -> None: ...
+
+    assert REGISTRY.job_types == before
+
+
+class Account(BaseModel):
+    account: str
+    customer: dict[str, Any] = {}
+
+
+@pytest.mark.parametrize(
+    ("declared", "message"),
+    [
+        ({"max_concurrency": 0}, "max_concurrency must be a whole number 1..100"),
+        ({"max_concurrency": 101}, "max_concurrency must be a whole number 1..100"),
+        ({"max_concurrency": True}, "max_concurrency must be a whole number"),
+        ({"concurrency_key": "account"}, "concurrency_key needs max_concurrency or rate_limit"),
+        ({"concurrency_key": "acc ount", "max_concurrency": 2}, "a payload field path"),
+        ({"concurrency_key": "region", "max_concurrency": 2}, "the payload has no field 'region'"),
+        ({"concurrency_key": 7, "max_concurrency": 2}, "a function of the payload"),
+    ],
+)
+def test_limits_declared_wrongly_are_refused_at_registration(declared: dict[str, Any], message: str) -> None:
+    with pytest.raises(RegistryError, match=message):
+        job("test.badlimits", payload=Account, **declared)
+
+
+def test_a_job_type_made_directly_is_checked_when_added_too() -> None:
+    registry = Registry(queues=dict(REGISTRY.queues))
+    too_many = JobType(
+        "test.direct", lambda p, c: None, Account, "default", 3, 10, Backoff(), limits=Limits(max_concurrency=500)
+    )
+
+    with pytest.raises(RegistryError, match=r"job type 'test\.direct': max_concurrency must be a whole number"):
+        registry.add_job_type(too_many)
+    assert registry.job_types == {}
+
+
+def test_a_key_is_a_field_path_or_a_function_of_the_payload() -> None:
+    by_path = limits_of(concurrency_key="customer.id", max_concurrency=1, rate_limit=None)
+    by_function = limits_of(concurrency_key=lambda p: p.account.upper(), max_concurrency=1, rate_limit=None)
+
+    assert by_path.key_of({"customer": {"id": 42}}) == "42"
+    assert by_path.key_of({"customer": {}}) == ""  # no value: the key "" (shared by every such job)
+    assert by_path.key_of(Account(account="a", customer={"id": "c-1"})) == "c-1"
+    assert by_function.key_of(Account(account="acme")) == "ACME"
+    assert (by_path.key_text, by_function.key_text, Limits().key_text) == ("customer.id", "function", None)
+
+
+def test_the_demo_types_declare_their_limits_and_are_open_to_tenants() -> None:
+    from offpath.jobs import load_job_types
+
+    registry = load_job_types(demo=True)
+    limited, rated = registry.job_types["demo.limited"], registry.job_types["demo.rated"]
+
+    assert (limited.limits.key_text, limited.limits.max_concurrency, limited.limits.rate_limit) == ("account", 2, None)
+    assert rated.limits.rate_limit is not None and rated.limits.rate_limit.text == "2/s"
+    assert (limited.submitted_by, rated.submitted_by) == ("tenant", "tenant")
+    # Their queue class runs more jobs at once than two accounts' limits: the limit bounds them, not the pool.
+    assert registry.queues[limited.queue].max_concurrency >= 4 and registry.batch_size(limited.queue) == 1
+
+
+def test_keys_are_per_tenant_and_key_and_an_unkeyed_limit_is_the_whole_types() -> None:
+    limited = JobType(LIMITED, lambda p, c: None, AnyPayload, "default", 3, 10, Backoff(), limits=keyed(2))
+    unkeyed = dataclasses.replace(limited, name=UNKEYED, limits=Limits(max_concurrency=2))
+    mine, other_account, other_tenant = (
+        dataclasses.replace(j, payload={"account": a}, tenant=t)
+        for j, a, t in [(_a_job(), "a", "t1"), (_a_job(), "b", "t1"), (_a_job(), "a", "t2")]
+    )
+
+    assert len({scope_of(limited, j) for j in (mine, other_account, other_tenant)}) == 3
+    assert {scope_of(unkeyed, j) for j in (mine, other_account, other_tenant)} == {UNKEYED}
+
+
+def test_a_thousand_keys_are_a_thousand_partition_keys() -> None:
+    from offpath.adapters.dynamodb_limits import bucket_key, slots_key
+
+    limited = JobType(LIMITED, lambda p, c: None, AnyPayload, "default", 3, 10, Backoff(), limits=keyed(2))
+    jobs = [dataclasses.replace(_a_job(), payload={"account": f"account-{n}"}) for n in range(1000)]
+
+    assert len({slots_key(scope_of(limited, j)) for j in jobs}) == 1000
+    assert len({bucket_key(scope_of(limited, j), 0) for j in jobs}) == 1000
+    assert max(len(slots_key(scope_of(limited, j))) for j in jobs) < 100  # any key text: a short partition key
+
+
+# -- admission in the worker --------------------------------------------------------------------------
+
+
+def keyed(max_concurrency: int | None = None, rate_limit: str | None = None) -> Limits:
+    return limits_of(concurrency_key="account", max_concurrency=max_concurrency, rate_limit=rate_limit)
+
+
+@pytest.fixture
+def limits() -> InMemoryLimits:
+    return InMemoryLimits()
+
+
+@pytest.fixture
+def limited_ports(
+    registry: Registry, worker_ports: WorkerPorts, scripted: ScriptedJob, limits: InMemoryLimits
+) -> WorkerPorts:
+    for name, declared in [(LIMITED, keyed(2)), (RATED, keyed(rate_limit="2/s")), (UNKEYED, Limits(max_concurrency=1))]:
+        registry.add_job_type(
+            JobType(name, scripted, AnyPayload, "default", 3, 10, Backoff(base_s=2.0, cap_s=5.0), limits=declared)
+        )
+    return dataclasses.replace(worker_ports, limits=limits)
+
+
+def run(delivery: Delivery, ports: WorkerPorts) -> bool:
+    return process_record(delivery, ports, WorkerPolicy(queue="default"), unbounded)
+
+
+def test_a_job_over_its_keys_concurrency_waits_unclaimed_and_another_key_runs(
+    ports: Ports,
+    limited_ports: WorkerPorts,
+    scripted: ScriptedJob,
+    store: InMemoryJobStore,
+    queue: InMemoryJobQueue,
+    limits: InMemoryLimits,
+    metrics: RecordingMetrics,
+) -> None:
+    first, second, third = (submitted(ports, LIMITED, {"account": "acme", "n": n}) for n in range(3))
+    elsewhere = submitted(ports, LIMITED, {"account": "globex"})
+    answers: dict[str, bool] = {}
+
+    def nested(payload: Any, ctx: Any) -> Any:
+        # While the first job runs, a second and then a third of its account are delivered (other workers).
+        if ctx.job_id == first.job_id:
+            answers["second"] = run(delivery_of(second, "m-2"), limited_ports)
+        if ctx.job_id == second.job_id:
+            answers["third"] = run(delivery_of(third, "m-3"), limited_ports)
+            answers["elsewhere"] = run(delivery_of(elsewhere, "m-4"), limited_ports)
+        return {"done": True}
+
+    scripted.action = nested
+
+    assert run(delivery_of(first, "m-1"), limited_ports) is True
+
+    assert answers == {"second": True, "third": False, "elsewhere": True}
+    waiting = store.get(third.job_id, tenant=third.tenant)
+    assert waiting is not None and (waiting.status, waiting.attempt) == (JobStatus.QUEUED, 0)
+    assert [(c.receipt_handle, c.timeout_s) for c in queue.visibility_changes] == [("rh-m-3", 2)]
+    assert metrics.counts["AdmissionWaits"] == 1
+    # Every slot is free once the jobs' outcomes are written.
+    assert all(not held for held in limits.slots.values())
+    # The third comes back and runs, with its first attempt.
+    assert run(delivery_of(third, "m-3"), limited_ports) is True
+    done = store.get(third.job_id, tenant=third.tenant)
+    assert done is not None and (done.status, done.attempt) == (JobStatus.SUCCEEDED, 1)
+
+
+def test_a_retrying_job_frees_its_slot_while_it_waits_for_its_backoff(
+    ports: Ports, limited_ports: WorkerPorts, scripted: ScriptedJob, store: InMemoryJobStore, limits: InMemoryLimits
+) -> None:
+    def boom(payload: Any, ctx: Any) -> Any:
+        raise RuntimeError("boom")
+
+    scripted.action = boom
+    job_ = submitted(ports, UNKEYED, {})
+
+    assert run(delivery_of(job_), limited_ports) is False
+
+    retrying = store.get(job_.job_id, tenant=job_.tenant)
+    assert retrying is not None and retrying.status is JobStatus.RETRYING
+    assert limits.held(UNKEYED) == {}
+
+
+def test_a_dead_workers_slot_frees_at_its_leases_end_and_is_taken_over(
+    ports: Ports,
+    limited_ports: WorkerPorts,
+    store: InMemoryJobStore,
+    limits: InMemoryLimits,
+    clock: ManualClock,
+) -> None:
+    dead, waiting = submitted(ports, UNKEYED, {}), submitted(ports, UNKEYED, {})
+    # A worker took the slot and the claim for `dead`, then died.
+    assert run_claim_and_die(dead, limited_ports, clock) == 1
+
+    assert run(delivery_of(waiting, "m-2"), limited_ports) is False
+    assert limits.held(UNKEYED) == {dead.job_id: 1}
+
+    clock.advance(lease_bound_s(limited_ports.registry.job_types[UNKEYED], limited_ports))
+    assert run(delivery_of(waiting, "m-2"), limited_ports) is True
+
+    assert limits.held(UNKEYED) == {}
+    finished = store.get(waiting.job_id, tenant=waiting.tenant)
+    assert finished is not None and (finished.status, finished.attempt) == (JobStatus.SUCCEEDED, 1)
+
+
+def run_claim_and_die(job_: Any, ports: WorkerPorts, clock: ManualClock) -> int:
+    """What a worker that dies while running `job_` leaves: its slot and its claim (attempt 1)."""
+    from offpath.logic.limits import concurrency
+
+    assert concurrency(job_, ports.registry.job_types[job_.type], ports, now=clock.now()) is None
+    now = clock.now()
+    claimed = ports.store.claim(job_.job_id, tenant=job_.tenant, now=now, lease_until=now + timedelta(seconds=60))
+    return claimed.attempt
+
+
+def test_an_earlier_attempts_release_does_not_free_a_later_attempts_slot(limits: InMemoryLimits) -> None:
+    assert limits.acquire("s", job_id="j", attempt=1, until_us=10, now_us=0, limit=1) == 0
+    assert limits.acquire("s", job_id="j", attempt=2, until_us=30, now_us=20, limit=1) == 0  # 1's time is up
+
+    limits.release("s", job_id="j", attempt=1)
+
+    assert limits.held("s") == {"j": 2}
+
+
+def test_jobs_over_their_keys_rate_start_when_a_token_is_due_without_spending_an_attempt(
+    ports: Ports,
+    limited_ports: WorkerPorts,
+    store: InMemoryJobStore,
+    queue: InMemoryJobQueue,
+    clock: ManualClock,
+) -> None:
+    jobs = [submitted(ports, RATED, {"account": "acme"}) for _ in range(3)]
+    other = submitted(ports, RATED, {"account": "globex"})
+
+    answers = [run(delivery_of(j, f"m-{n}"), limited_ports) for n, j in enumerate(jobs)]
+
+    assert answers == [True, True, False]  # a bucket of 2 (one second of "2/s"), then one every half second
+    assert [(c.receipt_handle, c.timeout_s) for c in queue.visibility_changes] == [("rh-m-2", 1)]
+    late = store.get(jobs[2].job_id, tenant=jobs[2].tenant)
+    assert late is not None and (late.status, late.attempt) == (JobStatus.QUEUED, 0)
+    assert run(delivery_of(other, "m-9"), limited_ports) is True  # another key's bucket
+    clock.advance(0.5)
+    assert run(delivery_of(jobs[2], "m-2"), limited_ports) is True
+
+
+def test_a_waiting_message_on_its_last_receives_goes_back_as_a_fresh_delayed_copy(
+    ports: Ports, limited_ports: WorkerPorts, queue: InMemoryJobQueue, limits: InMemoryLimits, clock: ManualClock
+) -> None:
+    blocker, waiting = submitted(ports, UNKEYED, {}), submitted(ports, UNKEYED, {})
+    run_claim_and_die(blocker, limited_ports, clock)
+    last = limited_ports.registry.max_receive_count("default")
+    delivery = dataclasses.replace(delivery_of(waiting), receive_count=last)
+    sent_before = len(queue.sent)
+
+    assert run(delivery, limited_ports) is True  # this one acknowledged: its copy carries the job on
+
+    assert [(s.message.job_id, s.delay_s) for s in queue.sent[sent_before:]] == [(waiting.job_id, 2)]
+
+
+def test_a_type_without_limits_never_touches_the_limit_store(
+    ports: Ports, limited_ports: WorkerPorts, limits: InMemoryLimits
+) -> None:
+    plain = submitted(ports, "test.scripted", {"account": "acme"})
+
+    assert run(delivery_of(plain), limited_ports) is True
+
+    assert (limits.acquires, limits.releases, limits.tats) == (0, 0, {})
+
+
+def _a_job() -> Any:
+    from tests.unit.conftest import a_job
+
+    return a_job()
