@@ -157,10 +157,12 @@ def test_a_dead_workers_slot_frees_at_its_leases_end_and_the_waiting_job_then_ru
 
     done = limited.store.get(jobs[2], tenant="tenant-a")
     assert done is not None and (done.status, done.attempt) == (JobStatus.SUCCEEDED, 1)
-    # Its own slot was released after its outcome; the other dead worker's slot is still there until taken over.
+    # Its own slot was released after its outcome; one dead worker's slot was taken over (both ended at the same
+    # time: whichever the store met first), the other's is still there until taken over.
     item = plain_values(
         limited.clients["dynamodb"].get_item(
             TableName=limited.resources.table_name, Key=key_of(slots_key(scope_of(job_type, done)))
         )["Item"]
     )
-    assert item["n"] == 1 and [k for k in item if k.startswith("h_")] == [f"h_{jobs[1]}"]
+    holders = [k for k in item if k.startswith("h_")]
+    assert item["n"] == 1 and len(holders) == 1 and holders[0] in {f"h_{jobs[0]}", f"h_{jobs[1]}"}
