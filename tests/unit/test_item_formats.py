@@ -49,14 +49,14 @@ NOW = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
 
 def test_the_item_kinds_and_their_current_versions() -> None:
     assert {f.kind: (f.prefix, f.version) for f in FORMATS} == {
-        "job": ("JOB#", 3),
+        "job": ("JOB#", 4),
         "idempotency key record": ("IDEM#", 2),
         "schedule state": ("SCHEDULE#", 2),
         "once mark": ("ONCE#", 2),
         "quota rate bucket": ("QUOTA#RATE#", 2),
         "quota usage counter": ("QUOTA#USE#", 2),
         "webhook endpoints": ("WEBHOOKS#", 3),
-        "webhook delivery log": ("WEBHOOKLOG#", 2),
+        "webhook delivery log": ("WEBHOOKLOG#", 3),
         "batch": ("BATCH#", 1),
         "batch page": ("BATCHPAGE#", 1),
         "batch key record": ("BATCHKEY#", 1),
@@ -128,7 +128,7 @@ def test_whole_items_written_now_carry_their_format_version() -> None:
     )
     record = KeyRecord(job.job_id, NOW, "f", "s")
 
-    assert to_item(job)["v"] == {"N": "3"}
+    assert to_item(job)["v"] == {"N": "4"}
     assert key_record_to_item("tenant-a", "k", record, NOW)["v"] == {"N": "2"}
     assert schedule_state_to_item(ScheduleState("nightly", None, (), version=1))["v"] == {"N": "2"}
 

@@ -83,7 +83,21 @@ def v3_adds_the_tags(plain: Plain) -> Plain:
     return plain
 
 
-JOB = ItemFormat("job", JOB_ITEM_PREFIX, version=3, upcasters=(v2_adds_the_version, v3_adds_the_tags))
+def v4_adds_groups_and_flow_control(plain: Plain) -> Plain:
+    """3 -> 4: a job may carry its chain (`then_json`, `parent_job_id`, `next_job_id`), its batch (`batch_id`,
+    `batch_counted`, `callback_of`), the bulk operation that last moved it (`bulk_operation_id`), its expiry
+    (`start_by`), its debounce (`debounce_key`, `debounce_s`) and why it was cancelled (`cancel_reason`,
+    `superseded_by`), and its last hand retry's time (`retried_at`); a job written before has none of them, which
+    reads as a job in no chain or batch, without expiry or debounce, never retried by hand since it was kept."""
+    return plain
+
+
+JOB = ItemFormat(
+    "job",
+    JOB_ITEM_PREFIX,
+    version=4,
+    upcasters=(v2_adds_the_version, v3_adds_the_tags, v4_adds_groups_and_flow_control),
+)
 KEY_RECORD = ItemFormat("idempotency key record", "IDEM#", version=2, upcasters=(v2_adds_the_version,))
 SCHEDULE_STATE = ItemFormat("schedule state", "SCHEDULE#", version=2, upcasters=(v2_adds_the_version,))
 ONCE_MARK = ItemFormat("once mark", "ONCE#", version=2, upcasters=(v2_adds_the_version,))
@@ -106,7 +120,17 @@ def v3_seals_the_secrets(plain: Plain) -> Plain:
 WEBHOOK_ENDPOINTS = ItemFormat(
     "webhook endpoints", "WEBHOOKS#", version=3, upcasters=(v2_adds_the_version, v3_seals_the_secrets)
 )
-WEBHOOK_LOG = ItemFormat("webhook delivery log", "WEBHOOKLOG#", version=2, upcasters=(v2_adds_the_version,))
+
+
+def v3_names_the_job(plain: Plain) -> Plain:
+    """2 -> 3: each attempt in a delivery log's `attempts_json` may name the job it was about (`job_id`); an attempt
+    written before has none (read as null)."""
+    return plain
+
+
+WEBHOOK_LOG = ItemFormat(
+    "webhook delivery log", "WEBHOOKLOG#", version=3, upcasters=(v2_adds_the_version, v3_names_the_job)
+)
 
 # A batch (its counts and callbacks), a page of its members' ids, and a batch's idempotency key record.
 BATCH = ItemFormat("batch", "BATCH#", version=1, upcasters=())
