@@ -31,10 +31,12 @@ A value that breaks the document's pattern is sent as generated: the refusals of
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
 import re
+import urllib.request
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -95,6 +97,37 @@ def before_call(context: Any, case: Any, kwargs: dict[str, Any]) -> None:
             case.query["cursor"] = real
     _steer_webhook(case)
     _steer_expiry(case)
+    _steer_wait(case)
+
+
+# A long poll answers when the job is final or the wait ends: a valid wait is kept short (the parameter is still
+# exercised, its refusals too), so a run is not made of waits on jobs that a paused type or a long chain holds back.
+SHORT_WAIT_S = 1
+
+
+def _steer_wait(case: Any) -> None:
+    wait = (case.query or {}).get("wait")
+    if isinstance(wait, (int, float)) and not isinstance(wait, bool) and wait > SHORT_WAIT_S:
+        case.query["wait"] = SHORT_WAIT_S
+
+
+@schemathesis.hook
+def after_call(context: Any, case: Any, response: Any) -> None:
+    """A pause the run made is resumed at once (the routes are still fuzzed, both of them): a queue or job type
+    left paused would hold every later job of the run back."""
+    request = getattr(response, "request", None)
+    url = getattr(request, "url", None)
+    if case.method.upper() != "POST" or not str(case.path).endswith("/pause") or not isinstance(url, str):
+        return
+    if getattr(response, "status_code", None) != 200:
+        return
+    resume = urllib.request.Request(
+        url.rsplit("/pause", 1)[0] + "/resume",
+        method="POST",
+        headers={"Authorization": request.headers.get("Authorization", "")},
+    )
+    with contextlib.suppress(OSError), urllib.request.urlopen(resume, timeout=30):
+        pass
 
 
 RFC3339 = re.compile(
