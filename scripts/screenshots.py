@@ -1,12 +1,15 @@
 """Screenshots of the console for the documentation: the overview with an alarm firing, a job page with a failed
-attempt's traceback unfolded, and a queue's dead letters, each 1280 and 390 px wide.
+attempt's traceback unfolded, a queue's dead letters, the jobs list's bulk panel with its preview (the count and a
+sample, before anything is asked) and a batch's page with its progress bar, each 1280 and 390 px wide.
 
     .venv/bin/python scripts/screenshots.py [OUT_DIR]      (default build/screenshots/)
 
 It starts `offpath local` on a free loopback port with an empty data directory of its own, makes those states
 through the API (jobs that succeed, two demo.poison jobs that fail for good: their messages in the default DLQ,
-whose depth alarm fires), opens the console in Chromium (Debian's, /usr/bin/chromium: `make browser-deps`) and
-writes six PNGs: overview-alarm-{wide,narrow}.png, job-traceback-{wide,narrow}.png, dlq-{wide,narrow}.png.
+whose depth alarm fires; a dozen tagged jobs due in a month for the bulk preview; a batch of five demo.echo jobs and
+one demo.poison with an on_complete callback), opens the console in Chromium (Debian's, /usr/bin/chromium: `make
+browser-deps`) and writes ten PNGs: overview-alarm-{wide,narrow}.png, job-traceback-{wide,narrow}.png,
+dlq-{wide,narrow}.png, bulk-preview-{wide,narrow}.png, batch-{wide,narrow}.png.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -30,6 +35,8 @@ TENANT, TOKEN = "ops", "screenshots-token-0123456789"
 WIDTHS = {"wide": (1280, 900), "narrow": (390, 844)}
 ALARM = "offpath-default-dlq-depth"
 WAIT_S = 60.0
+BULK_TAG = "campaign:spring-sale"
+BULK_JOBS = 12
 T = TypeVar("T")
 
 
@@ -43,11 +50,18 @@ def wait_for(condition: Callable[[], T | None], what: str, timeout_s: float = WA
     raise RuntimeError(f"gave up after {timeout_s:g} s waiting for {what}")
 
 
-def make_states(api: ApiClient) -> str:
-    """Jobs that succeed, two that fail for good (the DLQ, its alarm); the id of one failed job."""
+@dataclass(frozen=True)
+class States:
+    failed_job_id: str  # a job that failed for good: its page's traceback, its row in the DLQ
+    batch_id: str  # a finished batch with one failed member and its on_complete callback
 
-    def submit(job_type: str, payload: dict[str, Any]) -> str:
-        answer = api.call("POST", "/jobs", body={"type": job_type, "payload": payload})
+
+def make_states(api: ApiClient) -> States:
+    """Jobs that succeed, two that fail for good (the DLQ, its alarm), tagged jobs due in a month (the bulk preview's
+    matches) and a batch whose members all finished and whose on_complete callback was submitted."""
+
+    def submit(job_type: str, payload: dict[str, Any], **more: Any) -> str:
+        answer = api.call("POST", "/jobs", body={"type": job_type, "payload": payload, **more})
         if answer.status != 202:
             raise RuntimeError(f"submit {job_type}: {answer.status} {answer.body}")
         return str(answer.body["job_id"])
@@ -55,6 +69,22 @@ def make_states(api: ApiClient) -> str:
     def status(job_id: str) -> str:
         return str(api.call("GET", f"/jobs/{job_id}").body["status"])
 
+    answer = api.call(
+        "POST",
+        "/batches",
+        body={
+            "jobs": [{"type": "demo.echo", "payload": {"invoice": n}} for n in range(5)]
+            + [{"type": "demo.poison", "payload": {"reason": "the invoice has no lines"}}],
+            "on_complete": {"type": "demo.echo", "payload": {"report": "invoices"}},
+        },
+    )
+    if answer.status != 202:
+        raise RuntimeError(f"submit a batch: {answer.status} {answer.body}")
+    batch_id = str(answer.body["batch_id"])
+    key, _, value = BULK_TAG.partition(":")
+    run_at = (datetime.now(UTC) + timedelta(days=30)).isoformat().replace("+00:00", "Z")
+    for n in range(BULK_JOBS):
+        submit("demo.echo", {"coupon": n}, run_at=run_at, tags={key: value})
     done = [submit("demo.echo", {"n": n}) for n in range(5)]
     submit("demo.flaky", {"fail_first": 1})
     failed = [submit("demo.poison", {"reason": reason}) for reason in ("the card was declined", "no such customer")]
@@ -72,10 +102,15 @@ def make_states(api: ApiClient) -> str:
         return next((a["state"] for a in alarms if a["name"] == ALARM), None)
 
     wait_for(lambda: alarm_state() == "ALARM" or None, f"{ALARM} to fire")
-    return failed[0]
+
+    def batch_called_back() -> bool:
+        return bool(api.call("GET", f"/batches/{batch_id}").body.get("on_complete_job_id"))
+
+    wait_for(batch_called_back, f"batch {batch_id} to finish and submit its on_complete callback")
+    return States(failed_job_id=failed[0], batch_id=batch_id)
 
 
-def shoot(url: str, job_id: str, out: Path) -> list[Path]:
+def shoot(url: str, states: States, out: Path) -> list[Path]:
     from playwright.sync_api import sync_playwright
 
     written: list[Path] = []
@@ -85,7 +120,7 @@ def shoot(url: str, job_id: str, out: Path) -> list[Path]:
             for label, (width, height) in WIDTHS.items():
                 context = browser.new_context(viewport={"width": width, "height": height})
                 try:
-                    written += shoot_at(context.new_page(), url, job_id, out, label)
+                    written += shoot_at(context.new_page(), url, states, out, label)
                 finally:
                     context.close()
         finally:
@@ -93,11 +128,12 @@ def shoot(url: str, job_id: str, out: Path) -> list[Path]:
     return written
 
 
-def shoot_at(page: Any, url: str, job_id: str, out: Path, label: str) -> list[Path]:
-    """The three pages at one width, in one tab signed in with the token."""
+def shoot_at(page: Any, url: str, states: States, out: Path, label: str) -> list[Path]:
+    """The five pages at one width, in one tab signed in with the token."""
     from playwright.sync_api import expect
 
     written: list[Path] = []
+    job_id = states.failed_job_id
 
     def ready() -> None:
         expect(page.locator("#updated")).to_contain_text("Updated", timeout=30_000)
@@ -124,6 +160,22 @@ def shoot_at(page: Any, url: str, job_id: str, out: Path, label: str) -> list[Pa
     ready()
     expect(page.locator("main tr", has_text=job_id).first).to_be_visible()
     save("dlq")
+
+    page.goto(f"{url}/console/jobs?tag={BULK_TAG}&status=SCHEDULED")
+    ready()
+    page.get_by_role("button", name="Bulk…").click()
+    page.select_option("#bulk-action", "cancel")
+    page.get_by_role("button", name="Preview").click()
+    expect(page.locator("#bulk-count")).to_contain_text(f"{BULK_JOBS} jobs match", timeout=30_000)
+    expect(page.locator("#bulk-preview tbody tr").first).to_be_visible()
+    save("bulk-preview")
+
+    page.goto(f"{url}/console/batches/{states.batch_id}")
+    ready()
+    expect(page.locator("#batch-counts")).to_contain_text("pending 0", timeout=30_000)
+    expect(page.locator("#batch-progress")).to_be_visible()
+    expect(page.locator("main table tbody tr")).to_have_count(6, timeout=30_000)
+    save("batch")
     return written
 
 
@@ -141,8 +193,8 @@ def main(argv: list[str] | None = None) -> int:
             Path(data) / "data", tokens={TENANT: TOKEN}, args=["--alarm-interval", "0.5", "--quiet"], cwd=ROOT
         )
         try:
-            job_id = make_states(ApiClient(runtime.url, token=TOKEN))
-            written = shoot(runtime.url, job_id, out)
+            states = make_states(ApiClient(runtime.url, token=TOKEN))
+            written = shoot(runtime.url, states, out)
         finally:
             runtime.stop()
     for path in written:

@@ -1,5 +1,5 @@
-"""`scripts/screenshots.py OUT`: the overview with an alarm firing, a job page with a traceback and the DLQ, each
-as a PNG 1280 and 390 px wide."""
+"""`scripts/screenshots.py OUT`: the overview with an alarm firing, a job page with a traceback, the DLQ, the jobs
+list's bulk preview and a batch's page, each as a PNG 1280 and 390 px wide."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tests.e2e.conftest import ROOT
 
-NAMES = ("overview-alarm", "job-traceback", "dlq")
+NAMES = ("overview-alarm", "job-traceback", "dlq", "bulk-preview", "batch")
 
 
 def png_width(path: Path) -> int:
