@@ -105,6 +105,13 @@ def test_a_long_job_type_name_wraps_inside_its_cell_with_its_whole_name_as_title
                 name.element_handle(),
             )
             assert overflow <= 0, f"{path} at {width} px: the type name overflows by {overflow} px"
+            if path == "/console/jobs":
+                # The Finished column is hidden on a narrow screen: no card shows its label without a value.
+                finished = admin.page.locator("main td[data-label='Finished']").first
+                if (width, height) == NARROW:
+                    expect(finished).to_be_hidden()
+                else:
+                    expect(finished).to_be_visible()
     admin.page.set_viewport_size({"width": WIDE[0], "height": WIDE[1]})
     admin.open("/console/jobs")
     admin.screenshot("jobs-long-type-name")
