@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -40,3 +42,37 @@ def test_each_command_of_the_demo_pipeline_parses(command: list[str]) -> None:
     args = build_parser().parse_args(command[1:])
 
     assert args.command == command[1]
+
+
+def video_curl_body() -> dict[str, Any]:
+    block = README.split("**A video pipeline**", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    words = shlex.split(block.replace("\\\n", " "))
+    assert words[:4] == ["curl", "-s", "-X", "POST"]
+    assert words[4] == "http://127.0.0.1:8000/jobs"
+    body: dict[str, Any] = json.loads(words[words.index("-d") + 1])
+    return body
+
+
+def test_the_readme_video_curl_sends_the_body_the_e2e_test_sends_and_the_api_accepts() -> None:
+    from offpath.handlers.api_models import SubmitBody, parse_body
+    from offpath.jobs import load_job_types
+    from tests.e2e.test_video_demo import README_BODY
+
+    body = video_curl_body()
+    parsed = parse_body(SubmitBody, body)
+    registry = load_job_types(demo=True)
+
+    assert body == README_BODY
+    assert (parsed.type, parsed.then.type if parsed.then else None) == ("demo.transcode", "demo.thumbnails")
+    registry.job_types["demo.transcode"].payload_model.model_validate(parsed.payload)
+    registry.job_types["demo.thumbnails"].payload_model.model_validate(parsed.then.payload if parsed.then else None)
+
+
+def test_the_readme_lists_every_demo_job_type() -> None:
+    from offpath.jobs import load_job_types
+
+    listed = README.split("The demo job types", 1)[1].split("are\nalways there", 1)[0]
+    demo_types = [name for name in load_job_types(demo=True).job_types if name.startswith("demo.")]
+
+    assert "demo.transcode" in demo_types and "demo.notify" in demo_types
+    assert [name for name in demo_types if f"`{name}" not in listed] == []

@@ -121,3 +121,83 @@ def limited(payload: AccountSleepPayload, ctx: JobContext) -> dict[str, Any]:
 def rated(payload: AccountPayload, ctx: JobContext) -> dict[str, Any]:
     """At most two starts a second per account."""
     return {"account": payload.account}
+
+
+# -- the video pipeline: transcode, then its thumbnails as a batch, then one notice when all are done -------------
+
+RENDITIONS = ["720p", "480p"]
+
+
+class TranscodePayload(BaseModel):
+    video: str = Field(min_length=1, max_length=200)
+    thumbnails: int = Field(default=4, ge=1, le=20)
+    ms: int = Field(default=500, ge=0, le=10_000)
+
+
+class ThumbnailsPayload(BaseModel):
+    """The chain's step after `demo.transcode`: everything it needs is its parent's result."""
+
+
+class ThumbnailPayload(BaseModel):
+    video: str = Field(min_length=1, max_length=200)
+    n: int = Field(ge=1, le=20)
+
+
+class NotifyPayload(BaseModel):
+    video: str = Field(min_length=1, max_length=200)
+
+
+@job(
+    "demo.transcode", payload=TranscodePayload, max_attempts=3, timeout_s=30, backoff_base_s=BASE_S, backoff_cap_s=CAP_S
+)
+def transcode(payload: TranscodePayload, ctx: JobContext) -> dict[str, Any]:
+    """Sleeps `ms` as if it transcoded `video`; its result tells the next step how many thumbnails to make."""
+    time.sleep(payload.ms / 1000)
+    return {"video": payload.video, "renditions": list(RENDITIONS), "thumbnails": payload.thumbnails}
+
+
+@job(
+    "demo.thumbnails",
+    payload=ThumbnailsPayload,
+    max_attempts=3,
+    timeout_s=10,
+    backoff_base_s=BASE_S,
+    backoff_cap_s=CAP_S,
+)
+def thumbnails(payload: ThumbnailsPayload, ctx: JobContext) -> dict[str, Any]:
+    """Fans out one `demo.thumbnail` a thumbnail as a batch whose `on_complete` is `demo.notify` (docs/batches.md)."""
+    parent = ctx.parent
+    result = parent.result if parent is not None else None
+    if not isinstance(result, dict):
+        raise PermanentError("demo.thumbnails runs after demo.transcode (as its `then`): it has no parent result")
+    video, count = result.get("video"), result.get("thumbnails")
+    if not isinstance(video, str) or not video or not isinstance(count, int) or not 1 <= count <= 20:
+        raise PermanentError(f"the parent's result is not a demo.transcode result: {result!r:.200}")
+    batch = ctx.submit_batch(
+        [{"type": "demo.thumbnail", "payload": {"video": video, "n": n}} for n in range(1, count + 1)],
+        key="thumbnails",
+        on_complete={"type": "demo.notify", "payload": {"video": video}},
+    )
+    return {"batch_id": batch.batch_id}
+
+
+@job(
+    "demo.thumbnail", payload=ThumbnailPayload, max_attempts=3, timeout_s=10, backoff_base_s=BASE_S, backoff_cap_s=CAP_S
+)
+def thumbnail(payload: ThumbnailPayload, ctx: JobContext) -> dict[str, Any]:
+    time.sleep(0.2)
+    return {"thumbnail": f"{payload.video}-{payload.n}.jpg"}
+
+
+@job("demo.notify", payload=NotifyPayload, max_attempts=3, timeout_s=30, backoff_base_s=BASE_S, backoff_cap_s=CAP_S)
+def notify(payload: NotifyPayload, ctx: JobContext) -> dict[str, Any]:
+    """The batch's `on_complete`: the thumbnails made (its jobs' results, a page at a time) and how many failed."""
+    batch = ctx.batch
+    if batch is None:
+        raise PermanentError("demo.notify runs as a batch's on_complete: it has no batch")
+    names = sorted(
+        str(result["thumbnail"])
+        for _, status, result in batch.results()
+        if status == "SUCCEEDED" and isinstance(result, dict) and "thumbnail" in result
+    )
+    return {"video": payload.video, "thumbnails": names, "succeeded": batch.succeeded, "failed": batch.failed}
