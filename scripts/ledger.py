@@ -14,12 +14,18 @@ Exit status 1 when a job was lost, ended in an unexpected state or repeated or m
 the burst did not all succeed.
 
     .venv/bin/python scripts/ledger.py [--jobs 1000] [--seed 7] [--fault-rate 0.03] [--burst 5000] [--no-write]
+    .venv/bin/python scripts/ledger.py --batches [--batch-count 50 --batch-size 20 --chains 20 --steps 5] [--seed N]
+
+`--batches`: the batch section instead (tooling/offpath_tools/ledger_batches.py): batches with on_complete and
+on_success callbacks, a seeded share of failing members (some retried by hand), and chains, under the same faults;
+printed only (docs/benchmarks.md is left alone). Without `--seed` a seed is drawn and printed, to rerun with.
     make bench-ledger (part of make bench)
 """
 
 from __future__ import annotations
 
 import argparse
+import random
 import sys
 import tempfile
 import time
@@ -38,6 +44,7 @@ from offpath_tools.ledger import (
     run_burst,
     run_ledger,
 )
+from offpath_tools.ledger_batches import run_batch_ledger
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS_MD = ROOT / "docs" / "benchmarks.md"
@@ -47,7 +54,7 @@ BEGIN, END = "<!-- ledger:begin -->", "<!-- ledger:end -->"
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=1000, help="jobs in the ledger (0: no ledger)")
-    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--seed", type=int, default=None, help="7 for the ledger; drawn and printed for --batches")
     parser.add_argument("--fault-rate", type=float, default=0.03, help="probability of each kind per eligible call")
     parser.add_argument("--clients", type=int, default=4, help="HTTP clients submitting at once")
     parser.add_argument("--burst", type=int, default=0, metavar="N", help="also the burst of N jobs (0: no burst)")
@@ -58,8 +65,17 @@ def main() -> int:
         action="store_true",
         help="the ledger's jobs are e2e.limited (at most 2 at once per account): none over the limit, none lost",
     )
+    parser.add_argument("--batches", action="store_true", help="the batch section: batches, callbacks and chains")
+    parser.add_argument("--batch-count", type=int, default=50, help="batches in the batch section")
+    parser.add_argument("--batch-size", type=int, default=20, help="jobs in each batch")
+    parser.add_argument("--chains", type=int, default=20, help="chains in the batch section")
+    parser.add_argument("--steps", type=int, default=5, help="steps in each chain")
     args = parser.parse_args()
+    if args.batches:
+        return batch_section(args)
 
+    if args.seed is None:
+        args.seed = 7
     base = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="offpath-ledger-"))
     ledger: Ledger | None = None
     burst: Burst | None = None
@@ -103,6 +119,43 @@ def main() -> int:
         burst is None or (burst.succeeded == burst.jobs and burst.dlq_depth == 0)
     )
     return 0 if ok else 1
+
+
+def batch_section(args: argparse.Namespace) -> int:
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 1_000_000)
+    print(
+        f"scripts/ledger.py --batches --batch-count {args.batch_count} --batch-size {args.batch_size}"
+        f" --chains {args.chains} --steps {args.steps} --seed {seed} --fault-rate {args.fault_rate:g}",
+        flush=True,
+    )
+    base = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="offpath-ledger-"))
+    local = LedgerRuntime.launch(base / "batches", seed=seed, fault_rate=args.fault_rate)
+    try:
+        result = run_batch_ledger(
+            local,
+            batches=args.batch_count,
+            members=args.batch_size,
+            chains=args.chains,
+            steps=args.steps,
+            seed=seed,
+            fault_rate=args.fault_rate,
+            timeout_s=max(600.0, args.batch_count * args.batch_size * 0.6),
+        )
+    finally:
+        local.stop()
+    print("\n".join(result.lines()), flush=True)
+    for name, tags in (
+        ("lost", result.lost),
+        ("on_complete not once", result.on_complete_wrong),
+        ("on_success wrong", result.on_success_wrong),
+        ("counts wrong", result.counts_wrong),
+        ("chain wrong", result.steps_wrong),
+    ):
+        for tag in tags[:10]:
+            print(f"  {name}: {tag} {result.views.get(tag, {})}")
+    if args.keep:
+        print(f"data directory kept in {base}")
+    return 0 if result.clean else 1
 
 
 def _details(ledger: Ledger) -> None:

@@ -16,6 +16,7 @@ import pytest
 
 from offpath_local.faults import KINDS
 from offpath_tools.ledger import FINAL_WITHIN_S, FLOW_ACCOUNTS, LIMITED_AT_ONCE, Ledger, LedgerRuntime, run_ledger
+from offpath_tools.ledger_batches import BatchLedger, run_batch_ledger
 
 # A seed whose draws meet every kind of fault, worker crashes of welcome jobs among them (the draws depend on the
 # idempotency keys: with these keys seed 6 crashes 5 welcome jobs' workers, seed 7 none).
@@ -202,3 +203,55 @@ def test_with_flow_control_no_account_ever_runs_more_than_its_limit_and_nothing_
     assert sum(result.faults.values()) > 0
     (crashed,) = result.faulted_jobs["worker-crash"]
     assert result.views[crashed]["status"] == "SUCCEEDED" and result.views[crashed]["attempts"] == 2
+
+
+# -- batches and chains --------------------------------------------------------------------------------
+
+BATCHES, MEMBERS, CHAINS, STEPS = 4, 5, 3, 3
+# A seed whose plan has a batch whose one failing member is retried by hand (then on_success runs), one with two
+# members that fail for good and two of members that all succeed.
+BATCH_SEED = 12
+
+
+@pytest.fixture(scope="module")
+def batch_ledger(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BatchLedger]:
+    data_dir: Path = tmp_path_factory.mktemp("ledger-batches")
+    local = LedgerRuntime.launch(data_dir, seed=BATCH_SEED, fault_rate=FAULT_RATE)
+    try:
+        result = run_batch_ledger(
+            local,
+            batches=BATCHES,
+            members=MEMBERS,
+            chains=CHAINS,
+            steps=STEPS,
+            seed=BATCH_SEED,
+            fault_rate=FAULT_RATE,
+            timeout_s=FINAL_WITHIN_S,
+        )
+    finally:
+        local.stop()
+    print("\n" + "\n".join(result.lines()))
+    yield result
+
+
+def test_batches_callbacks_run_once_counts_are_exact_and_chain_steps_run_once_in_order(
+    batch_ledger: BatchLedger,
+) -> None:
+    """Under the same faults: each batch's on_complete ran once; on_success once exactly when every member ended
+    SUCCEEDED (hand retries included); the batch's counts are its members' final states; each chain's steps ran
+    once each, in order; nothing lost."""
+    result = batch_ledger
+
+    assert (result.refused, len(result.batch_ids)) == (0, BATCHES)
+    assert result.lost == []
+    assert result.on_complete_wrong == []
+    assert result.on_success_wrong == []
+    assert result.counts_wrong == []
+    assert result.steps_wrong == []
+    assert result.failing == 3
+    # The member retried by hand (unless a fault made its first run's failure a success already) then succeeded.
+    assert result.retried_by_hand <= 1
+    assert sum(sum(states.values()) for states in result.members_final.values()) == BATCHES * MEMBERS
+    assert result.all_succeeded == BATCHES - 1
+    assert result.members_final["lb-b3"] == Counter({"SUCCEEDED": 3, "FAILED": 2})
+    assert sum(result.faults.values()) > 0

@@ -104,3 +104,20 @@ def limited(payload: LimitedRun, ctx: JobContext) -> dict[str, Any]:
         }
     )
     return {"account": payload.account}
+
+
+class Recorded(BaseModel):
+    kind: str = Field(min_length=1, max_length=32)
+    tag: str = Field(min_length=1, max_length=64)
+    step: int = Field(default=0, ge=0, le=100)
+
+
+@job("e2e.recorded", payload=Recorded, queue="critical", max_attempts=5, timeout_s=10)
+def recorded(payload: Recorded, ctx: JobContext) -> dict[str, Any]:
+    """A batch's callback or a chain's step (the ledger's `--batches` variant): its run, guarded by `ctx.once`, is
+    appended to the effects file with what it was for, so the ledger counts each one's runs and their order."""
+    if ctx.once("recorded"):
+        record(
+            {"effect": "recorded", "kind": payload.kind, "tag": payload.tag, "step": payload.step, "job_id": ctx.job_id}
+        )
+    return {"kind": payload.kind, "tag": payload.tag, "step": payload.step}
