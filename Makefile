@@ -173,7 +173,7 @@ endif
 .PHONY: bench-fuzz
 bench-fuzz: $(STAMP)
 	@echo "bench-fuzz: FUZZ_MAX_EXAMPLES=$(FUZZ_MAX_EXAMPLES) FUZZ_SEED=$(FUZZ_SEED)"
-	FUZZ_MAX_EXAMPLES=$(FUZZ_MAX_EXAMPLES) FUZZ_SEED=$(FUZZ_SEED) $(BIN)/python -m pytest \
+	FUZZ_COVERAGE_ALL=1 FUZZ_MAX_EXAMPLES=$(FUZZ_MAX_EXAMPLES) FUZZ_SEED=$(FUZZ_SEED) $(BIN)/python -m pytest \
 		tests/e2e/test_fuzz_api.py -k schemathesis
 
 # TESTPLAN 12 and 21 at full size: 1,000 jobs under injected faults, a burst of 5,000 (its section of

@@ -63,6 +63,10 @@ MAX_EXAMPLES = int(os.environ.get("FUZZ_MAX_EXAMPLES", "10"))
 SEED = os.environ.get("FUZZ_SEED")
 PHASES = "examples,coverage,fuzzing,stateful"
 RUN_TIMEOUT_S = 1800
+# The routes whose request bodies hold every job type's variant (and a chain's, and a batch's): no coverage phase
+# for them in `make test` (FUZZ_COVERAGE_ALL=1, as `make bench-fuzz` sets, keeps it).
+HEAVY_BODIES = r"^(/jobs|/jobs/batch|/batches|/batches/\{batch_id\}/jobs)$"
+HEAVY_COVERAGE_OFF = os.environ.get("FUZZ_COVERAGE_ALL") != "1"
 
 # Jobs the runtime holds before the fuzzer starts, by idempotency key: their ids are known in advance
 # (derived from tenant and key), so the fuzzer can read and cancel real jobs in each state.
@@ -143,6 +147,15 @@ def schemathesis_config() -> str:
         "[[operations]]",
         f"include-path-regex = {_toml('^(' + '|'.join(p.replace('.', '[.]') for p in plain_paths) + ')$')}",
         "phases.coverage.unexpected-methods = []",
+        "",
+        # The submissions' bodies are one variant per job type, each with a chain of steps that is itself one
+        # variant per job type: the coverage phase's boundary cases multiply (tens of thousands of requests). They
+        # are fuzzed (FUZZ_MAX_EXAMPLES each) and followed in the stateful phase; `make bench-fuzz` runs them with
+        # every phase.
+        "[[operations]]",
+        f"include-path-regex = {_toml(HEAVY_BODIES)}",
+        'include-method = "POST"',
+        f"phases.coverage.enabled = {_toml(not HEAVY_COVERAGE_OFF)}",
     ]
     return "\n".join(lines) + "\n"
 
