@@ -143,7 +143,7 @@ def test_a_tenant_sees_its_own_jobs_and_no_admin_page(console: OpenConsole, loca
     tenant = console(TOKEN_B)
 
     assert tenant.page.url.endswith("/console/jobs"), "a tenant starts on its jobs"
-    expect(tenant.page.locator("#nav a")).to_have_text(["Jobs", "Job types", "Webhooks"])
+    expect(tenant.page.locator("#nav a")).to_have_text(["Jobs", "Batches", "Job types", "Webhooks"])
     expect(row(tenant, mine)).to_have_count(1)
     expect(row(tenant, theirs)).to_have_count(0)
     tenant.screenshot("tenant-jobs")
@@ -363,7 +363,7 @@ def test_offpath_console_serves_the_same_console_for_a_deployed_api(console: Ope
     try:
         remote = console(proxy.session_token, base=proxy.url)
         expect(remote.page.locator("#nav a")).to_have_text(
-            ["Overview", "Jobs", "Queues", "Job types", "Schedules", "Alarms", "Webhooks"]
+            ["Overview", "Jobs", "Batches", "Queues", "Job types", "Schedules", "Alarms", "Webhooks"]
         )
         remote.open("/console/jobs")
         expect(row(remote, job_id)).to_have_count(1)

@@ -17,7 +17,8 @@ from tests.e2e.conftest import TOKEN_A, Local
 def test_a_running_jobs_page_shows_when_its_lease_ends_and_not_once_it_is_done(
     console: OpenConsole, local: Local
 ) -> None:
-    job_id = submit(local, "demo.sleep", {"ms": 6000})
+    # Long enough to be still running when a loaded machine's browser opens its page.
+    job_id = submit(local, "demo.sleep", {"ms": 25_000})
     running = local.wait_for_job(job_id, {"RUNNING"})
     admin = console(TOKEN_A).open(f"/console/jobs/{job_id}")
 
@@ -28,7 +29,7 @@ def test_a_running_jobs_page_shows_when_its_lease_ends_and_not_once_it_is_done(
         running["lease_until"]
     )
 
-    expect(admin.page.locator("main .badge").first).to_have_text("SUCCEEDED", timeout=RUN_S)
+    expect(admin.page.locator("main .badge").first).to_have_text("SUCCEEDED", timeout=RUN_S + 40_000)
     expect(fields).not_to_contain_text("Lease until")
 
 

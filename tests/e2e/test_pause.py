@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime, timedelta
 
+from offpath.logic.pause import PAUSE_FLAGS_TTL_S
 from tests.e2e.conftest import TOKEN_B, Local, wait_for
 
 # How long the test watches the paused queue's jobs stay QUEUED (no assertion on how fast anything happens).
@@ -23,6 +24,9 @@ def test_a_paused_queue_keeps_its_jobs_queued_without_an_attempt_and_runs_them_o
     paused = local.call("POST", "/queues/default/pause", body={"reason": "e2e: migration"})
     assert (refused.status, refused.body["error"]["code"]) == (403, "forbidden")
     assert (paused.status, paused.body["paused"]) == (200, True), paused.body
+    # A receive already waiting when the pause came may still hand a worker a message; the worker's pause flags
+    # are then at most PAUSE_FLAGS_TTL_S old (the documented staleness bound): past it, it holds every job back.
+    time.sleep(PAUSE_FLAGS_TTL_S + 1)
     try:
         ids = [str(local.submit("demo.echo", {"n": n}).body["job_id"]) for n in range(3)]
         # Due in 90 s of the runtime's scheduler clock (60 times real time here): it comes due while paused.
