@@ -12,7 +12,7 @@ def test_a_runtime_with_a_long_job_running_stops_within_the_stop_timeout(tmp_pat
     runtime = OffpathLocal.start(tmp_path, tokens={TENANT_A: TOKEN_A}, args=["--quiet"], cwd=ROOT)
     try:
         local = Local(runtime.url, runtime.data_dir, runtime.console)
-        job_id = local.submit("demo.sleep", {"ms": 600_000}).body["job_id"]
+        job_id = local.accepted("demo.sleep", {"ms": 600_000}, key="long-sleep")
         local.wait_for_job(job_id, {"RUNNING"})
     finally:
         # Within the launcher's STOP_TIMEOUT_S and with exit code 0, or it fails: the running job (its invocation
