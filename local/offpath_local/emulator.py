@@ -12,6 +12,9 @@ Two corrections to moto's queues, made where they are defined: a queue's message
 one change at a time (moto's server could lose a message sent while another was deleted, or bring a deleted
 one back); and, for speed only, they count their visible, in-flight and delayed messages reading the clock
 once per count rather than once per message (with thousands of messages queued, each receive took a second).
+One correction to moto's DynamoDB: a TransactWriteItems backs up only its own items before it applies, not the
+whole table (moto's deep copy of the table, its items and its stream for every transaction made each one cost
+what the table had ever held; see `_roll_transactions_back_item_by_item`).
 One addition: a standard queue hands out its visible messages as an SQS fair queue does, quiet tenants'
 (`MessageGroupId`) before a noisy one's; a stand-in, described with its differences in fair_queues.py.
 
@@ -33,6 +36,7 @@ included, is refused 403 before moto sees it.
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import hmac
 import io
@@ -232,6 +236,7 @@ class Emulator:
         _count_queue_messages_at_one_instant()
         _hand_out_quiet_tenants_first()
         _change_queue_messages_one_at_a_time()
+        _roll_transactions_back_item_by_item()
         _journal_receives_and_schedules()
         global _journal
         _journal = self.journal
@@ -454,6 +459,75 @@ def _change_queue_messages_one_at_a_time() -> None:
     Queue.add_message = add_message
     Queue.delete_message = delete_message
     Queue._offpath_one_change_at_a_time = True
+
+
+def _roll_transactions_back_item_by_item() -> None:
+    """moto backs up every table a TransactWriteItems touches before applying it, to put the backup in place if one
+    of its writes is refused: a deep copy of the table, every item and every record its stream ever held. Each
+    transaction then cost time and memory in proportion to all the table had seen (the batch ledger's thousand
+    members, each counted in a transaction, took the runtime past 20 GB). Here the backup is the transaction's own
+    items (at most 100) and the length of each stream: a refused transaction puts those items back and drops the
+    stream records its writes added, and leaves the table as DynamoDB does, unchanged (the same table object, as
+    every other request sees it). DynamoDB requests are applied one at a time (above): nothing else changes the
+    table while a transaction runs."""
+    try:
+        from moto.dynamodb.models import DynamoDBBackend
+        from moto.dynamodb.models.dynamo_type import DynamoType
+        from moto.dynamodb.models.table import Table
+    except ImportError:  # another moto layout: left as it is
+        return
+    if getattr(DynamoDBBackend, "_offpath_item_rollback", False) or hasattr(Table, "__deepcopy__"):
+        return
+    lock = threading.RLock()
+    transact = DynamoDBBackend.transact_write_items
+
+    def itself(table: Any, memo: dict[int, Any]) -> Any:
+        return table  # moto's whole-table backup, while a transaction runs: the items are kept below instead
+
+    def transact_write_items(backend: Any, transact_items: list[dict[str, Any]]) -> None:
+        saved: list[tuple[Any, Any, Any, Any]] = []
+        streams: dict[int, tuple[Any, int]] = {}
+        for entry in transact_items:
+            for kind, op in entry.items() if isinstance(entry, dict) else ():
+                table = backend.tables.get(op.get("TableName")) if isinstance(op, dict) else None
+                keys = op.get("Item" if kind == "Put" else "Key") if table is not None else None
+                if not isinstance(keys, dict) or table.hash_key_attr not in keys:
+                    continue  # moto refuses it, before any write
+                hash_key = DynamoType(keys[table.hash_key_attr])
+                range_key = DynamoType(keys[table.range_key_attr]) if keys.get(table.range_key_attr) else None
+                if table.has_range_key and range_key is None:
+                    continue
+                saved.append((table, hash_key, range_key, copy.deepcopy(table.get_item(hash_key, range_key))))
+                if table.stream_shard is not None:
+                    streams.setdefault(id(table), (table.stream_shard, len(table.stream_shard.items)))
+        with lock:
+            Table.__deepcopy__ = itself  # type: ignore[attr-defined]
+            try:
+                transact(backend, transact_items)
+            except Exception:
+                for table, hash_key, range_key, item in reversed(saved):
+                    _put_back(table, hash_key, range_key, item)
+                for shard, length in streams.values():
+                    del shard.items[length:]
+                raise
+            finally:
+                del Table.__deepcopy__  # type: ignore[attr-defined]
+
+    DynamoDBBackend.transact_write_items = transact_write_items
+    DynamoDBBackend._offpath_item_rollback = True
+
+
+def _put_back(table: Any, hash_key: Any, range_key: Any, item: Any) -> None:
+    """The item as it was before a refused transaction (None: there was none)."""
+    if range_key is not None:
+        if item is None:
+            table.items[hash_key].pop(range_key, None)
+        else:
+            table.items[hash_key][range_key] = item
+    elif item is None:
+        table.items.pop(hash_key, None)
+    else:
+        table.items[hash_key] = item
 
 
 def _journal_items(operation: str, raw: bytes) -> None:
