@@ -892,6 +892,7 @@ def _print_job(job: dict[str, Any], out: TextIO, as_json: bool) -> None:
         ("type", job.get("type")),
         ("queue", job.get("queue")),
         ("status", job.get("status")),
+        ("waiting on", _holdup_text(job.get("waiting_on"))),
         ("attempts", f"{job.get('attempts')}/{job.get('max_attempts')}"),
         ("progress", f"{progress['fraction']:.0%} {progress.get('message', '')}".strip() if progress else None),
         ("result", json.dumps(job.get("result")) if job.get("result") is not None else None),
@@ -913,6 +914,14 @@ def _print_job(job: dict[str, Any], out: TextIO, as_json: bool) -> None:
         if value is not None:
             out.write(f"{name:<16} {value}\n")
     _print_attempts(job.get("attempt_history") or [], out)
+
+
+def _holdup_text(holdup: Any) -> str | None:
+    """Why a due job does not start (the job view's `waiting_on`), with the jobs holding its key's slots."""
+    if not isinstance(holdup, dict):
+        return None
+    holders = holdup.get("holders") or []
+    return str(holdup.get("message")) + (f" (running: {', '.join(holders)})" if holders else "")
 
 
 def _print_attempts(history: list[dict[str, Any]], out: TextIO) -> None:

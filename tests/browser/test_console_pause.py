@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+import time
 
 from playwright.sync_api import expect
 
@@ -59,5 +60,17 @@ def test_a_job_type_is_paused_from_its_page_and_a_tenant_sees_it_paused_without_
         tenant = console(TOKEN_B).open("/console/job-types")
         expect(tenant.page.locator("main tbody tr").first.locator(".paused")).to_contain_text("paused since")
         expect(tenant.page.get_by_role("button", name="Pause job type demo.echo")).to_have_count(0)
+
+        # The tenant's job of the paused type says why it does not start. (Each api environment reads the pause
+        # state at most every 10 s: the page is opened again until the one that answers has seen the pause.)
+        job_id = local.submit("demo.sleep", {"ms": 1}, token=TOKEN_B).body["job_id"]
+        waiting = tenant.page.locator("#job-waiting")
+        deadline = time.monotonic() + 30
+        while True:
+            tenant.open(f"/console/jobs/{job_id}")
+            if waiting.count() or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        expect(waiting).to_have_text("Waiting: job type demo.sleep is paused; it runs once resumed")
     finally:
         local.call("POST", "/job-types/demo.sleep/resume")

@@ -96,6 +96,23 @@ def test_a_bucket_starts_its_burst_then_one_start_per_interval(limits: LimitStor
     assert take(110) > 0
 
 
+def test_reading_the_holders_and_the_next_start_takes_nothing(limits: LimitStore) -> None:
+    acquire = acquirer(limits)
+    assert limits.holders("t#k") == {}
+    assert (acquire("a", until=50 * S), acquire("b", attempt=2, until=60 * S)) == (0, 0)
+
+    assert limits.holders("t#k") == {"a": (1, 50 * S), "b": (2, 60 * S)}
+    assert limits.holders("t#k") == {"a": (1, 50 * S), "b": (2, 60 * S)}  # read twice: nothing was taken
+
+    def next_start(now: float) -> float:
+        return limits.next_start_s("t#rated", per_s=2.0, bucket=2, now_us=int(now * S))
+
+    assert next_start(100) == 0  # never used: full
+    assert [limits.take("t#rated", per_s=2.0, bucket=2, now_us=100 * S) for _ in range(2)] == [0, 0]
+    assert (next_start(100), next_start(100), next_start(100.5)) == (pytest.approx(0.5), pytest.approx(0.5), 0)
+    assert limits.take("t#rated", per_s=2.0, bucket=2, now_us=int(100.5 * S)) == 0  # the read took no start
+
+
 def test_the_slots_item_counts_its_holders(resources: Resources, clients: dict[str, Any]) -> None:
     limits = DynamoDbLimits(resources.table_name, client=clients["dynamodb"])
     acquire = acquirer(limits)
@@ -151,8 +168,18 @@ def test_a_dead_workers_slot_frees_at_its_leases_end_and_the_waiting_job_then_ru
     waiting = limited.store.get(jobs[2], tenant="tenant-a")
     assert waiting is not None and (waiting.status, waiting.attempt) == (JobStatus.QUEUED, 0)
     assert metrics.counts.get("AdmissionWaits") == 1
+    code, view, _ = limited.call("GET", f"/jobs/{jobs[2]}")
+    assert code == 200, view
+    assert view["waiting_on"] == {
+        "reason": "concurrency",
+        "message": "2 of the 2 allowed at once for its key are running",
+        "holders": sorted(jobs[:2]),
+        "until": None,
+    }
 
     clock.advance(lease_bound_s(job_type, services.ports))
+    code, view, _ = limited.call("GET", f"/jobs/{jobs[2]}")
+    assert view["waiting_on"] is None, "both holders' time is up: the next look takes a slot over"
     assert limited.invoke_worker([third], "critical") == {"batchItemFailures": []}
 
     done = limited.store.get(jobs[2], tenant="tenant-a")

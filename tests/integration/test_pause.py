@@ -145,10 +145,17 @@ def test_a_paused_job_types_job_waits_without_spending_an_attempt_and_runs_once_
 
     waiting = job_of(pipeline, job["job_id"])
     assert (waiting["status"], waiting["attempts"]) == ("QUEUED", 0)
+    assert waiting["waiting_on"] == {
+        "reason": "paused",
+        "message": "job type demo.echo is paused; it runs once resumed",
+        "holders": [],
+        "until": None,
+    }
     assert pipeline.metrics.counts["AdmissionWaits"] == 1
     assert pipeline.depth() == (0, 1), "its message is back on the queue, invisible for the pause's wait"
 
     pipeline.call("POST", "/job-types/demo.echo/resume", scopes=ADMIN)
+    assert job_of(pipeline, job["job_id"])["waiting_on"] is None, "resumed: nothing holds it"
     pipeline.visibility_timeout_passes()
     pipeline.drain()
 

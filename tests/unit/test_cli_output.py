@@ -218,3 +218,37 @@ def test_the_job_types_table_shows_since_when_a_type_is_paused() -> None:
 
     assert header[-2] == "PAUSED"
     assert [row[-2] for row in rows] == [f"since {PAUSED_AT}", "-"]
+
+
+def test_status_says_why_a_due_job_waits_naming_the_jobs_that_hold_its_keys_slots() -> None:
+    import io
+
+    from offpath_local.cli import _print_job
+
+    job = {
+        "job_id": "j-9",
+        "type": "demo.limited",
+        "queue": "critical",
+        "status": "QUEUED",
+        "attempts": 0,
+        "max_attempts": 3,
+        "created_at": "2026-12-02T05:00:00Z",
+        "waiting_on": {
+            "reason": "concurrency",
+            "message": "2 of the 2 allowed at once for its key are running",
+            "holders": ["j-1", "j-2"],
+            "until": None,
+        },
+    }
+    out = io.StringIO()
+
+    _print_job(job, out, as_json=False)
+
+    lines = out.getvalue().splitlines()
+    assert lines[3:5] == [
+        "status           QUEUED",
+        "waiting on       2 of the 2 allowed at once for its key are running (running: j-1, j-2)",
+    ]
+    out = io.StringIO()
+    _print_job({**job, "waiting_on": None}, out, as_json=False)
+    assert "waiting on" not in out.getvalue()

@@ -758,6 +758,16 @@ class InMemoryLimits:
         """The scope's holders: job id -> attempt."""
         return {job_id: attempt for job_id, (attempt, _) in self.slots.get(scope, {}).items()}
 
+    def holders(self, scope: str) -> dict[str, tuple[int, int]]:
+        with self._lock:
+            return dict(self.slots.get(scope, {}))
+
+    def next_start_s(self, scope: str, *, per_s: float, bucket: int, now_us: int) -> float:
+        with self._lock:
+            interval = max(1, round(1_000_000 / per_s))
+            tolerance = (bucket - 1) * interval
+            return max(0, self.tats.get(scope, 0) - tolerance - now_us) / 1_000_000
+
     def acquire(self, scope: str, *, job_id: str, attempt: int, until_us: int, now_us: int, limit: int) -> float:
         with self._lock:
             self.acquires += 1

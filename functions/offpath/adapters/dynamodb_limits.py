@@ -65,6 +65,13 @@ class DynamoDbLimits:
     def take(self, scope: str, *, per_s: float, bucket: int, now_us: int) -> float:
         return self._buckets.take(scope, per_s=per_s, bucket=bucket, now_us=now_us)
 
+    def holders(self, scope: str) -> dict[str, tuple[int, int]]:
+        response = call(self.client.get_item, TableName=self.table_name, Key=key_of(slots_key(scope)))
+        return {name.removeprefix("h_"): held for name, held in _holders(_plain(response.get("Item"))).items()}
+
+    def next_start_s(self, scope: str, *, per_s: float, bucket: int, now_us: int) -> float:
+        return self._buckets.wait_s(scope, per_s=per_s, bucket=bucket, now_us=now_us)
+
     def acquire(self, scope: str, *, job_id: str, attempt: int, until_us: int, now_us: int, limit: int) -> float:
         mine = holder_attribute(job_id)
         holder = {"a": attempt, "u": until_us}

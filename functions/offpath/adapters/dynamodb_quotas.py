@@ -102,6 +102,21 @@ class DynamoDbQuotaCounters:
         # Three writes met three changes by other environments: the bucket is contended; come back shortly.
         return interval / 1_000_000
 
+    def wait_s(self, tenant: str, *, per_s: float, bucket: int, now_us: int) -> float:
+        """Read only (one GetItem per item of the bucket): 0 if a take now could succeed on some item, else the
+        seconds until one could."""
+        items = rate_items(per_s)
+        interval = max(1, round(1_000_000 * items / per_s))
+        tolerance = (max(1, bucket // items) - 1) * interval
+        waits = []
+        for n in range(items):
+            response = self._call(
+                self.client.get_item, TableName=self.table_name, Key=key_of(self.bucket_key(tenant, n))
+            )
+            tat = _tat(response.get("Item"), self.bucket_format) or 0
+            waits.append(max(0, tat - tolerance - now_us) / 1_000_000)
+        return min(waits)
+
     def _write(self, key: str, busy: bool, interval: int, tolerance: int, now_us: int, ttl: int) -> int:
         if busy:
             # In use (tat ahead of now): tat moves on by one interval while within the burst.

@@ -161,3 +161,10 @@ class LimitStore(Protocol):
 
     def take(self, scope: str, *, per_s: float, bucket: int, now_us: int) -> float:
         """Take one start from the scope's token bucket: 0 if taken, else the seconds until one is there."""
+
+    def holders(self, scope: str) -> dict[str, tuple[int, int]]:
+        """Read only: the scope's slot holders, job id -> (attempt, until in epoch microseconds); a holder whose
+        time has passed is still listed (it is taken over at the next acquire)."""
+
+    def next_start_s(self, scope: str, *, per_s: float, bucket: int, now_us: int) -> float:
+        """Read only: 0 if the scope's token bucket has a start now, else the seconds until one is there."""

@@ -38,7 +38,7 @@ from offpath.domain.errors import (
     UnknownScheduleError,
     WebhookNotFoundError,
 )
-from offpath.domain.job import JobStatus
+from offpath.domain.job import Job, JobStatus
 from offpath.domain.ports import Ports
 from offpath.domain.quotas import QuotaExceededError
 from offpath.domain.registry import Submitter
@@ -46,6 +46,7 @@ from offpath.domain.tags import tag_filter
 from offpath.handlers.api_models import (
     ErrorBody,
     ErrorView,
+    HoldupView,
     JobPageView,
     JobView,
     SubmitBody,
@@ -55,6 +56,7 @@ from offpath.handlers.composition import (
     Overrides,
     WebhookServices,
     build_bulk_services,
+    build_limit_reader,
     build_monitor,
     build_pause_store,
     build_ports,
@@ -92,6 +94,7 @@ from offpath.tenancy import is_admin, tenant_of
 
 if TYPE_CHECKING:
     from offpath.domain.bulk import BulkFilter
+    from offpath.domain.limits import LimitStore
     from offpath.domain.operations import AlarmSource, AlarmState, QueueMonitor, Redriver, StatsSource
     from offpath.domain.pauses import PauseKind, Pauses, PauseStore, QueueSwitch
     from offpath.handlers.api_models_more import (
@@ -158,6 +161,13 @@ class ApiServices:
     # Pause and resume: the pause state (the table's item) and what a queue class's pause switches (None: none).
     pauses: PauseStore | None = None
     switch: QueueSwitch | None = None
+    # The job types' limits, read (never taken) to tell why a due job waits (GET /jobs/{id}): given, or built by
+    # `build_limits` the first time a job of a type that declares a limit is read waiting.
+    limits: LimitStore | None = None
+    build_limits: Callable[[], LimitStore] | None = None
+    # The pause state as the job view's `waiting_on` reads it: cached per environment as the workers' is (a pause
+    # shows within PAUSE_FLAGS_TTL_S, as it reaches the workers); the pause routes read the item itself.
+    pause_flags: pausing.PauseFlags | None = None
 
 
 @functools.lru_cache(maxsize=1)
@@ -184,6 +194,7 @@ def build_services(settings: Settings, overrides: Overrides | None = None) -> Ap
         build_webhooks=functools.partial(build_webhook_services, settings, overrides),
         build_wait_slots=functools.partial(build_wait_slots, settings, overrides),
         build_bulk=functools.partial(build_bulk_services, settings, overrides=overrides),
+        build_limits=functools.partial(build_limit_reader, settings, overrides),
     )
 
 
@@ -354,7 +365,37 @@ def get_job(request: Request, services: ApiServices) -> JobView:
                 sleep=services.sleep,
                 monotonic=services.monotonic,
             )
-    return JobView.of(job, with_payload=True)
+    view = JobView.of(job, with_payload=True)
+    view.waiting_on = _holdup_view(job, services)
+    return view
+
+
+def _holdup_view(job: Job, services: ApiServices) -> HoldupView | None:
+    """Why the due job does not start (logic/holdups.py): read only, and only for a job that is due."""
+    from offpath.logic.holdups import due, holdup
+
+    now = services.ports.clock.now()
+    if not due(job, now):
+        return None
+    job_type = services.ports.registry.job_type(job.type)
+    if job_type is not None and job_type.limits.declared and services.limits is None and services.build_limits:
+        services.limits = services.build_limits()
+    found = holdup(
+        job,
+        job_type,
+        pauses=_pauses_of(services),
+        limits=services.limits if job_type is not None and job_type.limits.declared else None,
+        now=now,
+    )
+    if found is None:
+        return None
+    return HoldupView(reason=found.reason, message=found.message, holders=list(found.holders), until=found.until)
+
+
+def _pauses_of(services: ApiServices) -> Callable[[], Pauses] | None:
+    if services.pause_flags is None and services.pauses is not None:
+        services.pause_flags = pausing.PauseFlags(services.pauses, monotonic=services.monotonic)
+    return services.pause_flags.current if services.pause_flags is not None else None
 
 
 def wait_slots(services: ApiServices) -> waiting.WaitSlots:
@@ -655,6 +696,7 @@ def _pause(kind: PauseKind, request: Request, services: ApiServices) -> PauseVie
         switch=services.switch,
         clock=services.ports.clock,
     )
+    services.pause_flags = None  # this environment's job views see the change at once (others within the TTL)
     return _pause_view(kind, name, state, made, services)
 
 
@@ -663,6 +705,7 @@ def _resume(kind: PauseKind, request: Request, services: ApiServices) -> PauseVi
     lifted = pausing.resume(
         kind, name, registry=services.ports.registry, store=_pause_services(services), switch=services.switch
     )
+    services.pause_flags = None
     return _pause_view(kind, name, None, lifted is not None, services)
 
 

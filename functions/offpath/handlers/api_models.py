@@ -81,6 +81,7 @@ JOB_EXAMPLE: dict[str, Any] = {
     "expires_at": None,
     "cancel_reason": None,
     "superseded_by": None,
+    "waiting_on": None,
 }
 _DONE_EXAMPLE = {
     **JOB_EXAMPLE,
@@ -290,6 +291,19 @@ def _attempt_error(record: AttemptRecord) -> dict[str, Any] | None:
     return {"type": record.error_type, "message": record.error, "traceback": record.traceback}
 
 
+class HoldupView(BaseModel):
+    """Why a job that is due does not start (logic/holdups.py): `paused` (its queue class or its job type),
+    `rate_limit` (its type's rate limit has no start free until `until`), `concurrency` (its type allows only so
+    many at once, and that many run: `holders` names them when the limit counts per key, the caller's own jobs)."""
+
+    model_config = _LAZY
+
+    reason: Literal["paused", "rate_limit", "concurrency"]
+    message: str
+    holders: list[str] = Field(default_factory=list)
+    until: Timestamp | None = None
+
+
 class JobView(BaseModel):
     """`payload` is the tenant's own, in the answer about one job (submit, GET /jobs/{job_id}, cancel, retry);
     null in listings and batch answers, which could otherwise grow past what a response may hold.
@@ -362,6 +376,11 @@ class JobView(BaseModel):
         "debounce key)",
     )
     superseded_by: str | None = Field(default=None, description="the later job that superseded this one")
+    waiting_on: HoldupView | None = Field(
+        default=None,
+        description="in GET /jobs/{job_id}, for a job that is due but not started: what keeps it waiting now "
+        "(a pause, its type's rate limit or concurrency limit); null when nothing does, and in every other answer",
+    )
 
     @classmethod
     def of(cls, job: Job, *, with_payload: bool = False) -> JobView:
@@ -453,6 +472,7 @@ class JobView(BaseModel):
             "expires_at": _iso_or_none(job.start_by),
             "cancel_reason": job.cancel_reason,
             "superseded_by": job.superseded_by,
+            "waiting_on": None,
         }
         return Dumped(cls, data)
 

@@ -207,6 +207,13 @@ def build_limit_store(settings: Settings, registry: Registry, overrides: Overrid
     return DynamoDbLimits(settings.table_name, client=(overrides or Overrides()).dynamodb_client())
 
 
+def build_limit_reader(settings: Settings, overrides: Overrides | None = None) -> LimitStore:
+    """The limits' items for the api, which only reads them (why a job waits, GET /jobs/{id})."""
+    from offpath.adapters.dynamodb_limits import DynamoDbLimits
+
+    return DynamoDbLimits(settings.table_name, client=(overrides or Overrides()).dynamodb_client())
+
+
 def build_pause_store(settings: Settings, overrides: Overrides | None = None) -> PauseStore:
     from offpath.adapters.dynamodb_pauses import DynamoDbPauseStore
 

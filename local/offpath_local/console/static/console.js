@@ -844,8 +844,12 @@
       const received = (event) => {
         const data = JSON.parse(event.data);
         if (job && data.job.updated_at < job.updated_at) return; // older than what the page shows
-        // An event carries the job without its payload: the page keeps the payload it read.
-        show({ ...data.job, payload: job ? job.payload : data.job.payload });
+        // An event carries the job without its payload, nor why it waits (worked out when the job is read): the
+        // page keeps what it read while the job is unchanged, and reads it again when the job changed to a state
+        // that may wait.
+        const same = job && data.job.updated_at === job.updated_at;
+        show({ ...data.job, payload: job ? job.payload : data.job.payload, waiting_on: same ? job.waiting_on : null });
+        if (!same && WAITS.has(data.job.status)) whyWaiting();
         if (FINAL.has(data.job.status) && event.type !== "job.failed") close();
       };
       for (const type of EVENT_TYPES) opened.addEventListener(type, received);
@@ -855,6 +859,11 @@
         close();
         if (!job || !FINAL.has(job.status)) polling = true;
       });
+    }
+
+    async function whyWaiting() {
+      const answer = await api("GET", `/jobs/${seg(id)}`);
+      if (answer.ok && job && answer.body.updated_at === job.updated_at) show({ ...job, waiting_on: answer.body.waiting_on });
     }
 
     async function act(label, method, path, question) {
@@ -885,6 +894,7 @@
     return { title: `Job ${id}`, node, refresh, close };
   }
 
+  const WAITS = new Set(["QUEUED", "RETRYING"]); // the states in which a due job may be held (waiting_on)
   const CHAIN_TEXT = { pending: "goes on when this job succeeds", continued: "went on to the next job", stopped: "stopped here (this job did not succeed)" };
   function jobView(job, act) {
     const id = seg(job.job_id);
@@ -932,8 +942,18 @@
       ["Next job", job.next_job_id ? link(`/jobs/${seg(job.next_job_id)}`, h("span", { class: "mono", "data-link": "next" }, job.next_job_id)) : null],
       ["Chain", job.chain ? h("span", { class: `chain chain-${job.chain}` }, CHAIN_TEXT[job.chain] || job.chain) : null],
     ].filter(([, v]) => v !== null && v !== undefined && v !== "");
+    // Why a due job does not start: a pause, its type's rate limit, or its concurrency limit with the jobs holding
+    // its key's slots.
+    const holdup = job.waiting_on
+      ? h("div", { class: "notice waiting", id: "job-waiting" }, `Waiting: ${job.waiting_on.message}`,
+        (job.waiting_on.holders || []).length
+          ? [" (running: ", job.waiting_on.holders.map((held, i) => [i ? ", " : "",
+            link(`/jobs/${seg(held)}`, h("span", { class: "mono", "data-link": "holder" }, held))]), ")"]
+          : null)
+      : null;
     return h("div", null,
       actions,
+      holdup,
       h("dl", { class: "fields" }, fields.map(([k, v]) => [h("dt", null, k), h("dd", null, v)])),
       h("h2", null, "Timeline"), timeline(job),
       job.error ? [h("h2", null, "Error"), h("pre", { class: "data mono error-text" }, job.error)] : null,
