@@ -1,15 +1,17 @@
 """Screenshots of the console for the documentation: the overview with an alarm firing, a job page with a failed
 attempt's traceback unfolded, a queue's dead letters, the jobs list's bulk panel with its preview (the count and a
-sample, before anything is asked) and a batch's page with its progress bar, each 1280 and 390 px wide.
+sample, before anything is asked), a batch's page with its progress bar and a job's page saying why it waits (its
+job type paused), each 1280 and 390 px wide.
 
     .venv/bin/python scripts/screenshots.py [OUT_DIR]      (default build/screenshots/)
 
 It starts `offpath local` on a free loopback port with an empty data directory of its own, makes those states
 through the API (jobs that succeed, two demo.poison jobs that fail for good: their messages in the default DLQ,
 whose depth alarm fires; a dozen tagged jobs due in a month for the bulk preview; a batch of five demo.echo jobs and
-one demo.poison with an on_complete callback), opens the console in Chromium (Debian's, /usr/bin/chromium: `make
-browser-deps`) and writes ten PNGs: overview-alarm-{wide,narrow}.png, job-traceback-{wide,narrow}.png,
-dlq-{wide,narrow}.png, bulk-preview-{wide,narrow}.png, batch-{wide,narrow}.png.
+one demo.poison with an on_complete callback; demo.sleep paused, with one of its jobs waiting), opens the console in
+Chromium (Debian's, /usr/bin/chromium: `make browser-deps`) and writes twelve PNGs: overview-alarm-{wide,narrow}.png,
+job-traceback-{wide,narrow}.png, dlq-{wide,narrow}.png, bulk-preview-{wide,narrow}.png, batch-{wide,narrow}.png,
+job-waiting-{wide,narrow}.png.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
+from offpath.logic.pause import PAUSE_FLAGS_TTL_S
 from offpath_local.client import ApiClient
 from offpath_tools.launcher import OffpathLocal
 
@@ -54,6 +57,7 @@ def wait_for(condition: Callable[[], T | None], what: str, timeout_s: float = WA
 class States:
     failed_job_id: str  # a job that failed for good: its page's traceback, its row in the DLQ
     batch_id: str  # a finished batch with one failed member and its on_complete callback
+    waiting_job_id: str  # a job of a paused type: its page says why it waits
 
 
 def make_states(api: ApiClient) -> States:
@@ -107,7 +111,13 @@ def make_states(api: ApiClient) -> States:
         return bool(api.call("GET", f"/batches/{batch_id}").body.get("on_complete_job_id"))
 
     wait_for(batch_called_back, f"batch {batch_id} to finish and submit its on_complete callback")
-    return States(failed_job_id=failed[0], batch_id=batch_id)
+    paused = api.call("POST", "/job-types/demo.sleep/pause", body={"reason": "the image store is being migrated"})
+    if paused.status != 200:
+        raise RuntimeError(f"pause demo.sleep: {paused.status} {paused.body}")
+    time.sleep(PAUSE_FLAGS_TTL_S + 1)  # every worker has seen the pause (each reads it at most every 10 s)
+    waiting = submit("demo.sleep", {"ms": 100})
+    wait_for(lambda: api.call("GET", f"/jobs/{waiting}").body.get("waiting_on"), f"job {waiting} to say why it waits")
+    return States(failed_job_id=failed[0], batch_id=batch_id, waiting_job_id=waiting)
 
 
 def shoot(url: str, states: States, out: Path) -> list[Path]:
@@ -129,7 +139,7 @@ def shoot(url: str, states: States, out: Path) -> list[Path]:
 
 
 def shoot_at(page: Any, url: str, states: States, out: Path, label: str) -> list[Path]:
-    """The five pages at one width, in one tab signed in with the token."""
+    """The six pages at one width, in one tab signed in with the token."""
     from playwright.sync_api import expect
 
     written: list[Path] = []
@@ -176,6 +186,11 @@ def shoot_at(page: Any, url: str, states: States, out: Path, label: str) -> list
     expect(page.locator("#batch-progress")).to_be_visible()
     expect(page.locator("main table tbody tr")).to_have_count(6, timeout=30_000)
     save("batch")
+
+    page.goto(f"{url}/console/jobs/{states.waiting_job_id}")
+    ready()
+    expect(page.locator("#job-waiting")).to_contain_text("is paused", timeout=30_000)
+    save("job-waiting")
     return written
 
 

@@ -8,6 +8,7 @@ import time
 
 from playwright.sync_api import expect
 
+from offpath.logic.pause import PAUSE_FLAGS_TTL_S
 from tests.browser.conftest import OpenConsole
 from tests.e2e.conftest import TOKEN_A, TOKEN_B, Local
 
@@ -63,6 +64,7 @@ def test_a_job_type_is_paused_from_its_page_and_a_tenant_sees_it_paused_without_
 
         # The tenant's job of the paused type says why it does not start. (Each api environment reads the pause
         # state at most every 10 s: the page is opened again until the one that answers has seen the pause.)
+        time.sleep(PAUSE_FLAGS_TTL_S + 1)  # every worker has seen the pause: none starts the job
         job_id = local.submit("demo.sleep", {"ms": 1}, token=TOKEN_B).body["job_id"]
         waiting = tenant.page.locator("#job-waiting")
         deadline = time.monotonic() + 30

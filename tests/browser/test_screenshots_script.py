@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tests.e2e.conftest import ROOT
 
-NAMES = ("overview-alarm", "job-traceback", "dlq", "bulk-preview", "batch")
+NAMES = ("overview-alarm", "job-traceback", "dlq", "bulk-preview", "batch", "job-waiting")
 
 
 def png_width(path: Path) -> int:
