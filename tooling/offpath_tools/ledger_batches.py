@@ -13,17 +13,20 @@ chain step ran exactly once, in order; every member, callback and step final (no
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from offpath_tools.ledger import FINAL, Api, LedgerRuntime, _settle
+from offpath_tools.ledger import FINAL, UNAVAILABLE, Answer, Api, LedgerRuntime, _settle
 
 FAIL_SHARE = 0.1  # members that fail (demo.poison)
 RETRY_SHARE = 0.5  # of the failing members, those that fail on their first run only and are retried by hand
 BATCH_DONE = frozenset({"COMPLETE", "SUCCEEDED"})
+# How long a submit is tried again under its key while it is answered 503 or 429.
+SUBMIT_PATIENCE_S = 120.0
 
 
 @dataclass
@@ -45,6 +48,7 @@ class BatchLedger:
     counts_wrong: list[str] = field(default_factory=list)  # GET /batches/{id} counts != members' final states
     steps_wrong: list[str] = field(default_factory=list)  # chains whose steps did not run once each, in order
     refused: int = 0
+    refusals: list[str] = field(default_factory=list)  # what each refused submit was answered (after its retries)
     faults: dict[str, int] = field(default_factory=dict)
     all_succeeded: int = 0  # batches whose members all ended SUCCEEDED
     elapsed_s: float = 0.0
@@ -73,6 +77,7 @@ class BatchLedger:
             f" {len(self.steps_wrong)}",
             f"  faults injected {faults}: {by_kind or '-'}",
             f"  {self.elapsed_s:.1f} s from the first submit until every batch and chain was done",
+            *(f"  refused {refusal}" for refusal in self.refusals),
         ]
 
 
@@ -128,20 +133,22 @@ def run_batch_ledger(
                 "on_complete": {"type": "e2e.recorded", "payload": {"kind": "on_complete", "tag": btag}},
                 "on_success": {"type": "e2e.recorded", "payload": {"kind": "on_success", "tag": btag}},
             }
-            answer = api.call("POST", "/batches", body, {"Idempotency-Key": btag})
+            answer = _submit(api, "/batches", body, btag)
             if answer.status in (200, 202):
                 ledger.batch_ids[btag] = str(answer.body["batch_id"])
             else:
                 ledger.refused += 1
+                ledger.refusals.append(f"{btag}: {answer.status} {json.dumps(answer.body)[:300]}")
         chain_ids: dict[str, str] = {}
         for c in range(chains):
             ctag = f"{tag}-c{c}"
             spec = _chain(ctag, steps)
-            answer = api.call("POST", "/jobs", spec, {"Idempotency-Key": ctag})
+            answer = _submit(api, "/jobs", spec, ctag)
             if answer.status in (200, 202):
                 chain_ids[ctag] = str(answer.body["job_id"])
             else:
                 ledger.refused += 1
+                ledger.refusals.append(f"{ctag}: {answer.status} {json.dumps(answer.body)[:300]}")
 
         # The batches complete; then the failed members planned to recover are retried by hand.
         _wait_batches(api, ledger, deadline, want_callback="on_complete_job_id")
@@ -210,6 +217,17 @@ def run_batch_ledger(
         kind = str(fault["kind"])
         ledger.faults[kind] = ledger.faults.get(kind, 0) + 1
     return ledger
+
+
+def _submit(api: Api, path: str, body: dict[str, Any], key: str) -> Answer:
+    """A patient client's submit: the same Idempotency-Key again while the answer is one to retry (a 503 or a 429,
+    after `Api.call`'s own tries), for up to SUBMIT_PATIENCE_S. A batch's submit makes a write per member: under
+    the ledger's fault rate most tries meet a fault, and each replay under the key finishes what the last began."""
+    deadline = time.monotonic() + SUBMIT_PATIENCE_S
+    while True:
+        answer = api.call("POST", path, body, {"Idempotency-Key": key})
+        if answer.status not in UNAVAILABLE or time.monotonic() >= deadline:
+            return answer
 
 
 def _wait_batches(
