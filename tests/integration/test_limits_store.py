@@ -193,3 +193,20 @@ def test_a_dead_workers_slot_frees_at_its_leases_end_and_the_waiting_job_then_ru
     )
     holders = [k for k in item if k.startswith("h_")]
     assert item["n"] == 1 and len(holders) == 1 and holders[0] in {f"h_{jobs[0]}", f"h_{jobs[1]}"}
+
+
+def test_a_job_whose_limit_cannot_be_read_is_answered_without_why_it_waits(limited: Pipeline) -> None:
+    from offpath.domain.errors import StoreUnavailableError
+
+    class Unreadable(InMemoryLimits):
+        def holders(self, scope: str) -> dict[str, tuple[int, int]]:
+            raise StoreUnavailableError("DynamoDB InternalServerError")
+
+    status, body, _ = limited.submit("demo.limited", {"account": "acme", "ms": 0})
+    assert status == 202, body
+    limited.api_services.limits = Unreadable()
+
+    code, view, _ = limited.call("GET", f"/jobs/{body['job_id']}")
+
+    assert code == 200, view
+    assert (view["status"], view["waiting_on"]) == ("QUEUED", None)

@@ -380,13 +380,17 @@ def _holdup_view(job: Job, services: ApiServices) -> HoldupView | None:
     job_type = services.ports.registry.job_type(job.type)
     if job_type is not None and job_type.limits.declared and services.limits is None and services.build_limits:
         services.limits = services.build_limits()
-    found = holdup(
-        job,
-        job_type,
-        pauses=_pauses_of(services),
-        limits=services.limits if job_type is not None and job_type.limits.declared else None,
-        now=now,
-    )
+    try:
+        found = holdup(
+            job,
+            job_type,
+            pauses=_pauses_of(services),
+            limits=services.limits if job_type is not None and job_type.limits.declared else None,
+            now=now,
+        )
+    except StoreUnavailableError:
+        logger.warning("why the job waits could not be read; answered without it", exc_info=True)
+        return None  # the job itself was read: the answer stands without the why
     if found is None:
         return None
     return HoldupView(reason=found.reason, message=found.message, holders=list(found.holders), until=found.until)
