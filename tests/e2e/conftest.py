@@ -13,6 +13,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -330,3 +332,14 @@ def local(tmp_path_factory: pytest.TempPathFactory, receiver_port: int) -> Itera
         yield Local(url=runtime.url, data_dir=runtime.data_dir, log=runtime.console)
     finally:
         runtime.stop()
+
+
+def emulator_scenario(module: str, timeout_s: float = 300) -> dict[str, Any]:
+    """Runs `python -m <module>` (a scenario that starts an emulator of its own: moto's state, and the emulator's
+    corrections to moto's classes, are per process) and returns the JSON its last line printed. The timeout is a
+    guard against a hang: the scenarios are CPU work, slow on a shared machine."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    run = subprocess.run(
+        [sys.executable, "-m", module], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout_s, check=True
+    )
+    return dict(json.loads(run.stdout.strip().splitlines()[-1]))

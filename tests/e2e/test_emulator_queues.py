@@ -3,27 +3,11 @@ server lost messages sent while another was deleted, and brought deleted ones ba
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.e2e.conftest import emulator_scenario
 
 
 def test_sends_and_deletes_at_once_on_a_long_queue_lose_no_message_and_revive_none() -> None:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    run = subprocess.run(
-        [sys.executable, "-m", "tests.e2e.emulator_queues"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,  # a guard against a hang: the race is CPU work, slow on a shared machine or beside another worker
-        check=True,
-    )
-    counts = json.loads(run.stdout.strip().splitlines()[-1])
+    counts = emulator_scenario("tests.e2e.emulator_queues")
 
     assert counts["received"] == counts["sent"], counts
     assert (counts["lost"], counts["resurrected"]) == (0, 0)
@@ -33,17 +17,7 @@ def test_a_quiet_tenants_messages_are_received_before_a_noisy_tenants_backlog() 
     """The emulator's stand-in for SQS fair queues: with 40 of tenant a's messages in flight (over 10% and at
     least 30), tenant b's newer messages come first; with 20 in flight, a is not noisy and the queue keeps its
     order."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    run = subprocess.run(
-        [sys.executable, "-m", "tests.e2e.fair_queue_scenario"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    received = json.loads(run.stdout.strip().splitlines()[-1])
+    received = emulator_scenario("tests.e2e.fair_queue_scenario", timeout_s=120)
 
     assert received["in_flight_40"] == [f"b-{n}" for n in range(5)] + [f"a-{n}" for n in range(40, 45)]
     assert received["in_flight_20"] == [f"a-{n}" for n in range(20, 30)]

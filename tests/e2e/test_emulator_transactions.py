@@ -4,27 +4,11 @@ every stream record, before each transaction: the batch ledger's thousand member
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.e2e.conftest import emulator_scenario
 
 
 def test_a_refused_transaction_changes_nothing_and_copies_only_its_own_items() -> None:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    run = subprocess.run(
-        [sys.executable, "-m", "tests.e2e.emulator_transactions"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,  # a guard against a hang
-        check=True,
-    )
-    seen = json.loads(run.stdout.strip().splitlines()[-1])
+    seen = emulator_scenario("tests.e2e.emulator_transactions")
 
     # Refused by its third write's condition: the first write and the new item are undone, no stream record stays.
     assert seen["refused"] == "ConditionalCheckFailed"
