@@ -29,8 +29,9 @@ def test_a_paused_queue_keeps_its_jobs_queued_without_an_attempt_and_runs_them_o
     time.sleep(PAUSE_FLAGS_TTL_S + 1)
     try:
         ids = [str(local.submit("demo.echo", {"n": n}).body["job_id"]) for n in range(3)]
-        # Due in 90 s of the runtime's scheduler clock (60 times real time here): it comes due while paused.
-        run_at = (datetime.now(UTC) + timedelta(seconds=90)).isoformat().replace("+00:00", "Z")
+        # Due in 10 s: in 0.2 s of the runtime's scheduler clock (60 times real time here), so it comes due while
+        # paused; its message's SQS delay is real time, and it is visible 10 s after the submit.
+        run_at = (datetime.now(UTC) + timedelta(seconds=10)).isoformat().replace("+00:00", "Z")
         delayed = local.call("POST", "/jobs", body={"type": "demo.echo", "payload": {"n": 9}, "run_at": run_at})
         assert delayed.status == 202, delayed.body
         ids.append(str(delayed.body["job_id"]))
@@ -54,8 +55,8 @@ def test_a_paused_queue_keeps_its_jobs_queued_without_an_attempt_and_runs_them_o
     assert (resumed.status, resumed.body["paused"], resumed.body["changed"]) == (200, False, True)
 
     for job_id in ids:
-        # A worker that saw the pause put the message back for PAUSED_WAIT_S; its flag cache may say paused for
-        # its TTL more: well within two minutes, on a loaded machine too.
+        # A worker that saw the pause put the message back for PAUSED_QUEUE_WAIT_S and reads the pause again before
+        # it believes it: well within two minutes, on a loaded machine too.
         job = local.wait_for_job(job_id, {"SUCCEEDED", "FAILED"}, timeout_s=150)
         assert (job["status"], job["attempts"]) == ("SUCCEEDED", 1), job
     assert wait_for(lambda: default_queue(local)["paused"] is False or None)

@@ -14,7 +14,14 @@ from offpath.domain.job import JobStatus
 from offpath.domain.pauses import Pause, PauseKind, Pauses
 from offpath.domain.ports import Ports
 from offpath.logic import pause as pausing
-from offpath.logic.pause import PAUSE_FLAGS_TTL_S, PAUSED_WAIT_S, PauseFlags, UnknownPauseTargetError
+from offpath.logic.pause import (
+    PAUSE_FLAGS_TTL_S,
+    PAUSED_QUEUE_WAIT_S,
+    PAUSED_WAIT_S,
+    QUEUE_RECHECK_S,
+    PauseFlags,
+    UnknownPauseTargetError,
+)
 from offpath.logic.process import WorkerPolicy, WorkerPorts, process_record
 from offpath_tools.clocks import ManualClock
 from offpath_tools.fakes import InMemoryJobQueue, InMemoryJobStore, RecordingMetrics
@@ -110,6 +117,7 @@ def test_a_paused_queue_classs_job_waits_too(
     flagged: WorkerPorts,
     policy: WorkerPolicy,
     store: InMemoryJobStore,
+    queue: InMemoryJobQueue,
     pauses: InMemoryPauseStore,
     clock: ManualClock,
 ) -> None:
@@ -118,6 +126,47 @@ def test_a_paused_queue_classs_job_waits_too(
 
     assert process_record(delivery_of(job), flagged, policy, unbounded) is False
     assert store.get(job.job_id, tenant=job.tenant).attempt == 0
+    # Its message arrives only while polling is being switched: it looks again soon, not after a type's wait.
+    assert [c.timeout_s for c in queue.visibility_changes] == [PAUSED_QUEUE_WAIT_S]
+
+
+def test_a_resumed_queues_job_runs_at_once_though_the_worker_read_the_pause_a_moment_before(
+    ports: Ports,
+    flagged: WorkerPorts,
+    policy: WorkerPolicy,
+    store: InMemoryJobStore,
+    pauses: InMemoryPauseStore,
+    clock: ManualClock,
+    ticks: Ticks,
+) -> None:
+    """A resume switches polling on, then lifts the pause item: a worker may read the item between the two. The next
+    message of its queue class makes it read the item again (after QUEUE_RECHECK_S), not wait out its 10 s cache."""
+    first, second = submitted(ports), submitted(ports)
+    pauses.pause(Pause("queue", "default", clock.now()))
+    assert process_record(delivery_of(first), flagged, policy, unbounded) is False  # read: paused
+    pauses.resume("queue", "default")
+
+    ticks.now += QUEUE_RECHECK_S
+    assert process_record(delivery_of(second, "m-2"), flagged, policy, unbounded) is True
+
+    assert store.get(second.job_id, tenant=second.tenant).status is JobStatus.SUCCEEDED
+    assert flagged.pauses.reads == 2  # type: ignore[union-attr]
+
+
+def test_a_paused_job_types_flag_is_not_read_again_before_its_cache_ends(
+    ports: Ports,
+    flagged: WorkerPorts,
+    policy: WorkerPolicy,
+    pauses: InMemoryPauseStore,
+    clock: ManualClock,
+    ticks: Ticks,
+) -> None:
+    pause_type(pauses, clock)
+    for n in range(3):
+        ticks.now += QUEUE_RECHECK_S
+        assert process_record(delivery_of(submitted(ports), f"m-{n}"), flagged, policy, unbounded) is False
+
+    assert flagged.pauses.reads == 1  # type: ignore[union-attr]
 
 
 def test_on_its_last_receives_a_waiting_message_is_replaced_by_a_delayed_fresh_copy(

@@ -10,8 +10,9 @@ class whose mapping is still on has its jobs' messages sent back unclaimed, as a
 
 The worker reads the item through `PauseFlags`, cached for `PAUSE_FLAGS_TTL_S` per execution environment: one
 GetItem per environment every 10 s, shared by every job it runs; a pause or a resume reaches every worker within
-that bound. A paused job's message comes back after `PAUSED_WAIT_S`, so a resumed job starts within
-PAUSE_FLAGS_TTL_S + PAUSED_WAIT_S.
+that bound. A paused job type's message comes back after `PAUSED_WAIT_S`, so a resumed job type's jobs start
+within PAUSE_FLAGS_TTL_S + PAUSED_WAIT_S; a paused queue class's, which arrives only while its polling is being
+switched, after `PAUSED_QUEUE_WAIT_S`, and the worker reads the item again before it believes that pause.
 """
 
 from __future__ import annotations
@@ -35,8 +36,14 @@ logger = logging.getLogger("offpath.pause")
 
 # How stale a worker's view of the pauses may be (seconds): its cached flag is read again after this long.
 PAUSE_FLAGS_TTL_S = 10.0
-# A paused job's message comes back after this long (SQS visibility), unclaimed.
+# A paused job type's message comes back after this long (SQS visibility), unclaimed.
 PAUSED_WAIT_S = 30
+# A paused queue class's message reaches a worker only while its polling is being switched (a pause whose switch
+# is still settling, or a resume that switched polling on a moment before it lifted the item): it comes back
+# sooner, and the worker reads the pause item again (at most once per QUEUE_RECHECK_S) before it believes a pause
+# of its own queue class. A resumed queue's jobs then start within seconds, not after PAUSED_WAIT_S.
+PAUSED_QUEUE_WAIT_S = 5
+QUEUE_RECHECK_S = 1.0
 
 
 class UnknownPauseTargetError(OffpathError):
@@ -106,6 +113,7 @@ class PauseFlags:
         self.monotonic = monotonic
         self._view = Pauses()
         self._until = float("-inf")
+        self._read_at = float("-inf")  # when the item was last read (or a read was tried)
         self._lock = threading.Lock()
         self.reads = 0
 
@@ -114,6 +122,7 @@ class PauseFlags:
             now = self.monotonic()
             if now < self._until:
                 return self._view
+            self._read_at = now
             try:
                 self.reads += 1
                 self._view = self.store.pauses()
@@ -127,10 +136,20 @@ class PauseFlags:
         """Why a job of this type on this worker's queue class waits (None: it does not)."""
         view = self.current()
         if self.queue is not None and self.queue in view.queues:
+            view = self._again()
+        if self.queue is not None and self.queue in view.queues:
             return f"queue {self.queue} is paused"
         if job_type in view.job_types:
             return f"job type {job_type} is paused"
         return None
+
+    def _again(self) -> Pauses:
+        """The view read again if it is older than QUEUE_RECHECK_S: a message of a queue class the view says is
+        paused arrived, so its polling is on, and the pause may have been lifted since the view was read."""
+        with self._lock:
+            if self.monotonic() - self._read_at >= QUEUE_RECHECK_S:
+                self._until = float("-inf")
+        return self.current()
 
 
 def paused(message: Any, job_type: Any, ports: Any, *, now: datetime) -> Wait | None:
@@ -143,5 +162,6 @@ def paused(message: Any, job_type: Any, ports: Any, *, now: datetime) -> Wait | 
         return None
     from offpath.logic.admission import Wait
 
-    logger.info("the job waits: %s", why, extra={"retry_in_s": PAUSED_WAIT_S})
-    return Wait(PAUSED_WAIT_S, "paused")
+    wait_s = PAUSED_QUEUE_WAIT_S if why.startswith("queue ") else PAUSED_WAIT_S
+    logger.info("the job waits: %s", why, extra={"retry_in_s": wait_s})
+    return Wait(wait_s, "paused")
