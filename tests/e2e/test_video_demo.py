@@ -35,7 +35,7 @@ def test_the_readme_video_pipeline_transcodes_fans_out_thumbnails_and_notifies_o
         "SUCCEEDED",
         "demo.thumbnails",
         transcode_id,
-    )
+    ), (thumbnails["error"], thumbnails["attempt_history"])
     batch_id = thumbnails["result"]["batch_id"]
 
     def complete() -> dict[str, Any] | None:

@@ -160,7 +160,7 @@ def transcode(payload: TranscodePayload, ctx: JobContext) -> dict[str, Any]:
     "demo.thumbnails",
     payload=ThumbnailsPayload,
     max_attempts=3,
-    timeout_s=10,
+    timeout_s=30,  # it submits up to 20 jobs and a callback: a few writes each
     backoff_base_s=BASE_S,
     backoff_cap_s=CAP_S,
 )
