@@ -104,10 +104,12 @@ class _Turn:
 
 
 class ApiFunction:
-    """The api function. Powertools' HTTP resolver keeps the request it is handling in a class
-    attribute shared by every resolver in the process (on Lambda one environment serves one request
-    at a time), so requests are handled one at a time here, whatever `environments` says: two at once
-    could route one caller's request with another caller's event."""
+    """The api function (or the read function: the job reads' own), with `environments` execution environments.
+    As on Lambda, an environment serves one request at a time and requests run in as many at once: each
+    environment has its own copy of the handler's services (its own metrics buffer, and what a route builds on
+    its first call), the handler keeps no request in anything the environments share (its router and logging
+    context are per call), and a request waiting for a job (`GET /jobs/{id}?wait=N`) holds its environment while
+    it waits, as it does on Lambda (the read function has more environments than a tenant may hold waits)."""
 
     def __init__(
         self,
@@ -137,8 +139,10 @@ class ApiFunction:
             base = dataclasses.replace(base, webhooks=dataclasses.replace(hooks, resolver=resolver or hooks.resolver))
         # Clients that adapters create on first use are created now, on one thread.
         base.monitor.stats()
-        self._services = dataclasses.replace(observed(base, events, "api", tap), sleep=self._pause)
-        self._one_at_a_time = threading.Lock()
+        # One environment per thread of the executor: a running request always finds one free.
+        self._environments: queue.Queue[Any] = queue.Queue()
+        for _ in range(max(1, environments)):
+            self._environments.put(observed(base, events, "api", tap))
         self._executor = ThreadPoolExecutor(max(1, environments), thread_name_prefix="api")
 
     def invoke(self, event: dict[str, Any], timeout_s: float) -> dict[str, Any]:
@@ -156,22 +160,16 @@ class ApiFunction:
 
     def _run(self, event: dict[str, Any], turn: _Turn | None = None) -> dict[str, Any] | None:
         # The function's role in the stack (api, or read: the job reads' own function), as its calls are recorded.
-        with self._one_at_a_time, invocation(self.name.rsplit("-", 1)[-1]):
-            if turn is not None and not turn.start():
-                return None
-            context = LocalLambdaContext(self.name, API_TIMEOUT_S)
-            result: dict[str, Any] = self._module.handler(event, context, services=self._services)
-            return result
-
-    def _pause(self, seconds: float) -> None:
-        """A request waiting for a job (`GET /jobs/{id}?wait=N`) lets the others in while it pauses between
-        its reads, as on Lambda, where it holds an execution environment of its own; it runs on when it has
-        the function again."""
-        self._one_at_a_time.release()
+        if turn is not None and not turn.start():
+            return None
+        services = self._environments.get()
         try:
-            time.sleep(seconds)
+            with invocation(self.name.rsplit("-", 1)[-1]):
+                context = LocalLambdaContext(self.name, API_TIMEOUT_S)
+                result: dict[str, Any] = self._module.handler(event, context, services=services)
+                return result
         finally:
-            self._one_at_a_time.acquire()
+            self._environments.put(services)
 
     def stop(self) -> None:
         """Requests already running finish (the gateway has stopped taking new ones)."""

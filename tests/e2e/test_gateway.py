@@ -282,6 +282,7 @@ def test_a_function_that_raises_is_answered_500_in_the_envelope() -> None:
 
 
 def test_a_request_answered_503_while_it_waited_for_the_function_never_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    import queue
     import threading
     import types
 
@@ -289,10 +290,12 @@ def test_a_request_answered_503_while_it_waited_for_the_function_never_runs(monk
     from offpath_local.functions import ApiFunction
 
     ran: list[str] = []
-    api = ApiFunction.__new__(ApiFunction)  # the api function's queue, in front of a handler that records its runs
-    api.name, api._services = "api", None
-    api._one_at_a_time = threading.Lock()
-    api._executor = ThreadPoolExecutor(2)
+    # The api function with one environment, in front of a handler that records its runs.
+    api = ApiFunction.__new__(ApiFunction)
+    api.name = "api"
+    api._environments = queue.Queue()
+    api._environments.put(None)
+    api._executor = ThreadPoolExecutor(1)
     api._module = types.SimpleNamespace(
         handler=lambda event, context, services: ran.append(event["body"]) or {"statusCode": 202, "body": "{}"}
     )
@@ -300,11 +303,14 @@ def test_a_request_answered_503_while_it_waited_for_the_function_never_runs(monk
     server = Gateway(api.invoke, Authorizer({TENANT_A: TOKEN_A}), port=0)
     server.start()
     local = Local(server.url, Path(), Path())
+    busy = threading.Event()
     try:
-        with api._one_at_a_time:  # the function is busy for longer than the integration timeout
-            refused = local.call("POST", "/jobs", token=TOKEN_A, body={"n": "refused"})
+        api._executor.submit(busy.wait)  # its one environment is busy for longer than the integration timeout
+        refused = local.call("POST", "/jobs", token=TOKEN_A, body={"n": "refused"})
+        busy.set()
         accepted = local.call("POST", "/jobs", token=TOKEN_A, body={"n": "accepted"})
     finally:
+        busy.set()
         server.stop()
         api._executor.shutdown(wait=True)
 

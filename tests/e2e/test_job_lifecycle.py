@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -108,6 +109,35 @@ def test_a_tenant_cannot_see_another_tenants_jobs(target: Target) -> None:
     assert job_id not in {j["job_id"] for j in listed.body["jobs"]}
 
 
+@pytest.mark.needs("tenant_b")
+def test_concurrent_submits_of_two_tenants_each_get_their_own_job(target: Target) -> None:
+    """The api's environments answer at once (locally: threads of one process, each with its own services):
+    no request is answered with another's job, tenant or payload."""
+    per_tenant = 12
+    answers: dict[tuple[str, int], Any] = {}
+
+    def submit(tenant: str, n: int) -> None:
+        answers[(tenant, n)] = target.submit("demo.echo", {"tenant": tenant, "n": n}, tenant=tenant)
+
+    threads = [threading.Thread(target=submit, args=(t, n)) for n in range(per_tenant) for t in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert {key: answer.status for key, answer in answers.items()} == {key: 202 for key in answers}
+    assert len({answer.body["job_id"] for answer in answers.values()}) == 2 * per_tenant
+    for (tenant, n), answer in answers.items():
+        job_id = answer.body["job_id"]
+        job = target.wait_for(
+            lambda: _if_final(target.job(job_id, tenant=tenant)),
+            timeout_s=40,
+        )
+        assert (job["status"], job["result"]) == ("SUCCEEDED", {"tenant": tenant, "n": n})
+        other = "b" if tenant == "a" else "a"
+        assert target.call("GET", f"/jobs/{answer.body['job_id']}", tenant=other).status == 404
+
+
 def test_a_scheduled_job_can_be_cancelled_before_it_runs(target: Target) -> None:
     run_at = (datetime.now(UTC) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
     submitted = target.call("POST", "/jobs", body={"type": "demo.echo", "payload": {}, "run_at": run_at})
@@ -138,3 +168,7 @@ def test_an_invalid_traceparent_is_ignored_and_the_job_gets_a_trace_of_its_own(t
     assert submitted.status == 202
     assert len(submitted.body["trace_id"]) == 32
     assert submitted.body["trace_id"] != "not"
+
+
+def _if_final(job: dict[str, Any]) -> dict[str, Any] | None:
+    return job if job["status"] in {"SUCCEEDED", "FAILED"} else None
