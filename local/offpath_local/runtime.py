@@ -477,7 +477,7 @@ class LocalRuntime:
     def _start_notices(self, settings: Any, resources: Resources) -> None:
         if resources.stream_arn:
             self.streams = StreamPlayer(
-                self.emulator.client("dynamodbstreams"),
+                self.emulator.stream_reader(),
                 resources.stream_arn,
                 NotifierFunction(settings, self.data_dir),
                 function_name=notifier_function_name(self.config.prefix),

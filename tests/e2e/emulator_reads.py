@@ -86,6 +86,8 @@ def stream_answers(dynamodb: Any, streams: Any, table_name: str) -> dict[str, An
     """The stream's records as a client reads them, answered both ways from the same shard."""
     from moto.dynamodbstreams.responses import DynamoDBStreamsHandler
 
+    from offpath_local.emulator import StreamReader
+
     dynamodb.put_item(TableName=table_name, Item={**key_of("ODD"), **ODD_ITEM})
     dynamodb.update_item(
         TableName=table_name,
@@ -102,6 +104,12 @@ def stream_answers(dynamodb: Any, streams: Any, table_name: str) -> dict[str, An
         return {"records": answer["Records"], "has_next": bool(answer.get("NextShardIterator"))}
 
     as_they_are = read()
+    reader = StreamReader()
+    in_process = reader.get_records(
+        ShardIterator=reader.get_shard_iterator(
+            StreamArn=stream_arn, ShardId=shard_id, ShardIteratorType="TRIM_HORIZON"
+        )["ShardIterator"]
+    )
     corrected = DynamoDBStreamsHandler.get_records
     DynamoDBStreamsHandler.get_records = DynamoDBStreamsHandler.moto_get_records
     try:
@@ -109,8 +117,25 @@ def stream_answers(dynamodb: Any, streams: Any, table_name: str) -> dict[str, An
     finally:
         DynamoDBStreamsHandler.get_records = corrected
     odd = [record for record in as_they_are["records"] if record["dynamodb"]["Keys"] == key_of("ODD")]
+    # Read in this process, then again from where that read ended: nothing more.
+    again = reader.get_records(ShardIterator=in_process["NextShardIterator"])
+    for record in in_process["Records"]:  # what the player does with a record changes nothing in moto's
+        record["dynamodb"]["NewImage"] = {"changed": {"S": "by the reader"}}
+    reread = reader.get_records(
+        ShardIterator=reader.get_shard_iterator(
+            StreamArn=stream_arn, ShardId=shard_id, ShardIteratorType="TRIM_HORIZON"
+        )["ShardIterator"]
+    )
     return {
         "same_answer": as_they_are == by_moto,
+        "same_in_process": reread["Records"] == as_they_are["records"],
+        "in_process_records": len(in_process["Records"]),
+        "nothing_more": again["Records"],
+        "latest_is_empty": reader.get_records(
+            ShardIterator=reader.get_shard_iterator(StreamArn=stream_arn, ShardId=shard_id, ShardIteratorType="LATEST")[
+                "ShardIterator"
+            ]
+        )["Records"],
         "records": len(as_they_are["records"]),
         "has_next": as_they_are["has_next"],
         "odd_events": [record["eventName"] for record in odd],
