@@ -7,16 +7,21 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hmac
 import json
 import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from standardwebhooks import Webhook
+
+# Standard Webhooks' tolerance between a request's timestamp and its receiver's clock.
+SIGNATURE_TOLERANCE_S = 5 * 60
 
 
 @dataclass(frozen=True)
@@ -26,6 +31,7 @@ class Received:
     body: str
     at: float  # time.monotonic()
     status: int = 0  # what the receiver answered
+    received_at: float = field(default_factory=time.time)  # the wall clock's time of arrival
 
     @property
     def event(self) -> dict[str, Any]:
@@ -37,11 +43,19 @@ class Received:
         return self.headers["webhook-id"]
 
     def verified_by(self, secret: str) -> bool:
+        """As the receiver would have verified it when it arrived: its timestamp within Standard Webhooks' 5 minutes
+        of that moment (not of now: a run longer than 5 minutes checks its first deliveries after that long), and
+        one of its v1 signatures the one `standardwebhooks` makes with `secret`."""
+        headers = {key.lower(): value for key, value in self.headers.items()}
         try:
-            Webhook(secret).verify(self.body, self.headers)
+            timestamp = datetime.fromtimestamp(float(headers["webhook-timestamp"]), tz=UTC)
+            if abs(timestamp.timestamp() - self.received_at) > SIGNATURE_TOLERANCE_S:
+                return False
+            expected = Webhook(secret).sign(msg_id=headers["webhook-id"], timestamp=timestamp, data=self.body)
         except Exception:
             return False
-        return True
+        given = headers.get("webhook-signature", "").split(" ")
+        return any(hmac.compare_digest(expected, signature) for signature in given if signature.startswith("v1,"))
 
 
 @dataclass
