@@ -10,6 +10,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -244,16 +245,17 @@ def test_an_admin_lists_the_system_tenants_jobs(target: Target, capsys: pytest.C
 
 
 def test_submit_with_tags_and_list_by_tag(target: Target, capsys: pytest.CaptureFixture[str]) -> None:
-    assert run(target, "submit", "demo.echo", "--tag", "customer=cli-tags", "--tag", "tier=gold", "--json") == OK
+    customer = f"cli-tags-{uuid.uuid4().hex[:8]}"  # this run's own: a live target keeps earlier runs' jobs
+    assert run(target, "submit", "demo.echo", "--tag", f"customer={customer}", "--tag", "tier=gold", "--json") == OK
     job_id = json.loads(capsys.readouterr().out)["job_id"]
 
-    assert run(target, "jobs", "--tag", "customer:cli-tags", "--json") == OK
+    assert run(target, "jobs", "--tag", f"customer:{customer}", "--json") == OK
     listed = json.loads(capsys.readouterr().out)["jobs"]
     assert run(target, "status", job_id) == OK
     shown = capsys.readouterr().out
 
     assert [job["job_id"] for job in listed] == [job_id]
-    assert "customer=cli-tags, tier=gold" in shown
+    assert f"customer={customer}, tier=gold" in shown
 
 
 def test_pause_and_resume_a_job_type_print_its_state(target: Target, capsys: pytest.CaptureFixture[str]) -> None:
