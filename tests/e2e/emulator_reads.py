@@ -14,6 +14,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from offpath.adapters.dynamodb_store import key_of
+from tests.e2e.emulator_start import emulator_with_jobs_table
 
 # Every kind of attribute value a stream image may hold, a non-ASCII string and a binary one among them.
 ODD_ITEM = {
@@ -30,20 +31,10 @@ SET_BOTH = "SET a = :a, b = :b, updated_at = :now REMOVE gone"
 
 
 def main() -> None:
-    from offpath.jobs import load_job_types
-    from offpath_local.emulator import Emulator
-    from offpath_local.resources import create_resources
-
-    emulator = Emulator()
-    emulator.start()
-    try:
-        dynamodb = emulator.client("dynamodb")
-        table_name = create_resources(dynamodb, emulator.client("sqs"), load_job_types(demo=True)).table_name
+    with emulator_with_jobs_table() as (emulator, dynamodb, table_name):
         seen = updates(dynamodb, table_name)
         seen |= stream_answers(dynamodb, emulator.client("dynamodbstreams"), table_name)
         print(json.dumps(seen, default=str))
-    finally:
-        emulator.stop()
 
 
 def updates(dynamodb: Any, table_name: str) -> dict[str, Any]:

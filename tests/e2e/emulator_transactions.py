@@ -12,23 +12,16 @@ import json
 from typing import Any
 
 from offpath.adapters.dynamodb_store import key_of
+from tests.e2e.emulator_start import emulator_with_jobs_table
 
 ITEMS = 2_000
 
 
 def main() -> None:
-    from offpath.jobs import load_job_types
-    from offpath_local.emulator import Emulator, _dynamodb_backend
-    from offpath_local.resources import create_resources
+    from offpath_local.emulator import _dynamodb_backend
 
-    emulator = Emulator()
-    emulator.start()
-    try:
-        dynamodb = emulator.client("dynamodb")
-        table_name = create_resources(dynamodb, emulator.client("sqs"), load_job_types(demo=True)).table_name
+    with emulator_with_jobs_table() as (_, dynamodb, table_name):
         print(json.dumps(transactions(dynamodb, table_name, lambda: _dynamodb_backend().tables[table_name])))
-    finally:
-        emulator.stop()
 
 
 def transactions(dynamodb: Any, table_name: str, table: Any) -> dict[str, Any]:
