@@ -320,6 +320,62 @@ def test_a_retried_attempt_that_submits_again_gets_the_same_child(
     assert JobView.of(child).parent_job_id == parent.job_id
 
 
+def test_a_child_belongs_to_its_parents_tenant_and_trace(
+    ports: Ports, worker_ports: WorkerPorts, store: InMemoryJobStore, scripted: ScriptedJob, policy: WorkerPolicy
+) -> None:
+    scripted.action = lambda payload, ctx: ctx.submit(SCRIPTED_TYPE, {}, key="k")
+    job = submitted(ports, tenant="tenant-b", trace_id="trace-of-the-parent")
+
+    assert process_record(delivery_of(job), worker_ports, policy, unbounded)
+
+    [child] = [c for c in store.jobs() if c.parent_job_id == job.job_id]
+    assert (child.tenant, child.trace_id) == ("tenant-b", "trace-of-the-parent")
+
+
+def test_two_parents_submitting_under_the_same_key_make_two_children(
+    ports: Ports, worker_ports: WorkerPorts, store: InMemoryJobStore, scripted: ScriptedJob, policy: WorkerPolicy
+) -> None:
+    scripted.action = lambda payload, ctx: ctx.submit(SCRIPTED_TYPE, {}, key="welcome")
+    parents = [submitted(ports, payload={"parent": i}) for i in range(2)]
+
+    for parent in parents:
+        assert run(parent, worker_ports, policy)
+
+    assert [len(children_of(store, parent)) for parent in parents] == [1, 1]
+
+
+@pytest.mark.parametrize("key", ["", "k" * 256])
+def test_a_child_key_of_no_or_too_many_characters_fails_the_job_saying_so(
+    ports: Ports,
+    worker_ports: WorkerPorts,
+    store: InMemoryJobStore,
+    scripted: ScriptedJob,
+    policy: WorkerPolicy,
+    key: str,
+) -> None:
+    scripted.action = lambda payload, ctx: ctx.submit(SCRIPTED_TYPE, {}, key=key)
+    job = submitted(ports)
+
+    assert run(job, worker_ports, policy)
+
+    failed = stored(store, job.job_id)
+    assert failed.status is JobStatus.FAILED
+    assert "ctx.submit's key must be 1 to 255 characters" in (failed.error or "")
+    assert children_of(store, job) == []
+
+
+def test_a_child_key_of_the_longest_length_is_accepted(
+    ports: Ports, worker_ports: WorkerPorts, store: InMemoryJobStore, scripted: ScriptedJob, policy: WorkerPolicy
+) -> None:
+    scripted.action = lambda payload, ctx: ctx.submit(SCRIPTED_TYPE, {}, key="k" * 255)
+    job = submitted(ports)
+
+    assert run(job, worker_ports, policy)
+
+    assert stored(store, job.job_id).status is JobStatus.SUCCEEDED
+    assert len(children_of(store, job)) == 1
+
+
 def test_children_under_different_keys_are_different_jobs(
     ports: Ports, worker_ports: WorkerPorts, store: InMemoryJobStore, scripted: ScriptedJob, policy: WorkerPolicy
 ) -> None:
@@ -367,7 +423,9 @@ def test_the_same_key_for_another_payload_is_refused(
 
     assert run(job, worker_ports, policy)
 
-    assert stored(store, job.job_id).status is JobStatus.FAILED
+    failed = stored(store, job.job_id)
+    assert failed.status is JobStatus.FAILED
+    assert "ctx.submit: key 'same' was used for another type or payload by an earlier attempt" in (failed.error or "")
     assert len(children_of(store, job)) == 1
 
 

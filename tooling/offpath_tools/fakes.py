@@ -577,17 +577,21 @@ class InMemoryJobQueue:
 
 
 class RecordingMetrics:
-    """Metrics summed by name (all dimensions together); thread-safe."""
+    """Metrics summed by name (all dimensions together), and by name, queue and job type (`dimensioned`, what a
+    dashboard's per-queue and per-type graphs show); thread-safe."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.counts: dict[str, float] = {}
+        self.dimensioned: dict[tuple[str, str, str], float] = {}
         self.timings: dict[str, list[float]] = {}
         self.flushes = 0
 
     def count(self, name: str, value: float = 1, *, queue: str, job_type: str) -> None:
         with self._lock:
             self.counts[name] = self.counts.get(name, 0) + value
+            key = (name, queue, job_type)
+            self.dimensioned[key] = self.dimensioned.get(key, 0) + value
 
     def milliseconds(self, name: str, value: float, *, queue: str, job_type: str) -> None:
         with self._lock:
