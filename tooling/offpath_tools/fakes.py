@@ -72,6 +72,11 @@ class InMemoryJobStore:
         with self._lock:
             self._faults.setdefault(operation, []).append(error)
 
+    def drop_debounce_records(self) -> None:
+        """Every debounce record is gone, as DynamoDB's time to live removes one after its window."""
+        with self._lock:
+            self._debounce.clear()
+
     def put(self, job: Job) -> Job:
         """Store a job as it is, bypassing every rule (to set up a test's starting state)."""
         with self._lock:
