@@ -578,6 +578,27 @@ class InMemoryJobQueue:
             return found[0].message if found else None
 
 
+class InMemoryScheduler:
+    """A JobScheduler: the one-time schedules by job id; `failing` makes every call fail as the service would."""
+
+    def __init__(self) -> None:
+        self.schedules: dict[str, Job] = {}
+        self.failing = False
+
+    def create_one_time(self, job: Job) -> None:
+        if self.failing:
+            raise QueueUnavailableError("EventBridge Scheduler unavailable (injected)")
+        self.schedules[job.job_id] = job
+
+    def exists(self, job_id: str) -> bool:
+        return job_id in self.schedules
+
+    def delete_one_time(self, job_id: str) -> None:
+        if self.failing:
+            raise QueueUnavailableError("EventBridge Scheduler unavailable (injected)")
+        self.schedules.pop(job_id, None)
+
+
 # -- metrics ------------------------------------------------------------------------------------
 
 
