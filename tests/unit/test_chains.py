@@ -510,3 +510,14 @@ def test_a_parent_past_its_retention_reads_as_its_id_without_a_result(
     assert run(second, worker_ports, policy)
 
     assert (seen[0].job_id, seen[0].result) == (first.job_id, None)
+
+
+def test_the_next_job_of_a_chain_gets_its_steps_payload(
+    ports: Ports, worker_ports: WorkerPorts, store: InMemoryJobStore, policy: WorkerPolicy
+) -> None:
+    first = submitted(ports, then=step(payload={"size": "large"}, then=step()))
+
+    assert run(first, worker_ports, policy)
+
+    second = stored(store, stored(store, first.job_id).next_job_id or "")
+    assert (second.payload, second.then) == ({"size": "large"}, step())

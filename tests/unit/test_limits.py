@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import random
-from datetime import timedelta
+from datetime import date, timedelta
 from typing import Any
 
 import pytest
@@ -576,3 +576,55 @@ def test_a_keys_scope_is_the_type_and_32_hex_of_the_tenant_and_key_as_the_limit_
     job_ = dataclasses.replace(_a_job(), tenant="tenant-a", payload={"account": "acme"})
 
     assert scope_of(limited, job_) == "test.limited#85d6081786132ae64cf78a1614e9855d"
+
+
+# -- the policy's edges -----------------------------------------------------------------------------------------------
+
+
+def test_a_key_that_is_not_text_is_its_compact_sorted_json_and_no_value_is_the_key_nothing() -> None:
+    by_function = limits_of(concurrency_key=lambda p: p["key"], max_concurrency=1, rate_limit=None)
+
+    assert by_function.key_of({"key": {"b": 1, "a": [1, 2]}}) == '{"a":[1,2],"b":1}'
+    assert by_function.key_of({"key": date(2026, 3, 1)}) == '"2026-03-01"'
+    assert by_function.key_of({"key": None}) == ""
+    assert Limits().key_of({"account": "acme"}) == ""
+    assert limits_of(concurrency_key="region", max_concurrency=1, rate_limit=None).key_of(Account(account="a")) == ""
+
+
+def test_the_largest_concurrency_and_the_fastest_rate_are_accepted() -> None:
+    assert limits_of(concurrency_key=None, max_concurrency=100, rate_limit="10000/s").max_concurrency == 100
+
+
+@pytest.mark.parametrize(
+    ("declared", "says"),
+    [
+        ({"concurrency_key": "account"}, "concurrency_key needs max_concurrency or rate_limit (the limit it keys)"),
+        (
+            {"concurrency_key": 7, "max_concurrency": 2},
+            "concurrency_key must be a payload field path or a function of the payload",
+        ),
+        (
+            {"concurrency_key": "no such field " + "x" * 60, "max_concurrency": 2},
+            f"concurrency_key {'no such field ' + 'x' * 46!r}: a payload field path ('account', 'customer.id')",
+        ),
+    ],
+)
+def test_a_limit_declared_wrongly_says_why_in_full(declared: dict[str, Any], says: str) -> None:
+    with pytest.raises(LimitSpecError) as refused:
+        limits_of(**{"concurrency_key": None, "max_concurrency": None, "rate_limit": None, **declared})
+
+    assert str(refused.value) == says
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        (10, "rate_limit '10': write it as COUNT/UNIT, UNIT one of s, m, h ('10/s')"),
+        ("x" * 50, f"rate_limit {'x' * 40!r}: write it as COUNT/UNIT, UNIT one of s, m, h ('10/s')"),
+    ],
+)
+def test_a_rate_limit_written_wrongly_says_how_to_write_it(text: Any, says: str) -> None:
+    with pytest.raises(LimitSpecError) as refused:
+        parse_rate_limit(text)
+
+    assert str(refused.value) == says

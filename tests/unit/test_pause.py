@@ -350,3 +350,12 @@ def test_a_worker_whose_first_read_fails_runs_its_jobs_and_tries_again_a_second_
     [logged] = caplog.records
     assert logged.getMessage() == "the pause flags could not be read; the last view stands"
     assert logged.exc_info is not None and isinstance(logged.exc_info[1], StoreUnavailableError)
+
+
+def test_the_pause_in_force_is_found_by_kind_and_name() -> None:
+    queue = Pause("queue", "default", datetime(2026, 12, 2))
+    kind = Pause("job_type", "default", datetime(2026, 12, 3))
+    view = Pauses(queues={"default": queue}, job_types={"default": kind})
+
+    assert (view.of("queue", "default"), view.of("job_type", "default")) == (queue, kind)
+    assert (view.of("queue", "other"), Pauses().of("job_type", "default")) == (None, None)
