@@ -70,6 +70,12 @@ def _rename(item: pytest.Item, nodeid: str) -> None:
         item._nodeid = nodeid
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """The record's directory exists at every session's start: `make mutation` (mutmut) runs several sessions in one
+    process, and the end of each removes the directory the process's recorder writes to."""
+    Path(os.environ[aws_calls.ENV]).mkdir(parents=True, exist_ok=True)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Every AWS call a function made in this session must be in docs/aws_calls.json (`make iam-check` proves
     those against the stack's roles): a call missing from it fails the session, naming how to add it."""

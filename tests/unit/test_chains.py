@@ -3,6 +3,7 @@ the follow-up of the parent's success (also after a crash, by the sweeper), and 
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 from typing import Any
 
@@ -10,17 +11,26 @@ import pytest
 
 from offpath.domain.chain import MAX_CHAIN_STEPS, chain_state
 from offpath.domain.context import JobContext
-from offpath.domain.errors import InvalidRequestError, PermanentError, StoreUnavailableError
+from offpath.domain.errors import InvalidRequestError, JobConflictError, PermanentError, StoreUnavailableError
+from offpath.domain.ids import derived_job_id
 from offpath.domain.job import Job, JobStatus
 from offpath.domain.ports import Ports
 from offpath.domain.quotas import QuotaExceededError
 from offpath.handlers.api_models import JobView
-from offpath.logic.followups import FOLLOWUP_GRACE, run_followups
+from offpath.logic.followups import FOLLOWUP_GRACE, MADE_JOB_GRACE, run_followups, settle
 from offpath.logic.process import WorkerPolicy, WorkerPorts, process_record
+from offpath.logic.submit import payload_hash
 from offpath.logic.sweep import SweepPolicy, sweep
 from offpath_tools.clocks import ManualClock
-from offpath_tools.fakes import SCRIPTED_TYPE, STRICT_TYPE, InMemoryJobQueue, InMemoryJobStore, ScriptedJob
-from tests.unit.conftest import TENANT, delivery_of, submitted, unbounded
+from offpath_tools.fakes import (
+    SCRIPTED_TYPE,
+    STRICT_TYPE,
+    InMemoryJobQueue,
+    InMemoryJobStore,
+    RecordingMetrics,
+    ScriptedJob,
+)
+from tests.unit.conftest import START, TENANT, delivery_of, submitted, unbounded
 
 
 def step(job_type: str = SCRIPTED_TYPE, payload: dict[str, Any] | None = None, then: Any = None) -> dict[str, Any]:
@@ -320,6 +330,62 @@ def test_a_retried_attempt_that_submits_again_gets_the_same_child(
     assert JobView.of(child).parent_job_id == parent.job_id
 
 
+def test_a_child_belongs_to_its_parents_tenant_and_trace(
+    ports: Ports, worker_ports: WorkerPorts, store: InMemoryJobStore, scripted: ScriptedJob, policy: WorkerPolicy
+) -> None:
+    scripted.action = lambda payload, ctx: ctx.submit(SCRIPTED_TYPE, {}, key="k")
+    job = submitted(ports, tenant="tenant-b", trace_id="trace-of-the-parent")
+
+    assert process_record(delivery_of(job), worker_ports, policy, unbounded)
+
+    [child] = [c for c in store.jobs() if c.parent_job_id == job.job_id]
+    assert (child.tenant, child.trace_id) == ("tenant-b", "trace-of-the-parent")
+
+
+def test_two_parents_submitting_under_the_same_key_make_two_children(
+    ports: Ports, worker_ports: WorkerPorts, store: InMemoryJobStore, scripted: ScriptedJob, policy: WorkerPolicy
+) -> None:
+    scripted.action = lambda payload, ctx: ctx.submit(SCRIPTED_TYPE, {}, key="welcome")
+    parents = [submitted(ports, payload={"parent": i}) for i in range(2)]
+
+    for parent in parents:
+        assert run(parent, worker_ports, policy)
+
+    assert [len(children_of(store, parent)) for parent in parents] == [1, 1]
+
+
+@pytest.mark.parametrize("key", ["", "k" * 256])
+def test_a_child_key_of_no_or_too_many_characters_fails_the_job_saying_so(
+    ports: Ports,
+    worker_ports: WorkerPorts,
+    store: InMemoryJobStore,
+    scripted: ScriptedJob,
+    policy: WorkerPolicy,
+    key: str,
+) -> None:
+    scripted.action = lambda payload, ctx: ctx.submit(SCRIPTED_TYPE, {}, key=key)
+    job = submitted(ports)
+
+    assert run(job, worker_ports, policy)
+
+    failed = stored(store, job.job_id)
+    assert failed.status is JobStatus.FAILED
+    assert "ctx.submit's key must be 1 to 255 characters" in (failed.error or "")
+    assert children_of(store, job) == []
+
+
+def test_a_child_key_of_the_longest_length_is_accepted(
+    ports: Ports, worker_ports: WorkerPorts, store: InMemoryJobStore, scripted: ScriptedJob, policy: WorkerPolicy
+) -> None:
+    scripted.action = lambda payload, ctx: ctx.submit(SCRIPTED_TYPE, {}, key="k" * 255)
+    job = submitted(ports)
+
+    assert run(job, worker_ports, policy)
+
+    assert stored(store, job.job_id).status is JobStatus.SUCCEEDED
+    assert len(children_of(store, job)) == 1
+
+
 def test_children_under_different_keys_are_different_jobs(
     ports: Ports, worker_ports: WorkerPorts, store: InMemoryJobStore, scripted: ScriptedJob, policy: WorkerPolicy
 ) -> None:
@@ -367,7 +433,9 @@ def test_the_same_key_for_another_payload_is_refused(
 
     assert run(job, worker_ports, policy)
 
-    assert stored(store, job.job_id).status is JobStatus.FAILED
+    failed = stored(store, job.job_id)
+    assert failed.status is JobStatus.FAILED
+    assert "ctx.submit: key 'same' was used for another type or payload by an earlier attempt" in (failed.error or "")
     assert len(children_of(store, job)) == 1
 
 
@@ -452,3 +520,165 @@ def test_a_parent_past_its_retention_reads_as_its_id_without_a_result(
     assert run(second, worker_ports, policy)
 
     assert (seen[0].job_id, seen[0].result) == (first.job_id, None)
+
+
+def test_the_next_job_of_a_chain_gets_its_steps_payload(
+    ports: Ports, worker_ports: WorkerPorts, store: InMemoryJobStore, policy: WorkerPolicy
+) -> None:
+    first = submitted(ports, then=step(payload={"size": "large"}, then=step()))
+
+    assert run(first, worker_ports, policy)
+
+    second = stored(store, stored(store, first.job_id).next_job_id or "")
+    assert (second.payload, second.then) == ({"size": "large"}, step())
+
+
+# -- the follow-up that makes the next job, and settling ---------------------------------------------------------------
+
+
+def succeeded_step(
+    store: InMemoryJobStore, then: Any = None, status: JobStatus = JobStatus.SUCCEEDED, **changes: Any
+) -> Job:
+    """A chain step written SUCCEEDED by its worker, its follow-ups not run yet (it is in the sweep index)."""
+    from tests.unit.conftest import a_job
+
+    fields: dict[str, Any] = {
+        "then": then if then is not None else step(payload={"n": 2}),
+        "next_job_id": derived_job_id(START + timedelta(seconds=5), "next"),
+        "sweep_at": START + FOLLOWUP_GRACE,
+        "trace_id": "trace-1",
+        "result": {"n": 1},
+        **changes,
+    }
+    return store.put(a_job(status, **fields))
+
+
+def test_the_next_job_is_made_as_its_submit_would_be_under_the_id_its_parent_fixed(
+    ports: Ports,
+    store: InMemoryJobStore,
+    queue: InMemoryJobQueue,
+    clock: ManualClock,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    parent = succeeded_step(store)
+    queue.fail_sends(1)  # its message is left to the sweeper: the job waits in the sweep index
+
+    with caplog.at_level(logging.INFO, logger="offpath.followups"):
+        assert settle(parent, ports, now=clock.now()) is True
+
+    made = stored(store, parent.next_job_id or "")
+    assert (made.type, made.queue, made.payload, made.payload_hash) == (
+        SCRIPTED_TYPE,
+        "default",
+        {"n": 2},
+        payload_hash(SCRIPTED_TYPE, {"n": 2}),
+    )
+    assert (made.created_at, made.updated_at, made.sweep_at) == (
+        START + timedelta(seconds=5),
+        clock.now(),
+        clock.now() + MADE_JOB_GRACE,
+    )
+    assert (made.submission_id, made.trace_id, made.parent_job_id) == (
+        f"then:{parent.job_id}",
+        "trace-1",
+        parent.job_id,
+    )
+    logged = [
+        (r.getMessage(), getattr(r, "next_job_id", None)) for r in caplog.records if r.name == "offpath.followups"
+    ]
+    assert logged == [("the chain's next job submitted", parent.next_job_id)]
+
+
+def test_a_next_job_type_no_longer_deployed_stops_the_chain_and_is_counted(
+    ports: Ports,
+    store: InMemoryJobStore,
+    clock: ManualClock,
+    metrics: RecordingMetrics,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    parent = succeeded_step(store, then=step("gone.since.then"))
+
+    with caplog.at_level(logging.ERROR, logger="offpath.followups"):
+        run_followups(parent, ports, now=clock.now())
+
+    assert [r.getMessage() for r in caplog.records] == [
+        "the chain's next job type gone.since.then is not in this deployment; the chain stops here"
+    ]
+    assert metrics.dimensioned == {("ChainStepsDropped", parent.queue, "gone.since.then"): 1}
+    assert store.get(parent.next_job_id or "", tenant=parent.tenant) is None
+
+
+def test_a_chain_step_without_its_next_jobs_id_stops_the_chain_saying_so(
+    ports: Ports, store: InMemoryJobStore, clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    parent = succeeded_step(store, next_job_id=None)
+
+    with caplog.at_level(logging.ERROR, logger="offpath.followups"):
+        run_followups(parent, ports, now=clock.now())
+
+    assert [r.getMessage() for r in caplog.records] == [
+        "a succeeded chain step without its next job's id; the chain stops here"
+    ]
+
+
+def test_a_failed_chain_step_has_no_next_job_and_nothing_to_say(
+    ports: Ports, store: InMemoryJobStore, clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    parent = succeeded_step(store, status=JobStatus.FAILED, next_job_id=None)
+
+    with caplog.at_level(logging.INFO, logger="offpath.followups"):
+        run_followups(parent, ports, now=clock.now())
+
+    assert caplog.records == []
+    assert len(store.jobs()) == 1
+
+
+def test_follow_ups_that_fail_leave_the_job_to_the_sweeper_and_are_counted(
+    ports: Ports,
+    store: InMemoryJobStore,
+    clock: ManualClock,
+    metrics: RecordingMetrics,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    parent = succeeded_step(store)
+    store.fail_next("create", StoreUnavailableError("down"))
+
+    with caplog.at_level(logging.WARNING, logger="offpath.followups"):
+        assert settle(parent, ports, now=clock.now()) is False
+
+    [logged] = caplog.records
+    assert logged.getMessage() == "the job's follow-ups did not run; the sweeper runs them"
+    assert logged.exc_info is not None and isinstance(logged.exc_info[1], StoreUnavailableError)
+    assert metrics.dimensioned == {("FollowupsDeferred", parent.queue, parent.type): 1}
+    assert stored(store, parent.job_id).sweep_at == parent.sweep_at
+
+
+@pytest.mark.parametrize(
+    ("error", "level", "says"),
+    [
+        (JobConflictError(None, "settled"), logging.INFO, "the job's follow-ups were already settled"),
+        (
+            StoreUnavailableError("down"),
+            logging.WARNING,
+            "the job's follow-ups ran; it stays in the sweep index until a sweep",
+        ),
+    ],
+)
+def test_follow_ups_that_ran_but_were_not_cleared_say_why(
+    ports: Ports,
+    store: InMemoryJobStore,
+    clock: ManualClock,
+    caplog: pytest.LogCaptureFixture,
+    error: Exception,
+    level: int,
+    says: str,
+) -> None:
+    parent = succeeded_step(store)
+    store.fail_next("clear_followups", error)
+
+    with caplog.at_level(logging.INFO, logger="offpath.followups"):
+        assert settle(parent, ports, now=clock.now()) is True
+
+    [logged] = [r for r in caplog.records if r.levelno >= logging.INFO and "follow-ups" in r.getMessage()]
+    assert (logged.levelno, logged.getMessage()) == (level, says)
+    assert (logged.exc_info is not None) == (level == logging.WARNING)

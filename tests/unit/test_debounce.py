@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import itertools
+import logging
 from datetime import timedelta
 from typing import Any
 
@@ -172,3 +173,124 @@ def test_batch_items_are_debounced_as_single_submits(ports: Ports, store: InMemo
     later = item.submitted.job
     assert (stored(store, earlier).status, stored(store, earlier).superseded_by) == (JobStatus.CANCELLED, later.job_id)
     assert later.run_at == START + timedelta(seconds=2)
+
+
+# -- what the operator sees: logs and metrics -------------------------------------------------------------------
+
+
+def test_a_supersede_is_counted_and_logged_and_the_superseded_job_kept_for_the_retention(
+    ports: Ports,
+    store: InMemoryJobStore,
+    clock: ManualClock,
+    metrics: RecordingMetrics,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    first = debounced(ports)
+    clock.advance(1)
+
+    with caplog.at_level(logging.INFO, logger="offpath.logic.debounce"):
+        second = debounced(ports)
+
+    assert stored(store, first).expires_at == clock.now() + SubmitPolicy().retention
+    assert metrics.dimensioned[("JobsSuperseded", first.queue, first.type)] == 1
+    [logged] = caplog.records
+    assert logged.getMessage() == "debounced job superseded"
+    assert (logged.superseded, logged.superseded_by) == (first.job_id, second.job_id)  # type: ignore[attr-defined]
+
+
+def test_a_debounce_record_not_written_is_a_warning_and_counted(
+    ports: Ports, store: InMemoryJobStore, metrics: RecordingMetrics, caplog: pytest.LogCaptureFixture
+) -> None:
+    store.fail_next("swap_debounce", StoreUnavailableError("down"))
+
+    with caplog.at_level(logging.WARNING, logger="offpath.logic.debounce"):
+        job = debounced(ports)
+
+    assert [r.getMessage() for r in caplog.records] == [
+        "debounce record not written; an earlier job under the key may run too"
+    ]
+    assert metrics.dimensioned == {("DebounceFailed", job.queue, job.type): 1}
+
+
+def test_a_superseded_job_not_cancelled_runs_too_and_the_operator_is_told(
+    ports: Ports, store: InMemoryJobStore, metrics: RecordingMetrics, caplog: pytest.LogCaptureFixture
+) -> None:
+    first = debounced(ports)
+    store.fail_next("cancel", StoreUnavailableError("down"))
+
+    with caplog.at_level(logging.WARNING, logger="offpath.logic.debounce"):
+        second = debounced(ports)
+
+    assert (stored(store, first).status, stored(store, second).status) == (JobStatus.QUEUED, JobStatus.QUEUED)
+    [logged] = caplog.records
+    assert logged.getMessage() == "the superseded job was not cancelled; it may run too"
+    assert logged.superseded == first.job_id  # type: ignore[attr-defined]
+    assert metrics.dimensioned == {("DebounceFailed", first.queue, first.type): 1}
+
+
+# -- naming the survivor when a superseded job's message comes --------------------------------------------------
+
+
+def test_a_job_submitted_exactly_at_the_end_of_the_first_window_still_counts_as_its_burst(
+    ports: Ports, worker_ports: WorkerPorts, policy: WorkerPolicy, store: InMemoryJobStore, clock: ManualClock
+) -> None:
+    first = debounced(ports)
+    clock.advance(1.5)
+    debounced(ports)
+    clock.advance(0.5)  # first's window ends now; the second's has not
+    third = debounced(ports)
+
+    assert process_record(delivery_of(first), worker_ports, policy, unbounded) is True
+
+    assert stored(store, first).superseded_by == third.job_id
+
+
+def test_a_superseded_job_that_names_the_survivor_already_costs_no_write(
+    ports: Ports, worker_ports: WorkerPorts, policy: WorkerPolicy, store: InMemoryJobStore, clock: ManualClock
+) -> None:
+    first = debounced(ports)
+    second = debounced(ports)
+    clock.advance(2)
+    writes = len(store.writes)
+
+    assert process_record(delivery_of(first), worker_ports, policy, unbounded) is True
+
+    assert stored(store, first).superseded_by == second.job_id
+    assert "name_survivor" not in store.writes[writes:]
+
+
+def test_a_superseded_job_whose_burst_record_is_gone_keeps_its_name(
+    ports: Ports, worker_ports: WorkerPorts, policy: WorkerPolicy, store: InMemoryJobStore, clock: ManualClock
+) -> None:
+    first = debounced(ports)
+    second = debounced(ports)
+    store.drop_debounce_records()
+    clock.advance(2)
+
+    assert process_record(delivery_of(first), worker_ports, policy, unbounded) is True
+
+    assert stored(store, first).superseded_by == second.job_id
+
+
+def test_a_survivor_not_named_is_a_warning_with_its_cause_and_counted(
+    ports: Ports,
+    worker_ports: WorkerPorts,
+    policy: WorkerPolicy,
+    store: InMemoryJobStore,
+    clock: ManualClock,
+    metrics: RecordingMetrics,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    first = debounced(ports)
+    second = debounced(ports)
+    clock.advance(2)
+    store.fail_next("debounce_record", StoreUnavailableError("down"))
+
+    with caplog.at_level(logging.WARNING, logger="offpath.logic.debounce"):
+        assert process_record(delivery_of(first), worker_ports, policy, unbounded) is True
+
+    assert stored(store, first).superseded_by == second.job_id
+    [logged] = [r for r in caplog.records if r.name == "offpath.logic.debounce"]
+    assert logged.getMessage() == "a superseded job's survivor was not named"
+    assert logged.exc_info is not None and isinstance(logged.exc_info[1], StoreUnavailableError)
+    assert metrics.dimensioned[("DebounceFailed", first.queue, first.type)] == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 
 import pytest
@@ -69,6 +70,26 @@ def test_an_expiry_that_could_never_hold_is_refused_naming_the_field(
     assert says in str(refused.value)
 
 
+@pytest.mark.parametrize(
+    ("given", "says"),
+    [
+        ({"expires_at": iso(0)}, "expires_at must be in the future"),
+        ({"expires_at": iso(30), "run_at": iso(30)}, "expires_at must be after run_at (the job could never start)"),
+    ],
+)
+def test_a_refused_expiry_says_why_in_full(ports: Ports, given: dict[str, str], says: str) -> None:
+    with pytest.raises(InvalidRequestError) as refused:
+        submitted(ports, **given)
+
+    assert str(refused.value) == says
+
+
+def test_an_expiry_exactly_the_retention_ahead_is_accepted(ports: Ports) -> None:
+    job = submitted(ports, expires_at=iso(7 * 24 * 3600))
+
+    assert job.start_by == START + timedelta(days=7)
+
+
 def test_an_expiry_in_an_offset_is_the_same_moment_in_utc(ports: Ports) -> None:
     job = submitted(ports, expires_at="2026-03-01T13:01:00+01:00")
 
@@ -109,8 +130,26 @@ def test_a_job_whose_expiry_passed_before_its_claim_ends_expired_unrun_and_its_m
     assert (expired.status, expired.attempt, expired.started_at) == (JobStatus.EXPIRED, 0, None)
     assert expired.finished_at == clock.now() and expired.expires_at == clock.now() + policy.retention
     assert scripted.runs_of(job.job_id) == 0
-    assert metrics.counts["JobsExpiredUnrun"] == 1
+    assert metrics.dimensioned == {("JobsExpiredUnrun", job.queue, job.type): 1}
     assert "claim" not in store.writes
+
+
+def test_the_worker_logs_that_it_expired_a_job_unrun_and_when(
+    ports: Ports,
+    worker_ports: WorkerPorts,
+    policy: WorkerPolicy,
+    clock: ManualClock,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    job = submitted(ports, expires_at=iso(5))
+    clock.advance(6)
+
+    with caplog.at_level(logging.INFO, logger="offpath.worker"):
+        process_record(delivery_of(job), worker_ports, policy, unbounded)
+
+    [logged] = [r for r in caplog.records if "expired" in r.getMessage()]
+    assert logged.getMessage() == "job expired before it started; acknowledged without running"
+    assert logged.expired_at == clock.now().isoformat()  # type: ignore[attr-defined]
 
 
 def test_a_job_delivered_before_its_expiry_runs(

@@ -142,3 +142,19 @@ def test_a_retrying_job_past_its_next_attempt_is_due_and_can_be_held() -> None:
     retrying = job(9, JobStatus.RETRYING, next_attempt_at=START - timedelta(seconds=1))
 
     assert holdup(retrying, typed(max_concurrency=1), pauses=lambda: paused, limits=None, now=START) is not None
+
+
+def test_a_retrying_job_whose_next_attempt_is_now_is_due() -> None:
+    paused = Pauses(job_types={"test.limited": Pause("job_type", "test.limited", START)})
+    retrying = job(9, JobStatus.RETRYING, next_attempt_at=START)
+
+    assert holdup(retrying, typed(max_concurrency=1), pauses=lambda: paused, limits=None, now=START) is not None
+
+
+def test_a_holder_whose_time_ends_now_holds_nothing() -> None:
+    job_type = typed(max_concurrency=1)
+    limits = InMemoryLimits()
+    scope = scope_of(job_type, job())
+    limits.acquire(scope, job_id=job(1).job_id, attempt=1, until_us=NOW_US, now_us=NOW_US - S, limit=1)
+
+    assert holdup(job(9), job_type, pauses=nothing_paused, limits=limits, now=START) is None

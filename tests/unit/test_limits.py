@@ -4,19 +4,23 @@ in-memory limit store (the DynamoDB one: tests/integration/test_limits_store.py)
 from __future__ import annotations
 
 import dataclasses
-from datetime import timedelta
+import logging
+import random
+from datetime import date, timedelta
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
 from offpath.domain.backoff import Backoff
-from offpath.domain.errors import RegistryError
+from offpath.domain.errors import RegistryError, StoreUnavailableError
 from offpath.domain.job import JobStatus
 from offpath.domain.limits import Limits, LimitSpecError, limits_of, parse_rate_limit
-from offpath.domain.ports import Ports
-from offpath.domain.registry import REGISTRY, JobType, Registry, job
-from offpath.logic.limits import lease_bound_s, scope_of
+from offpath.domain.ports import JobMessage, Ports
+from offpath.domain.registry import LEASE_MARGIN_S, REGISTRY, JobType, Registry, job
+from offpath.logic.admission import Wait, admit
+from offpath.logic.holdups import Holdup, holdup
+from offpath.logic.limits import lease_bound_s, release_slot, scope_of
 from offpath.logic.process import Delivery, WorkerPolicy, WorkerPorts, process_record
 from offpath_tools.clocks import ManualClock
 from offpath_tools.fakes import (
@@ -318,3 +322,309 @@ def _a_job() -> Any:
     from tests.unit.conftest import a_job
 
     return a_job()
+
+
+# -- admission's steps, one by one ----------------------------------------------------------------------------------
+
+
+class Named(BaseModel):
+    account: str | None = None
+
+
+class Strict(BaseModel):
+    account: str
+    required_since_v2: int
+
+
+def add(registry: Registry, scripted: ScriptedJob, name: str, declared: Limits, model: Any = AnyPayload) -> JobType:
+    job_type = JobType(name, scripted, model, "default", 3, 10, Backoff(), limits=declared)
+    registry.add_job_type(job_type)
+    return job_type
+
+
+def test_admission_given_a_message_reads_the_job_and_counts_it_under_its_key(
+    ports: Ports, limited_ports: WorkerPorts, clock: ManualClock, limits: InMemoryLimits
+) -> None:
+    job_type = limited_ports.registry.job_types[LIMITED]
+    jobs = [submitted(ports, LIMITED, {"account": "acme", "n": n}) for n in range(3)]
+    other = submitted(ports, LIMITED, {"account": "globex"})
+
+    verdicts = [admit(JobMessage.of(j), job_type, limited_ports, now=clock.now()) for j in [*jobs, other]]
+
+    assert verdicts == [None, None, Wait(2, "concurrency"), None]
+    assert limits.held(scope_of(job_type, other)) == {other.job_id: 1}
+
+
+def test_a_keyed_rate_limit_given_a_message_reads_the_job_and_spends_its_keys_bucket(
+    ports: Ports, limited_ports: WorkerPorts, clock: ManualClock
+) -> None:
+    job_type = limited_ports.registry.job_types[RATED]
+    jobs = [submitted(ports, RATED, {"account": "acme", "n": n}) for n in range(3)]
+    other = submitted(ports, RATED, {"account": "globex"})
+
+    verdicts = [admit(JobMessage.of(j), job_type, limited_ports, now=clock.now()) for j in [*jobs, other]]
+
+    assert verdicts == [None, None, Wait(1, "rate_limit"), None]
+
+
+def test_admission_lets_a_job_not_written_or_already_final_go_to_the_claim_holding_nothing(
+    ports: Ports, limited_ports: WorkerPorts, store: InMemoryJobStore, clock: ManualClock, limits: InMemoryLimits
+) -> None:
+    job_type = limited_ports.registry.job_types[UNKEYED]
+    done = submitted(ports, UNKEYED, {})
+    store.put(dataclasses.replace(done, status=JobStatus.SUCCEEDED))
+    missing = dataclasses.replace(done, job_id="f" * 32)
+
+    assert admit(JobMessage.of(missing), job_type, limited_ports, now=clock.now()) is None
+    assert admit(JobMessage.of(done), job_type, limited_ports, now=clock.now()) is None
+    assert limits.held(UNKEYED) == {}
+
+
+def test_an_unkeyed_rate_limit_reads_no_job_and_says_why_its_job_waits(
+    ports: Ports,
+    registry: Registry,
+    scripted: ScriptedJob,
+    limited_ports: WorkerPorts,
+    store: InMemoryJobStore,
+    clock: ManualClock,
+) -> None:
+    job_type = add(
+        registry,
+        scripted,
+        "test.rated.unkeyed",
+        limits_of(concurrency_key=None, max_concurrency=None, rate_limit="1/s"),
+    )
+    first, second = (submitted(ports, job_type.name, {}) for _ in range(2))
+    reads = len(store.reads)
+
+    verdicts = [admit(JobMessage.of(j), job_type, limited_ports, now=clock.now()) for j in (first, second)]
+
+    assert verdicts == [None, Wait(1, "rate_limit")]
+    assert store.reads[reads:] == []
+
+
+def test_the_job_page_sees_the_rate_admission_spent(
+    ports: Ports, limited_ports: WorkerPorts, clock: ManualClock, limits: InMemoryLimits
+) -> None:
+    job_type = limited_ports.registry.job_types[RATED]
+    jobs = [submitted(ports, RATED, {"account": "acme", "n": n}) for n in range(3)]
+    for j in jobs[:2]:
+        assert admit(j, job_type, limited_ports, now=clock.now()) is None
+
+    held = holdup(jobs[2], job_type, pauses=None, limits=limits, now=clock.now())
+
+    assert held == Holdup(
+        "rate_limit",
+        "rate limit 2/s for its key: the next start is free in 1 s",
+        until=clock.now() + timedelta(seconds=0.5),
+    )
+
+
+def test_a_holder_whose_time_is_up_within_the_second_makes_the_job_look_again_in_a_second(
+    ports: Ports, limited_ports: WorkerPorts, clock: ManualClock, limits: InMemoryLimits
+) -> None:
+    now_us = int(clock.now().timestamp() * 1_000_000)
+    limits.acquire(UNKEYED, job_id="holder", attempt=1, until_us=now_us + 500_000, now_us=now_us, limit=1)
+    job_ = submitted(ports, UNKEYED, {})
+
+    verdict = admit(job_, limited_ports.registry.job_types[UNKEYED], limited_ports, now=clock.now())
+
+    assert verdict == Wait(1, "concurrency")
+
+
+def test_a_job_over_its_concurrency_looks_again_in_one_or_two_seconds_drawn_at_random(
+    ports: Ports, limited_ports: WorkerPorts, clock: ManualClock
+) -> None:
+    drawing = dataclasses.replace(limited_ports, rng=random.Random(7))
+    job_type = drawing.registry.job_types[UNKEYED]
+    first, second = submitted(ports, UNKEYED, {}), submitted(ports, UNKEYED, {})
+    assert admit(first, job_type, drawing, now=clock.now()) is None
+
+    verdict = admit(second, job_type, drawing, now=clock.now())
+
+    assert isinstance(verdict, Wait) and verdict.reason == "concurrency" and verdict.seconds in (1, 2)
+
+
+def test_a_dead_workers_slot_is_held_a_second_past_its_leases_latest_end(
+    ports: Ports, limited_ports: WorkerPorts, clock: ManualClock
+) -> None:
+    dead, waiting = submitted(ports, UNKEYED, {}), submitted(ports, UNKEYED, {})
+    run_claim_and_die(dead, limited_ports, clock)
+    timeout = limited_ports.registry.worker_timeout_s("default")
+
+    clock.advance(timeout + LEASE_MARGIN_S)
+    assert run(delivery_of(waiting, "m-2"), limited_ports) is False
+    clock.advance(1)
+    assert run(delivery_of(waiting, "m-2"), limited_ports) is True
+
+
+def test_a_claim_that_did_not_happen_gives_back_the_slot_taken_for_it(
+    ports: Ports, limited_ports: WorkerPorts, clock: ManualClock, limits: InMemoryLimits
+) -> None:
+    job_type = limited_ports.registry.job_types[UNKEYED]
+    job_ = submitted(ports, UNKEYED, {})
+    assert admit(job_, job_type, limited_ports, now=clock.now()) is None
+    assert limits.held(UNKEYED) == {job_.job_id: 1}
+
+    release_slot(job_, job_type, limited_ports, attempt=1)
+
+    assert limits.held(UNKEYED) == {}
+
+
+@pytest.mark.parametrize(
+    ("status", "attempt", "slot"), [(JobStatus.QUEUED, 0, 1), (JobStatus.RETRYING, 2, 3), (JobStatus.FAILED, 3, 1)]
+)
+def test_a_slot_is_held_for_the_attempt_the_claim_takes(
+    ports: Ports,
+    limited_ports: WorkerPorts,
+    store: InMemoryJobStore,
+    clock: ManualClock,
+    limits: InMemoryLimits,
+    status: JobStatus,
+    attempt: int,
+    slot: int,
+) -> None:
+    job_ = store.put(dataclasses.replace(submitted(ports, UNKEYED, {}), status=status, attempt=attempt))
+
+    assert admit(job_, limited_ports.registry.job_types[UNKEYED], limited_ports, now=clock.now()) is None
+
+    assert limits.held(UNKEYED) == {job_.job_id: slot}
+
+
+class Unreleasable(InMemoryLimits):
+    def release(self, scope: str, *, job_id: str, attempt: int) -> None:
+        raise StoreUnavailableError("limits table unavailable")
+
+
+def test_a_slot_not_released_is_logged_and_frees_when_its_time_is_up(
+    ports: Ports, limited_ports: WorkerPorts, caplog: pytest.LogCaptureFixture
+) -> None:
+    job_ = submitted(ports, UNKEYED, {})
+    failing = dataclasses.replace(limited_ports, limits=Unreleasable())
+
+    with caplog.at_level(logging.ERROR, logger="offpath.worker"):
+        release_slot(job_, failing.registry.job_types[UNKEYED], failing, attempt=1)
+
+    [logged] = caplog.records
+    assert logged.getMessage() == "the job's concurrency slot could not be released; it frees when its time is up"
+    assert logged.exc_info is not None
+
+
+def test_a_job_whose_key_cannot_be_computed_counts_under_the_key_nothing_and_says_so(
+    ports: Ports,
+    registry: Registry,
+    scripted: ScriptedJob,
+    limited_ports: WorkerPorts,
+    clock: ManualClock,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    job_type = add(
+        registry,
+        scripted,
+        "test.by_function",
+        limits_of(concurrency_key=lambda p: p.account.upper(), max_concurrency=1, rate_limit=None),
+        Named,
+    )
+    empty_key, no_key = submitted(ports, job_type.name, {"account": ""}), submitted(ports, job_type.name, {})
+    assert admit(empty_key, job_type, limited_ports, now=clock.now()) is None
+
+    with caplog.at_level(logging.WARNING, logger="offpath.worker"):
+        verdict = admit(no_key, job_type, limited_ports, now=clock.now())
+
+    assert isinstance(verdict, Wait) and verdict.reason == "concurrency"
+    assert [r.getMessage() for r in caplog.records] == [
+        "the job's concurrency key could not be computed; it counts under the key ''"
+    ]
+
+
+def test_a_key_function_reads_the_payload_as_its_model(
+    ports: Ports, registry: Registry, scripted: ScriptedJob, limited_ports: WorkerPorts, clock: ManualClock
+) -> None:
+    job_type = add(
+        registry,
+        scripted,
+        "test.by_function",
+        limits_of(concurrency_key=lambda p: p.account.upper(), max_concurrency=1, rate_limit=None),
+        Named,
+    )
+    acme, globex = (
+        submitted(ports, job_type.name, {"account": "acme"}),
+        submitted(ports, job_type.name, {"account": "b"}),
+    )
+
+    assert [admit(j, job_type, limited_ports, now=clock.now()) for j in (acme, globex)] == [None, None]
+
+
+def test_a_field_key_reads_the_stored_payload_even_one_its_model_no_longer_takes(
+    ports: Ports, registry: Registry, scripted: ScriptedJob, store: InMemoryJobStore, limited_ports: WorkerPorts
+) -> None:
+    job_type = add(
+        registry,
+        scripted,
+        "test.by_field",
+        limits_of(concurrency_key="account", max_concurrency=1, rate_limit=None),
+        Strict,
+    )
+    made = [submitted(ports, job_type.name, {"account": a, "required_since_v2": 1}) for a in ("acme", "globex")]
+    older = [store.put(dataclasses.replace(j, payload={"account": j.payload["account"]})) for j in made]
+
+    assert len({scope_of(job_type, j) for j in older}) == 2
+
+
+def test_a_keys_scope_is_the_type_and_32_hex_of_the_tenant_and_key_as_the_limit_tables_items_hold_it() -> None:
+    limited = JobType(LIMITED, lambda p, c: None, AnyPayload, "default", 3, 10, Backoff(), limits=keyed(2))
+    job_ = dataclasses.replace(_a_job(), tenant="tenant-a", payload={"account": "acme"})
+
+    assert scope_of(limited, job_) == "test.limited#85d6081786132ae64cf78a1614e9855d"
+
+
+# -- the policy's edges -----------------------------------------------------------------------------------------------
+
+
+def test_a_key_that_is_not_text_is_its_compact_sorted_json_and_no_value_is_the_key_nothing() -> None:
+    by_function = limits_of(concurrency_key=lambda p: p["key"], max_concurrency=1, rate_limit=None)
+
+    assert by_function.key_of({"key": {"b": 1, "a": [1, 2]}}) == '{"a":[1,2],"b":1}'
+    assert by_function.key_of({"key": date(2026, 3, 1)}) == '"2026-03-01"'
+    assert by_function.key_of({"key": None}) == ""
+    assert Limits().key_of({"account": "acme"}) == ""
+    assert limits_of(concurrency_key="region", max_concurrency=1, rate_limit=None).key_of(Account(account="a")) == ""
+
+
+def test_the_largest_concurrency_and_the_fastest_rate_are_accepted() -> None:
+    assert limits_of(concurrency_key=None, max_concurrency=100, rate_limit="10000/s").max_concurrency == 100
+
+
+@pytest.mark.parametrize(
+    ("declared", "says"),
+    [
+        ({"concurrency_key": "account"}, "concurrency_key needs max_concurrency or rate_limit (the limit it keys)"),
+        (
+            {"concurrency_key": 7, "max_concurrency": 2},
+            "concurrency_key must be a payload field path or a function of the payload",
+        ),
+        (
+            {"concurrency_key": "no such field " + "x" * 60, "max_concurrency": 2},
+            f"concurrency_key {'no such field ' + 'x' * 46!r}: a payload field path ('account', 'customer.id')",
+        ),
+    ],
+)
+def test_a_limit_declared_wrongly_says_why_in_full(declared: dict[str, Any], says: str) -> None:
+    with pytest.raises(LimitSpecError) as refused:
+        limits_of(**{"concurrency_key": None, "max_concurrency": None, "rate_limit": None, **declared})
+
+    assert str(refused.value) == says
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        (10, "rate_limit '10': write it as COUNT/UNIT, UNIT one of s, m, h ('10/s')"),
+        ("x" * 50, f"rate_limit {'x' * 40!r}: write it as COUNT/UNIT, UNIT one of s, m, h ('10/s')"),
+    ],
+)
+def test_a_rate_limit_written_wrongly_says_how_to_write_it(text: Any, says: str) -> None:
+    with pytest.raises(LimitSpecError) as refused:
+        parse_rate_limit(text)
+
+    assert str(refused.value) == says

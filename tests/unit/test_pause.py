@@ -5,6 +5,7 @@ worker's view of the pauses is cached for 10 s and outlives a store outage; the 
 from __future__ import annotations
 
 import dataclasses
+import logging
 from datetime import datetime
 
 import pytest
@@ -14,6 +15,7 @@ from offpath.domain.job import JobStatus
 from offpath.domain.pauses import Pause, PauseKind, Pauses
 from offpath.domain.ports import Ports
 from offpath.logic import pause as pausing
+from offpath.logic.admission import Wait
 from offpath.logic.pause import (
     PAUSE_FLAGS_TTL_S,
     PAUSED_QUEUE_WAIT_S,
@@ -277,3 +279,83 @@ def test_a_job_type_pause_switches_nothing_and_an_unknown_name_is_refused(
         pausing.pause("queue", "nope", reason=None, registry=ports.registry, store=pauses, switch=switch, clock=clock)
     with pytest.raises(UnknownPauseTargetError):
         pausing.resume("job_type", "nope", registry=ports.registry, store=pauses, switch=switch)
+
+
+@pytest.mark.parametrize(("kind", "says"), [("queue", "no such queue"), ("job_type", "no such job type")])
+def test_an_unknown_name_is_refused_saying_what_was_not_found(
+    ports: Ports, pauses: InMemoryPauseStore, clock: ManualClock, kind: PauseKind, says: str
+) -> None:
+    with pytest.raises(UnknownPauseTargetError) as refused:
+        pausing.pause(kind, "nope", reason=None, registry=ports.registry, store=pauses, switch=None, clock=clock)
+
+    assert (str(refused.value), refused.value.kind) == (says, kind)
+
+
+def test_a_pause_is_dated_and_a_pause_and_a_resume_are_logged(
+    ports: Ports, pauses: InMemoryPauseStore, clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger="offpath.pause"):
+        state, _ = pausing.pause(
+            "queue", "default", reason=None, registry=ports.registry, store=pauses, switch=None, clock=clock
+        )
+        pausing.resume("queue", "default", registry=ports.registry, store=pauses, switch=None)
+        pausing.resume("queue", "default", registry=ports.registry, store=pauses, switch=None)
+
+    assert state.paused_at == clock.now()
+    logged = [(r.getMessage(), getattr(r, "new", None), getattr(r, "was_paused", None)) for r in caplog.records]
+    assert logged == [
+        ("queue default paused", True, None),
+        ("queue default resumed", None, True),
+        ("queue default resumed", None, False),
+    ]
+
+
+def test_a_job_type_resume_switches_nothing(ports: Ports, pauses: InMemoryPauseStore, clock: ManualClock) -> None:
+    switch = RecordingSwitch()
+    pause_type(pauses, clock)
+
+    pausing.resume("job_type", SCRIPTED_TYPE, registry=ports.registry, store=pauses, switch=switch)
+
+    assert switch.applied == []
+
+
+def test_a_paused_job_waits_with_the_reason_paused_and_the_worker_says_why(
+    flagged: WorkerPorts, pauses: InMemoryPauseStore, clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    pause_type(pauses, clock)
+    job_type = flagged.registry.job_types[SCRIPTED_TYPE]
+
+    with caplog.at_level(logging.INFO, logger="offpath.pause"):
+        verdict = pausing.paused(None, job_type, flagged, now=clock.now())
+
+    assert verdict == Wait(PAUSED_WAIT_S, "paused")
+    [logged] = caplog.records
+    assert logged.getMessage() == f"the job waits: job type {SCRIPTED_TYPE} is paused"
+    assert logged.retry_in_s == PAUSED_WAIT_S  # type: ignore[attr-defined]
+
+
+def test_a_worker_whose_first_read_fails_runs_its_jobs_and_tries_again_a_second_later(
+    pauses: InMemoryPauseStore, ticks: Ticks, caplog: pytest.LogCaptureFixture
+) -> None:
+    flags = PauseFlags(pauses, queue="default", monotonic=ticks)
+    pauses.failing = True
+
+    with caplog.at_level(logging.WARNING, logger="offpath.pause"):
+        assert flags.reason("demo.echo") is None
+    pauses.failing = False
+    ticks.now = 1.0
+    flags.reason("demo.echo")
+
+    assert pauses.reads == 2
+    [logged] = caplog.records
+    assert logged.getMessage() == "the pause flags could not be read; the last view stands"
+    assert logged.exc_info is not None and isinstance(logged.exc_info[1], StoreUnavailableError)
+
+
+def test_the_pause_in_force_is_found_by_kind_and_name() -> None:
+    queue = Pause("queue", "default", datetime(2026, 12, 2))
+    kind = Pause("job_type", "default", datetime(2026, 12, 3))
+    view = Pauses(queues={"default": queue}, job_types={"default": kind})
+
+    assert (view.of("queue", "default"), view.of("job_type", "default")) == (queue, kind)
+    assert (view.of("queue", "other"), Pauses().of("job_type", "default")) == (None, None)

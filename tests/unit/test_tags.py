@@ -61,3 +61,23 @@ def test_a_bad_filter_is_refused_naming_the_parameter(text: str) -> None:
         tag_filter(text)
 
     assert refused.value.field == "tag"
+
+
+def test_a_bad_key_is_refused_with_the_rule_in_full() -> None:
+    with pytest.raises(InvalidRequestError) as refused:
+        checked_tags({"-bad": "x"})
+
+    assert (refused.value.field, str(refused.value)) == (
+        "tags",
+        "a tag's key is 1 to 64 characters: a letter or digit, then letters, digits, '_', '.', '-' or '/'",
+    )
+
+
+def test_a_bad_value_is_refused_with_the_rule_in_full() -> None:
+    with pytest.raises(InvalidRequestError) as refused:
+        checked_tags({"env": "a\nb"})
+
+    assert (refused.value.field, str(refused.value)) == (
+        "tags.env",
+        "a tag's value is text of at most 128 characters, no control ones",
+    )

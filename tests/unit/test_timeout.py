@@ -153,3 +153,79 @@ def test_on_another_thread_the_functions_log_lines_carry_the_job_id() -> None:
         job_logger.removeHandler(handler)
 
     assert json.loads(lines.getvalue())["job_id"] == "job-123"
+
+
+# -- the deadline, on a clock the test moves ------------------------------------------------------------------------
+
+
+class Moved:
+    """`time` as offpath.domain.timeout sees it: a monotonic clock the job function moves itself."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def moved(monkeypatch: pytest.MonkeyPatch) -> Moved:
+    import offpath.domain.timeout as timeout
+
+    clock = Moved()
+    monkeypatch.setattr(timeout, "time", clock)
+    return clock
+
+
+@pytest.mark.parametrize("where", ["main thread", "another thread"])
+@pytest.mark.parametrize("past_s", [0.0, 1.0])
+def test_a_function_that_returns_at_or_past_its_deadline_timed_out(moved: Moved, where: str, past_s: float) -> None:
+    def late() -> str:
+        moved.now += 5 + past_s  # the deadline is 5 s on: the alarm (real time) has not fired
+        return "done"
+
+    with pytest.raises(JobTimeout):
+        if where == "main thread":
+            run_with_timeout(late, 5)
+        else:
+            in_a_thread(lambda: run_with_timeout(late, 5))
+
+
+@pytest.mark.parametrize("past_s", [0.0, 1.0])
+def test_on_the_main_thread_an_error_at_or_past_the_deadline_is_a_timeout(
+    main_thread: None, moved: Moved, past_s: float
+) -> None:
+    def fails_late() -> None:
+        moved.now += 5 + past_s
+        raise ValueError("cleanup failed")
+
+    with pytest.raises(JobTimeout):
+        run_with_timeout(fails_late, 5)
+
+
+def test_on_the_main_thread_a_swallowed_alarm_is_a_timeout_whatever_the_clock_says(
+    main_thread: None, moved: Moved
+) -> None:
+    def swallows_everything() -> str:
+        with contextlib.suppress(BaseException):
+            time.sleep(30)  # the real alarm interrupts it; the moved clock stays before the deadline
+        return "carried on"
+
+    with pytest.raises(JobTimeout):
+        run_with_timeout(swallows_everything, SHORT_S)
+
+
+def test_a_timeout_says_its_seconds_and_an_alarms_has_no_other_cause(main_thread: None) -> None:
+    with pytest.raises(JobTimeout) as raised:
+        run_with_timeout(lambda: time.sleep(30), SHORT_S)
+
+    assert (raised.value.timeout_s, raised.value.__cause__, raised.value.__context__) == (SHORT_S, None, None)
+
+
+def test_on_the_main_thread_the_function_runs_on_it_and_elsewhere_on_a_daemon_job_thread(main_thread: None) -> None:
+    def where() -> tuple[str, bool]:
+        thread = threading.current_thread()
+        return thread.name, thread.daemon
+
+    assert run_with_timeout(where, 5) == (threading.main_thread().name, False)
+    assert in_a_thread(lambda: run_with_timeout(where, 5)) == ("offpath-job", True)

@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from offpath.domain.errors import InvalidRequestError
+from offpath.domain.job import Job, JobStatus
 from offpath.domain.quotas import QuotaExceededError
-from offpath.logic.waiting import LEASE_MARGIN_S, MAX_PAUSE_S, MAX_WAIT_S, max_reads, parse_wait, pauses, wait_slot
+from offpath.logic.waiting import (
+    LEASE_MARGIN_S,
+    MAX_PAUSE_S,
+    MAX_WAIT_S,
+    max_reads,
+    parse_wait,
+    pauses,
+    wait_for_job,
+    wait_slot,
+)
+from tests.unit.conftest import a_job
 
 
 @pytest.mark.parametrize("wait_s", [0.1, 0.5, 1, 3, 10, 19.9, 20])
@@ -30,6 +43,17 @@ def test_the_longest_wait_reads_the_job_at_most_24_times() -> None:
 )
 def test_a_wait_of_seconds_is_read(text: str, seconds: float) -> None:
     assert parse_wait(text) == seconds
+
+
+def test_a_wait_ending_within_a_nanosecond_of_a_pause_makes_no_read_for_that_nanosecond() -> None:
+    assert pauses(0.100000001) == [0.1]
+    assert max_reads(1.500000001) == max_reads(1.5) == 5
+
+
+def test_a_wait_of_up_to_32_characters_is_read_and_a_longer_one_refused() -> None:
+    assert parse_wait("1." + "0" * 30) == 1.0
+    with pytest.raises(InvalidRequestError):
+        parse_wait("1." + "0" * 31)
 
 
 BAD = ["0", "0.0", "20.1", "21", "-1", "", "abc", "inf", "nan", "3e1", " 5", "5 ", "²", "1.2.3", "1_0", "05", "1."]
@@ -82,3 +106,91 @@ def test_past_the_cap_a_wait_is_refused_with_the_seconds_to_retry_after() -> Non
             pass
 
     assert (refused.value.field, refused.value.retry_after_s) == ("wait", 3)
+
+
+class Ticking:
+    """A monotonic clock that moves only when the wait sleeps or a read takes `read_s`."""
+
+    def __init__(self, read_s: float = 0.0) -> None:
+        self.now = 100.0
+        self.read_s = read_s
+        self.slept: list[float] = []
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def reads(self, *statuses: JobStatus) -> Callable[[], Job]:
+        """A read that answers the job in each of `statuses` in turn (the last one from then on)."""
+        answers = list(statuses)
+
+        def read() -> Job:
+            self.now += self.read_s
+            return a_job(answers.pop(0) if len(answers) > 1 else answers[0])
+
+        return read
+
+
+def test_a_job_already_final_is_answered_without_a_read_or_a_pause() -> None:
+    ticking = Ticking()
+    done = a_job(JobStatus.SUCCEEDED)
+
+    assert wait_for_job(
+        done, ticking.reads(JobStatus.RUNNING), 5, sleep=ticking.sleep, monotonic=ticking.monotonic
+    ) == (
+        done,
+        0,
+    )
+    assert ticking.slept == []
+
+
+def test_a_job_that_finishes_is_answered_at_the_read_that_sees_it() -> None:
+    ticking = Ticking()
+    read = ticking.reads(JobStatus.RUNNING, JobStatus.RUNNING, JobStatus.SUCCEEDED)
+
+    job, reads = wait_for_job(a_job(JobStatus.QUEUED), read, 5, sleep=ticking.sleep, monotonic=ticking.monotonic)
+
+    assert (job.status, reads) == (JobStatus.SUCCEEDED, 3)
+    assert ticking.slept == pytest.approx([0.1, 0.2, 0.4])
+
+
+def test_a_job_that_never_finishes_is_answered_as_it_is_when_the_wait_ends() -> None:
+    ticking = Ticking()
+
+    job, reads = wait_for_job(
+        a_job(JobStatus.QUEUED), ticking.reads(JobStatus.RUNNING), 2, sleep=ticking.sleep, monotonic=ticking.monotonic
+    )
+
+    assert (job.status, reads) == (JobStatus.RUNNING, max_reads(2) - 1)
+    assert ticking.slept == pytest.approx(pauses(2))
+    assert ticking.now == pytest.approx(102.0)
+
+
+def test_slow_reads_shorten_the_pauses_and_a_read_past_the_end_is_the_last() -> None:
+    ticking = Ticking(read_s=0.3)
+
+    job, reads = wait_for_job(
+        a_job(JobStatus.QUEUED), ticking.reads(JobStatus.RUNNING), 1, sleep=ticking.sleep, monotonic=ticking.monotonic
+    )
+
+    # 0.1 pause + 0.3 read, 0.2 + 0.3 (0.1 s left), the pause cut to 0.1 + 0.3: past the end, no more.
+    assert (job.status, reads) == (JobStatus.RUNNING, 3)
+    assert ticking.slept == pytest.approx([0.1, 0.2, 0.1])
+
+
+def test_a_read_that_ends_exactly_when_the_wait_does_is_the_last() -> None:
+    ticking = Ticking()
+
+    def read_until_the_end() -> Job:
+        ticking.now = 101.0  # the wait began at 100.0 and lasts 1 s
+        return a_job(JobStatus.RUNNING)
+
+    job, reads = wait_for_job(
+        a_job(JobStatus.QUEUED), read_until_the_end, 1, sleep=ticking.sleep, monotonic=ticking.monotonic
+    )
+
+    assert (job.status, reads) == (JobStatus.RUNNING, 1)
+    assert ticking.slept == [0.1]

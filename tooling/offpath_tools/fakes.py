@@ -72,6 +72,11 @@ class InMemoryJobStore:
         with self._lock:
             self._faults.setdefault(operation, []).append(error)
 
+    def drop_debounce_records(self) -> None:
+        """Every debounce record is gone, as DynamoDB's time to live removes one after its window."""
+        with self._lock:
+            self._debounce.clear()
+
     def put(self, job: Job) -> Job:
         """Store a job as it is, bypassing every rule (to set up a test's starting state)."""
         with self._lock:
@@ -573,21 +578,46 @@ class InMemoryJobQueue:
             return found[0].message if found else None
 
 
+class InMemoryScheduler:
+    """A JobScheduler: the one-time schedules by job id; `failing` makes every call fail as the service would."""
+
+    def __init__(self) -> None:
+        self.schedules: dict[str, Job] = {}
+        self.failing = False
+
+    def create_one_time(self, job: Job) -> None:
+        if self.failing:
+            raise QueueUnavailableError("EventBridge Scheduler unavailable (injected)")
+        self.schedules[job.job_id] = job
+
+    def exists(self, job_id: str) -> bool:
+        return job_id in self.schedules
+
+    def delete_one_time(self, job_id: str) -> None:
+        if self.failing:
+            raise QueueUnavailableError("EventBridge Scheduler unavailable (injected)")
+        self.schedules.pop(job_id, None)
+
+
 # -- metrics ------------------------------------------------------------------------------------
 
 
 class RecordingMetrics:
-    """Metrics summed by name (all dimensions together); thread-safe."""
+    """Metrics summed by name (all dimensions together), and by name, queue and job type (`dimensioned`, what a
+    dashboard's per-queue and per-type graphs show); thread-safe."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.counts: dict[str, float] = {}
+        self.dimensioned: dict[tuple[str, str, str], float] = {}
         self.timings: dict[str, list[float]] = {}
         self.flushes = 0
 
     def count(self, name: str, value: float = 1, *, queue: str, job_type: str) -> None:
         with self._lock:
             self.counts[name] = self.counts.get(name, 0) + value
+            key = (name, queue, job_type)
+            self.dimensioned[key] = self.dimensioned.get(key, 0) + value
 
     def milliseconds(self, name: str, value: float, *, queue: str, job_type: str) -> None:
         with self._lock:
