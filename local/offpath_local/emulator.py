@@ -268,7 +268,7 @@ class Emulator:
 
     def stream_reader(self) -> StreamReader:
         """The tables' streams, read in this process (the stream player's reads)."""
-        return StreamReader()
+        return StreamReader(self._dynamodb_lock)
 
     def client(self, service: str) -> Any:
         return boto3.session.Session().client(
@@ -311,12 +311,15 @@ class StreamReader:
     parses their answers (what the stream player needs of them), without the HTTP round trip, the answer's JSON
     or botocore's parsing of it (together about 5% of the local runtime's work per job). An iterator is a
     position in moto's shard, kept here until it is used (moto keeps every iterator it ever made). Only LATEST
-    and TRIM_HORIZON iterators are made (the player's). tests/e2e/test_emulator_reads.py compares the records
-    with what a client reads."""
+    and TRIM_HORIZON iterators are made (the player's). The shard is read while no DynamoDB request runs
+    (`applying`: the emulator's lock), so a read never sees the records of a transaction that is then refused
+    and its records dropped (a position past them would skip the records written next).
+    tests/e2e/test_emulator_reads.py compares the records with what a client reads."""
 
-    def __init__(self) -> None:
+    def __init__(self, applying: Callable[[], Any] = contextlib.nullcontext) -> None:
         self._positions: dict[str, tuple[str, int]] = {}
         self._lock = threading.Lock()
+        self._applying = applying
 
     def describe_stream(self, StreamArn: str) -> dict[str, Any]:
         shard = self._shard(StreamArn)
@@ -329,7 +332,8 @@ class StreamReader:
         if ShardIteratorType == "TRIM_HORIZON":
             position = shard.starting_sequence_number
         elif ShardIteratorType == "LATEST":
-            position = shard.starting_sequence_number + len(shard.items)
+            with self._applying():
+                position = shard.starting_sequence_number + len(shard.items)
         else:
             raise ValueError(f"only LATEST and TRIM_HORIZON iterators are made here, not {ShardIteratorType}")
         return {"ShardIterator": self._iterator(StreamArn, position)}
@@ -338,7 +342,9 @@ class StreamReader:
         with self._lock:
             stream_arn, position = self._positions[ShardIterator]
         shard = self._shard(stream_arn)
-        records = [_as_parsed(record) for record in (shard.get(position, Limit) if shard is not None else [])]
+        with self._applying():
+            kept = shard.get(position, Limit) if shard is not None else []
+        records = [_as_parsed(record) for record in kept]
         answer = {"Records": records, "NextShardIterator": self._iterator(stream_arn, position + len(records))}
         with self._lock:  # used: the next read starts at the answer's iterator (a failed read keeps this one)
             del self._positions[ShardIterator]

@@ -265,7 +265,8 @@ def test_the_banner_prints_a_command_line_that_works_as_printed(tmp_path: Path, 
 
 def test_an_empty_queue_has_no_oldest_message_age(local: Local) -> None:
     """The age is that of a message that exists: none once the queue is empty again, not the last one measured."""
-    job_id = local.submit("demo.sleep", {"ms": 1500}).body["job_id"]
+    # Long enough for a loaded machine's reads to find it running (at 1.5 s, one CI run's reads did not).
+    job_id = local.submit("demo.sleep", {"ms": 6000}).body["job_id"]
     local.wait_for_job(job_id, {"RUNNING"})
     assert wait_for(lambda: _age(local, "default"), timeout_s=10) >= 0  # its message is in flight: it has an age
     local.wait_for_job(job_id, {"SUCCEEDED"})
