@@ -54,6 +54,14 @@ def children_of(store: InMemoryJobStore, parent: Job) -> list[Job]:
     return [job for job in store.jobs() if job.parent_job_id == parent.job_id]
 
 
+def failed_with(store: InMemoryJobStore, job: Job, error: str) -> list[Job]:
+    """Asserts the job ended FAILED with `error` in its error; returns the children it made."""
+    failed = stored(store, job.job_id)
+    assert failed.status is JobStatus.FAILED
+    assert error in (failed.error or "")
+    return children_of(store, job)
+
+
 class Refusing:
     """A quota gate over the tenant's quota while `full`."""
 
@@ -368,10 +376,7 @@ def test_a_child_key_of_no_or_too_many_characters_fails_the_job_saying_so(
 
     assert run(job, worker_ports, policy)
 
-    failed = stored(store, job.job_id)
-    assert failed.status is JobStatus.FAILED
-    assert "ctx.submit's key must be 1 to 255 characters" in (failed.error or "")
-    assert children_of(store, job) == []
+    assert failed_with(store, job, "ctx.submit's key must be 1 to 255 characters") == []
 
 
 def test_a_child_key_of_the_longest_length_is_accepted(
@@ -415,10 +420,7 @@ def test_a_submit_that_can_never_be_accepted_fails_the_job_at_once(
 
     assert run(job, worker_ports, policy)
 
-    failed = stored(store, job.job_id)
-    assert failed.status is JobStatus.FAILED
-    assert "ctx.submit refused" in (failed.error or "")
-    assert children_of(store, job) == []
+    assert failed_with(store, job, "ctx.submit refused") == []
 
 
 def test_the_same_key_for_another_payload_is_refused(
@@ -433,10 +435,8 @@ def test_the_same_key_for_another_payload_is_refused(
 
     assert run(job, worker_ports, policy)
 
-    failed = stored(store, job.job_id)
-    assert failed.status is JobStatus.FAILED
-    assert "ctx.submit: key 'same' was used for another type or payload by an earlier attempt" in (failed.error or "")
-    assert len(children_of(store, job)) == 1
+    used = "ctx.submit: key 'same' was used for another type or payload by an earlier attempt"
+    assert len(failed_with(store, job, used)) == 1
 
 
 def test_a_child_over_the_tenants_quota_retries_the_attempt(

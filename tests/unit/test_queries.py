@@ -55,6 +55,13 @@ class Gate:
             raise QuotaExceededError("jobs", "over the open jobs quota", retry_after_s=5)
 
 
+def retry_through(gate: Gate, job: Job, ports: Ports) -> Job:
+    """A hand retry of the tenant's job, admitted (or refused) by `gate`."""
+    return queries.retry_job(
+        job.job_id, tenant=TENANT, ports=dataclasses.replace(ports, quotas=gate), sweep_grace=GRACE
+    )
+
+
 # -- reading and cancelling ------------------------------------------------------------------------------------------
 
 
@@ -145,9 +152,7 @@ def test_a_cancelled_job_due_beyond_an_sqs_delay_is_scheduled_again_and_counted_
     gate = Gate()
     sent = len(queue.sent)
 
-    retried = queries.retry_job(
-        job.job_id, tenant=TENANT, ports=dataclasses.replace(scheduling, quotas=gate), sweep_grace=GRACE
-    )
+    retried = retry_through(gate, job, scheduling)
 
     assert (retried.status, retried.run_at) == (JobStatus.SCHEDULED, START + timedelta(seconds=3600))
     assert retried.sweep_at == START + timedelta(seconds=3600) + GRACE
@@ -164,9 +169,7 @@ def test_a_cancelled_job_due_within_an_sqs_delay_is_sent_with_the_delay_left(
     clock.advance(100)
     gate = Gate()
 
-    retried = queries.retry_job(
-        job.job_id, tenant=TENANT, ports=dataclasses.replace(ports, quotas=gate), sweep_grace=GRACE
-    )
+    retried = retry_through(gate, job, ports)
 
     assert (retried.status, retried.sweep_at) == (JobStatus.QUEUED, START + timedelta(seconds=600) + GRACE)
     assert [(s.message.job_id, s.delay_s) for s in queue.sent[-1:]] == [(job.job_id, 500)]
@@ -206,9 +209,7 @@ def test_a_retry_over_the_tenants_quota_writes_and_sends_nothing(
     job = store.put(a_job(JobStatus.FAILED, error="broken"))
 
     with pytest.raises(QuotaExceededError):
-        queries.retry_job(
-            job.job_id, tenant=TENANT, ports=dataclasses.replace(ports, quotas=Gate(full=True)), sweep_grace=GRACE
-        )
+        retry_through(Gate(full=True), job, ports)
 
     assert store.get(job.job_id, tenant=TENANT) == job
     assert queue.sent == []
