@@ -133,7 +133,8 @@ def test_progress_without_a_message_stores_an_empty_one(
 ) -> None:
     context_for(running_job, store, clock).progress(0.5)
 
-    assert store.get(running_job.job_id, tenant=running_job.tenant).progress == Progress(0.5, "")
+    stored = store.get(running_job.job_id, tenant=running_job.tenant)
+    assert stored is not None and stored.progress == Progress(0.5, "")
 
 
 def test_a_long_progress_message_is_cut_to_200_characters(

@@ -481,7 +481,7 @@ def test_a_cron_schedule_keeps_each_setting_it_is_declared_with(scheduling: Regi
 
 
 @pytest.mark.parametrize("expressions", [{"cron": "0 3 * * ? *", "rate": "5 minutes"}, {}])
-def test_a_schedule_needs_exactly_one_expression(scheduling: Registry, expressions: dict[str, str]) -> None:
+def test_a_schedule_needs_exactly_one_expression(scheduling: Registry, expressions: dict[str, Any]) -> None:
     with pytest.raises(RegistryError) as refused:
         schedule("reports-nightly", job="reports.build", payload={"name": "x"}, **expressions)
 
