@@ -264,9 +264,15 @@ def test_a_new_queue_class_takes_job_types_and_gets_its_own_settings(registry: R
     assert [jt.name for jt in registry.job_types_on("reports")] == ["reports.build"]
     # A full batch of five of its slowest job type, each with its margin.
     assert registry.worker_timeout_s("reports") == 5 * (120 + WORKER_TIMEOUT_MARGIN_S)
-    # Six worker timeouts (AWS's guidance), and a receive count above its max_attempts.
-    assert registry.visibility_timeout_s("reports") == 6 * 5 * (120 + WORKER_TIMEOUT_MARGIN_S)
     assert registry.max_receive_count("reports") > 7
+
+
+def test_a_queue_class_messages_stay_invisible_for_six_worker_timeouts(registry: Registry) -> None:
+    registry.add_queue(QueueClass("reports", batch_size=5, max_concurrency=3))
+    registry.add_job_type(job_type(queue="reports", timeout_s=120))
+
+    # AWS's guidance: six times the function's timeout, a full batch of 130 s records.
+    assert registry.visibility_timeout_s("reports") == 6 * 5 * 130
 
 
 def test_a_queue_class_without_job_types_gets_the_settings_of_a_30_s_job_type_tried_once(registry: Registry) -> None:
