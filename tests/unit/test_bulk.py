@@ -1,6 +1,7 @@
 """The bulk runner (logic/bulk.py) against the fakes: a slice that runs out of time within a page leaves it to
 the next runner with exact counts; the submit rate's quota is waited for; the limit; a job that cannot be moved
-is a failure with its error; jobs submitted after the operation are not touched."""
+is a failure with its error; jobs submitted after the operation are not touched; the filters (status, type, tag)
+pick the jobs moved, and the jobs the action cannot move are counted by why, over the pages."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from offpath.domain.ports import Ports
 from offpath.domain.quotas import QuotaExceededError
 from offpath.logic.bulk import BulkPolicy, BulkServices, resume, run, start
 from offpath_tools.clocks import ManualClock
-from offpath_tools.fakes import InMemoryBulkStore, InMemoryJobStore
+from offpath_tools.fakes import SCRIPTED_TYPE, STRICT_TYPE, InMemoryBulkStore, InMemoryJobStore
 from tests.unit.conftest import TENANT, a_job
 
 FILTER = BulkFilter(tenant=TENANT, status=JobStatus.FAILED)
@@ -35,10 +36,15 @@ class Seconds:
 
 
 def failed(store: InMemoryJobStore, clock: ManualClock, count: int) -> list[str]:
+    return jobs_in(store, clock, [JobStatus.FAILED] * count)
+
+
+def jobs_in(store: InMemoryJobStore, clock: ManualClock, states: list[JobStatus], **changes: Any) -> list[str]:
+    """Jobs in these states, created a second apart in this order (the listing shows the last first)."""
     ids = []
-    for n in range(count):
-        at = clock.now() - timedelta(seconds=count - n)
-        job = a_job(JobStatus.FAILED, job_id=f"{n:032x}", created_at=at, updated_at=at, attempt=3)
+    for n, status in enumerate(states):
+        at = clock.now() - timedelta(seconds=len(states) - n)
+        job = a_job(status, job_id=f"{n:032x}", created_at=at, updated_at=at, attempt=3, **changes)
         store.put(job)
         ids.append(job.job_id)
     return ids
@@ -116,21 +122,87 @@ def test_the_limit_ends_the_operation_with_limit_reached(
 
 class FailingRetries(InMemoryJobStore):
     def retry_by_hand(self, job_id: str, **kwargs: Any) -> Job:
-        if job_id == f"{1:032x}":
-            raise StoreUnavailableError("DynamoDB ThrottlingException")
+        if job_id in {f"{1:032x}", f"{2:032x}"}:
+            raise StoreUnavailableError(f"DynamoDB ThrottlingException ({job_id[-1]})")
         return super().retry_by_hand(job_id, **kwargs)
 
 
-def test_a_job_that_cannot_be_moved_is_a_failure_with_its_error(ports: Ports, clock: ManualClock) -> None:
+def test_jobs_that_cannot_be_moved_are_failures_each_with_its_error(ports: Ports, clock: ManualClock) -> None:
     store = FailingRetries()
-    failed(store, clock, 3)
+    failed(store, clock, 4)
     work, _ = services(Ports(**{**vars(ports), "store": store}))
 
     over = start(TENANT, "retry", FILTER, work)
 
-    assert (over.status, over.matched, over.done, over.failed) == ("finished", 3, 2, 1)
+    assert (over.status, over.matched, over.done, over.failed) == ("finished", 4, 2, 2)
     assert [(f.job_id, f.error) for f in over.failures] == [
-        (f"{1:032x}", "StoreUnavailableError: DynamoDB ThrottlingException")
+        (f"{2:032x}", "StoreUnavailableError: DynamoDB ThrottlingException (2)"),
+        (f"{1:032x}", "StoreUnavailableError: DynamoDB ThrottlingException (1)"),
+    ]
+
+
+def test_a_status_filter_moves_only_the_jobs_in_that_status(
+    ports: Ports, store: InMemoryJobStore, clock: ManualClock
+) -> None:
+    states = [JobStatus.FAILED, JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.QUEUED, JobStatus.FAILED]
+    ids = jobs_in(store, clock, states)
+    work, _ = services(ports)
+
+    over = start(TENANT, "retry", FILTER, work)
+
+    assert (over.status, over.matched, over.done, over.skipped) == ("finished", 3, 3, 0)
+    assert statuses(store, ids) == [
+        JobStatus.QUEUED,
+        JobStatus.SUCCEEDED,
+        JobStatus.QUEUED,
+        JobStatus.QUEUED,
+        JobStatus.QUEUED,
+    ]
+    assert [store.get(i, tenant=TENANT).bulk_operation_id for i in ids] == [  # type: ignore[union-attr]
+        over.operation_id,
+        None,
+        over.operation_id,
+        None,
+        over.operation_id,
+    ]
+
+
+def test_a_cancel_of_a_types_jobs_counts_those_it_cannot_cancel_by_why_over_its_pages(
+    ports: Ports, store: InMemoryJobStore, clock: ManualClock
+) -> None:
+    # Newest first, pages of four: SUCCEEDED, QUEUED, FAILED, SUCCEEDED | QUEUED, FAILED, SUCCEEDED.
+    s, f, q = JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.QUEUED
+    ids = jobs_in(store, clock, [s, f, q, s, f, q, s])
+    other = store.put(a_job(JobStatus.QUEUED, job_id="e" * 32, type=STRICT_TYPE, created_at=clock.now()))
+    work, operations = services(ports)
+
+    over = start(TENANT, "cancel", BulkFilter(tenant=TENANT, job_type=SCRIPTED_TYPE), work)
+
+    assert (over.status, over.pages, over.matched, over.done, over.skipped) == ("finished", 2, 7, 2, 5)
+    assert over.skipped_reasons == {"job is SUCCEEDED": 3, "job is FAILED": 2}
+    assert statuses(store, ids) == [s, f, JobStatus.CANCELLED, s, f, JobStatus.CANCELLED, s]
+    assert store.get(other.job_id, tenant=TENANT).status is JobStatus.QUEUED  # type: ignore[union-attr]
+    assert operations.get(TENANT, over.operation_id) == over
+
+
+def test_a_tag_filter_moves_only_the_jobs_with_that_tags_value(
+    ports: Ports, store: InMemoryJobStore, clock: ManualClock
+) -> None:
+    ids = [
+        store.put(a_job(JobStatus.FAILED, job_id=f"{n:032x}", tags=tags, attempt=3, created_at=clock.now())).job_id
+        for n, tags in enumerate([{"team": "a"}, {"team": "b"}, {}, {"owner": "a"}, {"team": "a"}])
+    ]
+    work, _ = services(ports)
+
+    over = start(TENANT, "retry", BulkFilter(tenant=TENANT, status=JobStatus.FAILED, tag=("team", "a")), work)
+
+    assert (over.matched, over.done) == (2, 2)
+    assert statuses(store, ids) == [
+        JobStatus.QUEUED,
+        JobStatus.FAILED,
+        JobStatus.FAILED,
+        JobStatus.FAILED,
+        JobStatus.QUEUED,
     ]
 
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
-from offpath.domain.events import EventType, events_of_change
+from offpath.domain.batch import Batch
+from offpath.domain.events import EventType, batch_events, counted_in_batch, events_of_change
 from offpath.domain.job import JobStatus, Progress
-from tests.unit.conftest import START, a_job
+from tests.unit.conftest import START, TENANT, a_job
 
 
 def types(old, new) -> list[str]:  # type: ignore[no-untyped-def]
@@ -93,3 +96,66 @@ def test_an_event_is_named_by_a_32_hex_digest_and_dated_by_its_write() -> None:
     assert event.id.startswith("evt_") and len(event.id) == 4 + 32
     assert int(event.id[4:], 16) >= 0
     assert event.time == START + timedelta(seconds=2)
+
+
+# -- batch events -----------------------------------------------------------------------------------------------
+
+
+def test_a_batch_members_count_is_the_change_that_may_complete_its_batch() -> None:
+    member = a_job(JobStatus.SUCCEEDED, batch_id="b-1")
+    counted = member.replace(batch_counted=JobStatus.SUCCEEDED)
+
+    assert counted_in_batch(member, counted) is True
+    assert counted_in_batch(None, counted) is True  # a record whose old image is gone
+    assert counted_in_batch(counted, counted.replace(updated_at=START + timedelta(seconds=1))) is False
+    assert counted_in_batch(a_job(JobStatus.RUNNING, batch_id="b-1"), member) is False
+    assert counted_in_batch(member, None) is False
+    lone = a_job(JobStatus.SUCCEEDED)
+    assert counted_in_batch(lone, lone.replace(batch_counted=JobStatus.SUCCEEDED)) is False
+
+
+def a_batch(**changes: Any) -> Batch:
+    """A sealed batch of three jobs."""
+    fields = {"batch_id": "b-1", "tenant": TENANT, "created_at": START, "updated_at": START, "total": 3}
+    return Batch(**{**fields, "sealed_at": START, **changes})
+
+
+def test_a_complete_batch_is_one_batch_completed_event_about_the_member_counted_last() -> None:
+    member = a_job(JobStatus.FAILED, batch_id="b-1", batch_counted=JobStatus.FAILED)
+    batch = a_batch(counts={"SUCCEEDED": 2, "FAILED": 1}, updated_at=START + timedelta(seconds=9))
+
+    [event] = batch_events(member, batch)
+
+    assert (event.type, event.time, event.tenant, event.job, event.batch) == (
+        EventType.BATCH_COMPLETED,
+        START + timedelta(seconds=9),
+        TENANT,
+        member,
+        batch,
+    )
+    assert re.fullmatch(r"evt_[0-9a-f]{32}", event.id)
+
+
+def test_a_batch_whose_every_job_succeeded_is_both_events_each_with_an_id_of_the_batch_alone() -> None:
+    member = a_job(JobStatus.SUCCEEDED, batch_id="b-1", batch_counted=JobStatus.SUCCEEDED)
+    batch = a_batch(counts={"SUCCEEDED": 3})
+
+    events = batch_events(member, batch)
+    # The same batch read complete again, after another member's count handled late.
+    again = batch_events(
+        member.replace(job_id="1" * 32), a_batch(counts={"SUCCEEDED": 3}, updated_at=START + timedelta(seconds=5))
+    )
+
+    assert [e.type for e in events] == [EventType.BATCH_COMPLETED, EventType.BATCH_SUCCEEDED]
+    assert [e.id for e in again] == [e.id for e in events]
+    assert len({e.id for e in events}) == 2
+    assert {e.id for e in batch_events(member, a_batch(batch_id="b-2", counts={"SUCCEEDED": 3}))}.isdisjoint(
+        e.id for e in events
+    )
+
+
+def test_a_batch_not_complete_is_no_event() -> None:
+    member = a_job(JobStatus.SUCCEEDED, batch_id="b-1", batch_counted=JobStatus.SUCCEEDED)
+
+    assert batch_events(member, a_batch(counts={"SUCCEEDED": 2})) == []
+    assert batch_events(member, a_batch(counts={"SUCCEEDED": 3}, sealed_at=None)) == []

@@ -6,7 +6,7 @@ import re
 from datetime import UTC, datetime, timedelta
 
 from offpath import contract
-from offpath.domain.ids import created_millis, new_job_id
+from offpath.domain.ids import created_millis, derived_job_id, new_job_id
 
 T0 = datetime(2026, 12, 1, 9, 30, 15, 123456, tzinfo=UTC)
 
@@ -31,3 +31,11 @@ def test_ids_sort_by_creation_time() -> None:
 
 def test_ids_made_in_the_same_millisecond_differ() -> None:
     assert len({new_job_id(T0) for _ in range(1000)}) == 1000
+
+
+def test_a_derived_id_is_the_same_for_its_parts_on_every_deployment() -> None:
+    # A child's or a batch's id derives from its parent and a key: an attempt retried after a deployment must
+    # find the same job.
+    assert derived_job_id(T0, "a" * 32, "charge", "42") == "01a230f0c4d36eec44b7f451ef86858f"
+    assert derived_job_id(T0, "a" * 32, "charge-42") == "01a230f0c4d31c3946a4e63d2d057740"
+    assert created_millis(derived_job_id(T0, "a" * 32, "charge", "42")) == created_millis(new_job_id(T0))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 from typing import Any
 
@@ -10,11 +11,13 @@ import pytest
 from offpath.domain.errors import (
     IdempotencyConflictError,
     InvalidRequestError,
+    JobTypeForbiddenError,
     PayloadTooLargeError,
     StoreUnavailableError,
 )
 from offpath.domain.job import JobStatus
-from offpath.domain.ports import JobMessage
+from offpath.domain.ports import JobMessage, key_record_extension
+from offpath.domain.registry import Registry, Submitter
 from offpath.logic.submit import (
     MAX_BATCH,
     Ports,
@@ -25,7 +28,7 @@ from offpath.logic.submit import (
     submit_job,
 )
 from offpath_tools.fakes import SCRIPTED_TYPE, STRICT_TYPE, InMemoryJobQueue, InMemoryJobStore, RecordingMetrics
-from tests.unit.conftest import TENANT
+from tests.unit.conftest import START, TENANT, a_job
 
 SNEAKY = "../$(rm -rf /)\"'\x00\x1b[31m"
 
@@ -67,7 +70,24 @@ def test_a_queue_other_than_the_job_types_is_rejected(ports: Ports) -> None:
     with pytest.raises(InvalidRequestError) as raised:
         submit_job(request(queue="critical"), ports, SubmitPolicy())
 
-    assert raised.value.field == "queue"
+    assert (raised.value.field, raised.value.code, raised.value.errors) == ("queue", "invalid_request", ())
+    assert str(raised.value) == "this job type runs on queue 'default'"
+
+
+@pytest.mark.parametrize(("submitted_by", "who"), [("admin", "admins only"), ("system", "schedules only")])
+def test_a_job_type_above_the_callers_authority_is_refused_naming_who_submits_it(
+    ports: Ports, registry: Registry, store: InMemoryJobStore, submitted_by: Submitter, who: str
+) -> None:
+    scripted = registry.job_types[SCRIPTED_TYPE]
+    raised_type = dataclasses.replace(scripted, name="test.raised", submitted_by=submitted_by)
+    mine = Registry(queues=dict(registry.queues), job_types={**registry.job_types, "test.raised": raised_type})
+
+    with pytest.raises(JobTypeForbiddenError) as refused:
+        submit_job(request(type="test.raised"), dataclasses.replace(ports, registry=mine), SubmitPolicy())
+
+    assert (refused.value.job_type, refused.value.submitted_by) == ("test.raised", submitted_by)
+    assert str(refused.value) == f"job type 'test.raised' is submitted by {who}"
+    assert store.writes == []
 
 
 @pytest.mark.parametrize("key", ["", "x" * 256, "tab\there", "line\nbreak"])
@@ -108,8 +128,8 @@ def test_a_payload_one_byte_over_the_limit_is_rejected_with_the_limit(ports: Por
     with pytest.raises(PayloadTooLargeError) as raised:
         submit_job(request(payload_of_size(1001)), ports, SubmitPolicy(payload_limit_bytes=1000))
 
-    assert raised.value.limit == 1000
-    assert "1000 bytes" in str(raised.value)
+    assert (raised.value.size, raised.value.limit) == (1001, 1000)
+    assert str(raised.value) == "payload is 1001 bytes; the limit is 1000 bytes"
 
 
 def test_the_limit_counts_utf8_bytes_not_characters(ports: Ports) -> None:
@@ -153,9 +173,11 @@ def test_the_same_key_with_another_payload_is_a_conflict_and_the_first_job_stays
 ) -> None:
     first = submit_job(request({"n": 1}, idempotency_key="k-1"), ports, SubmitPolicy()).job
 
-    with pytest.raises(IdempotencyConflictError):
+    with pytest.raises(IdempotencyConflictError) as conflict:
         submit_job(request({"n": 2}, idempotency_key="k-1"), ports, SubmitPolicy())
 
+    assert str(conflict.value) == "idempotency key already used with a different payload"
+    assert conflict.value.existing == first
     assert store.get(first.job_id, tenant=first.tenant) == first
 
 
@@ -224,6 +246,56 @@ def test_a_retried_write_that_had_landed_counts_as_new(ports: Ports, store: InMe
     assert (outcome.job, outcome.replayed) == (job, False)
 
 
+# -- how long an idempotency key's record is kept --------------------------------------------------
+
+
+def keyed_job_due(after: timedelta | None) -> Any:
+    """A keyed job created at START, due `after` later (None: due at once)."""
+    return a_job(JobStatus.SUCCEEDED, idempotency_key="k-1", run_at=None if after is None else START + after)
+
+
+@pytest.mark.parametrize(
+    ("due_after", "finished_after"),
+    [
+        (None, timedelta(hours=1)),
+        (None, timedelta(days=1)),
+        # A job due in three days is due then, not when it was submitted.
+        (timedelta(days=3), timedelta(days=3, hours=2)),
+    ],
+)
+def test_a_job_finishing_within_a_day_of_being_due_leaves_its_keys_record_as_it_is(
+    due_after: timedelta | None, finished_after: timedelta
+) -> None:
+    now = START + finished_after
+
+    assert key_record_extension(keyed_job_due(due_after), now=now, expires_at=now + timedelta(days=7)) is None
+
+
+@pytest.mark.parametrize(
+    ("due_after", "finished_after"),
+    [
+        (None, timedelta(days=1, seconds=1)),
+        (timedelta(days=3), timedelta(days=4, seconds=1)),
+        # A run_at in the past is due when it was submitted.
+        (-timedelta(days=3), timedelta(days=1, seconds=1)),
+    ],
+)
+def test_a_job_finishing_later_keeps_its_keys_record_a_day_past_its_own_expiry(
+    due_after: timedelta | None, finished_after: timedelta
+) -> None:
+    now = START + finished_after
+
+    kept = key_record_extension(keyed_job_due(due_after), now=now, expires_at=now + timedelta(days=7))
+
+    assert kept == now + timedelta(days=8)
+
+
+def test_a_job_without_a_key_has_no_record_to_keep() -> None:
+    late = START + timedelta(days=30)
+
+    assert key_record_extension(a_job(JobStatus.SUCCEEDED), now=late, expires_at=late + timedelta(days=7)) is None
+
+
 # -- sending ------------------------------------------------------------------------------------
 
 
@@ -238,6 +310,15 @@ def test_a_failed_send_still_accepts_the_job_and_counts_the_failure(
     assert store.get(submitted.job.job_id, tenant=submitted.job.tenant) == submitted.job
     assert submitted.job.sweep_at is not None  # the sweeper will send it
     assert metrics.counts == {"SendFailed": 1}  # JobsSubmitted comes from the table's stream (the notifier)
+
+
+def test_the_message_of_a_job_carries_the_callers_trace(ports: Ports, queue: InMemoryJobQueue) -> None:
+    trace = "0af7651916cd43dd8448eb211c80319c"
+
+    submitted = submit_job(request(trace_id=trace), ports, SubmitPolicy())
+
+    assert submitted.job.trace_id == trace
+    assert [s.message.trace_id for s in queue.sent] == [trace]
 
 
 def test_a_sent_job_is_written_without_a_sweep_time(
