@@ -4,6 +4,7 @@ attempted to one)."""
 
 from __future__ import annotations
 
+import logging
 import random
 from datetime import UTC, datetime, timedelta
 
@@ -17,6 +18,7 @@ from offpath.domain.webhooks import (
     MAX_ENDPOINTS_PER_TENANT,
     RETRY_DELAYS_S,
     SUBSCRIBABLE,
+    Attempt,
     Delivery,
     Endpoint,
     HttpResult,
@@ -28,6 +30,7 @@ from offpath.domain.webhooks import (
     retry_delay_s,
 )
 from offpath.logic.webhooks import (
+    DeliveryOutcome,
     DeliveryPorts,
     EndpointRequest,
     PutOutcome,
@@ -322,7 +325,8 @@ def test_a_tenant_has_a_bounded_number_of_endpoints() -> None:
         put(f"e{i}")
     with pytest.raises(InvalidRequestError) as refused:
         put("one-more")
-    assert refused.value.field == "name"
+    assert (refused.value.field, refused.value.code) == ("name", "too_many_endpoints")
+    assert str(refused.value) == "a tenant has at most 10 webhook endpoints"
     put("e0")  # replacing one is not adding one
 
 
@@ -523,3 +527,111 @@ def test_test_deliveries_are_limited_to_a_burst_of_3_then_one_each_10_seconds_ap
     assert len(setup.queue.sent) == 4
     now_us = int(setup.clock.now().timestamp() * 1_000_000)
     assert rate.take(TENANT, per_s=1, bucket=1, now_us=now_us) == 0  # the tenant's submits are not held back
+    setup.store.put_endpoint("beta", endpoint(), limit=10)
+    for _ in range(3):
+        send_test("beta", "orders", store=setup.store, queue=setup.queue, clock=setup.clock, rate=rate)
+
+
+# -- what a delivery leaves behind ---------------------------------------------------------------
+
+
+def test_each_attempt_is_logged_with_the_answer_and_the_job_it_is_about() -> None:
+    setup = Setup(HttpResult(500, 42), HttpResult(204, 7), start=START)
+
+    failed = deliver(delivery(), setup.ports, AWS)
+    setup.clock.advance(10)
+    succeeded = deliver(delivery(attempt=2), setup.ports, AWS)
+
+    assert failed.next_retry_at is not None
+    assert (failed, succeeded) == (
+        DeliveryOutcome("retrying", 500, failed.next_retry_at),
+        DeliveryOutcome("delivered", 204),
+    )
+    event, kind, job_id = delivery().event_id, "job.succeeded", "a" * 32
+    assert delivery_log(TENANT, "orders", setup.store).attempts == (
+        Attempt(event, kind, 2, START + timedelta(seconds=10), 204, 7, None, None, job_id),
+        Attempt(event, kind, 1, START, 500, 42, "HTTP 500", failed.next_retry_at, job_id),
+    )
+
+
+@pytest.mark.parametrize("data", [{"endpoint": "orders"}, {"job_id": ""}, {"job_id": 7}])
+def test_an_attempt_of_an_event_about_no_job_names_none(data: dict[str, object]) -> None:
+    setup = Setup(start=START)
+
+    deliver(Delivery(TENANT, "orders", "evt_test_1", "webhook.test", START, data), setup.ports, AWS)
+
+    assert delivery_log(TENANT, "orders", setup.store).attempts[0].job_id is None
+
+
+def test_a_message_due_within_a_second_waits_one_second_on_the_queue() -> None:
+    setup = Setup(start=START)
+    later = Delivery(**{**delivery().__dict__, "not_before": START + timedelta(seconds=0.4)})
+
+    assert deliver(later, setup.ports, AWS) == DeliveryOutcome("waiting", next_retry_at=later.not_before)
+    assert setup.queue.sent == [(later, 1)] and not setup.sender.posted
+
+
+def test_a_delivery_for_a_deleted_endpoint_is_dropped_and_logged(caplog: pytest.LogCaptureFixture) -> None:
+    setup = Setup()
+    delete_endpoint(TENANT, "orders", setup.store)
+
+    with caplog.at_level(logging.INFO, logger="offpath.webhooks"):
+        assert deliver(delivery(), setup.ports, AWS) == DeliveryOutcome("dropped")
+
+    [record] = caplog.records
+    assert record.getMessage() == "a delivery's endpoint was deleted; dropped"
+    assert record.__dict__["event_id"] == delivery().event_id
+    assert not setup.sender.posted and not setup.queue.sent and not setup.queue.dead
+
+
+def test_a_delivery_for_a_disabled_endpoint_goes_to_the_dlq_saying_why() -> None:
+    setup = Setup()
+    setup.store.put_endpoint(TENANT, disabled(setup.endpoint, "turned off", START), limit=10)
+
+    assert deliver(delivery(), setup.ports, AWS) == DeliveryOutcome("dead_lettered")
+    assert setup.queue.dead == [(delivery(), "endpoint orders is disabled: turned off")]
+
+
+def test_a_410_disables_the_endpoint_when_it_answered_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
+    setup = Setup(HttpResult(410, 3), start=START)
+
+    with caplog.at_level(logging.WARNING, logger="offpath.webhooks"):
+        assert deliver(delivery(), setup.ports, AWS) == DeliveryOutcome("disabled", 410)
+
+    reason = "the receiver answered 410 Gone"
+    assert (setup.current.disabled_reason, setup.current.disabled_at, setup.current.updated_at) == (
+        reason,
+        START,
+        START,
+    )
+    assert setup.queue.dead == [(delivery(), f"endpoint orders disabled: {reason}")]
+    [record] = caplog.records
+    assert record.getMessage() == "webhook endpoint disabled"
+    assert (record.__dict__["endpoint"], record.__dict__["reason"]) == ("orders", reason)
+
+
+def test_five_days_of_failures_disable_the_endpoint_naming_when_they_began() -> None:
+    setup = Setup(*[HttpResult(503, 3)] * 2, start=START)
+    setup.deliver(delivery())
+    setup.clock.advance(5 * 86400)
+
+    assert deliver(delivery(), setup.ports, AWS) == DeliveryOutcome("disabled", 503)
+    reason = "deliveries failed for 5 days in a row (since 2026-12-01T09:00:00+00:00)"
+    assert (setup.current.disabled_reason, setup.current.disabled_at) == (reason, setup.clock.now())
+    assert setup.queue.dead == [(delivery(), f"endpoint orders disabled: {reason}")]
+
+
+def test_the_last_failure_is_dead_lettered_with_its_status() -> None:
+    setup = Setup(HttpResult(502, 3))
+
+    assert deliver(delivery(attempt=8), setup.ports, AWS) == DeliveryOutcome("dead_lettered", 502)
+    assert setup.queue.dead == [(delivery(attempt=8), "8 attempts failed; the last: HTTP 502")]
+
+
+def test_locally_a_host_resolving_to_a_private_address_is_still_refused() -> None:
+    local = ReceiverPolicy(allow_loopback=True, loopback_ports=frozenset({8800}))
+
+    with pytest.raises(RefusedUrlError, match="url is refused: "):
+        check_receiver(
+            "http://internal.example.com:8800/h", FakeResolver({"internal.example.com": ["10.0.0.1"]}), local
+        )
