@@ -178,3 +178,30 @@ def test_a_sweep_gives_bulk_operations_what_its_invocation_has_left_less_a_margi
     assert _bulk_seconds(work, SimpleNamespace(get_remaining_time_in_millis=lambda: 45_000)) == 20.0
     assert _bulk_seconds(work, SimpleNamespace(get_remaining_time_in_millis=lambda: 15_000)) == 5.0
     assert _bulk_seconds(work, SimpleNamespace(get_remaining_time_in_millis=lambda: 4_000)) == 0.0
+
+
+class RateAlways:
+    """A quota gate that refuses over the submit rate, for 10 s, every time it is asked."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def admit(self, tenant: str, *, delayed: bool) -> None:
+        self.asked += 1
+        raise QuotaExceededError("submits_per_s", "over the quota of 0.1 submits per second (burst 1)", 10)
+
+
+def test_a_runner_whose_time_ends_before_the_bucket_refills_leaves_the_page_at_once(
+    ports: Ports, store: InMemoryJobStore, clock: ManualClock
+) -> None:
+    ids = failed(store, clock, 2)
+    gate = RateAlways()
+    work, _ = services(Ports(**{**vars(ports), "quotas": gate}), inline_s=5.0)
+    slept: list[float] = []
+    work.sleep = slept.append
+
+    held = start(TENANT, "retry", FILTER, work)
+
+    assert (held.status, held.matched, held.lease_until, slept) == ("running", 0, clock.now(), [])
+    assert (gate.asked, store.reads.count("list_jobs")) == (1, 1)  # no new try of the page until its time is up
+    assert statuses(store, ids) == [JobStatus.FAILED] * 2
