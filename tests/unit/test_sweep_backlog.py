@@ -4,6 +4,8 @@ whose send failed is still re-sent (TESTPLAN 10); and what the sweeper leaves in
 
 from __future__ import annotations
 
+import io
+import json
 import logging
 from datetime import timedelta
 from typing import Any
@@ -11,12 +13,13 @@ from typing import Any
 import pytest
 
 from offpath.domain.backoff import Backoff
-from offpath.domain.errors import StoreUnavailableError
+from offpath.domain.errors import JobConflictError, StoreUnavailableError
 from offpath.domain.job import Job, JobStatus
 from offpath.domain.ports import Ports
 from offpath.domain.registry import JobType, Registry
 from offpath.logic.submit import SubmitPolicy, SubmitRequest, submit_batch
 from offpath.logic.sweep import SweepPolicy, SweepReport, sweep
+from offpath.observability import JsonFormatter
 from offpath_tools.clocks import ManualClock
 from offpath_tools.fakes import SCRIPTED_TYPE, AnyPayload, InMemoryJobQueue, InMemoryJobStore, RecordingMetrics
 from tests.unit.conftest import START, TENANT, a_job, submitted
@@ -373,3 +376,116 @@ def test_a_job_of_a_queue_the_registry_does_not_know_is_never_held_behind_a_back
 
     assert sweep(ports, SweepPolicy()) == SweepReport(resent=1)
     assert [s.queue for s in queue.sent] == ["retired"]
+
+
+# -- what one job, or the query, does to a sweep ---------------------------------------------------------
+
+
+def test_a_failed_query_of_due_jobs_is_one_error_logged_and_counted(
+    ports: Ports, store: InMemoryJobStore, metrics: RecordingMetrics, caplog: pytest.LogCaptureFixture
+) -> None:
+    store.fail_next("due_for_sweep", StoreUnavailableError("DynamoDB ThrottlingException"))
+
+    with caplog.at_level(logging.INFO, logger="offpath.sweeper"):
+        assert sweep(ports, SweepPolicy()) == SweepReport(errors=1)
+
+    assert messages(caplog) == ["the query of due jobs failed; nothing is swept this time"]
+    assert metrics.dimensioned[("SweepErrors", "unknown", "unknown")] == 1
+
+
+def test_a_job_that_changed_or_whose_sweep_failed_or_raised_stays_due_and_the_sweep_goes_on(
+    ports: Ports,
+    store: InMemoryJobStore,
+    clock: ManualClock,
+    metrics: RecordingMetrics,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock.set(NOW)
+    for letter in "abcde":
+        due(store, letter, JobStatus.RUNNING, attempt=1, lease_until=NOW + timedelta(seconds=30))
+    for error in (
+        JobConflictError(None, "another sweep handled the job"),
+        StoreUnavailableError("DynamoDB ThrottlingException"),
+        RuntimeError("a bug"),
+        RuntimeError("another bug"),
+    ):
+        store.fail_next("reschedule_sweep", error)
+
+    with caplog.at_level(logging.INFO, logger="offpath.sweeper"):
+        assert sweep(ports, SweepPolicy()) == SweepReport(deferred=1, errors=2)
+
+    assert messages(caplog) == [
+        "job changed while being swept; left to its new owner",
+        "sweep of one job failed; it stays due and is tried next sweep",
+        "sweep of one job raised; it stays due and the sweep goes on",
+        "sweep of one job raised; it stays due and the sweep goes on",
+    ]
+    assert metrics.dimensioned[("SweepErrors", "default", SCRIPTED_TYPE)] == 2
+    assert [stored(store, x).sweep_at for x in "abcd"] == [NOW - timedelta(seconds=1)] * 4
+
+
+def test_every_job_type_reports_its_stuck_jobs_even_when_none_are(
+    ports: Ports, metrics: RecordingMetrics, registry: Registry
+) -> None:
+    sweep(ports, SweepPolicy())
+
+    assert {key: n for key, n in metrics.dimensioned.items() if key[0] == "StuckJobsFound"} == {
+        ("StuckJobsFound", t.queue, t.name): 0 for t in registry.job_types.values()
+    }
+
+
+def test_a_sweep_that_found_stuck_jobs_says_how_many_of_each(
+    ports: Ports, store: InMemoryJobStore, clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock.set(NOW)
+    due(store, "a", JobStatus.QUEUED, ago_s=60)
+    due(store, "b", JobStatus.RUNNING, attempt=1, lease_until=NOW - timedelta(seconds=1))
+
+    with caplog.at_level(logging.WARNING, logger="offpath.sweeper"):
+        sweep(ports, SweepPolicy())
+
+    [found] = [r for r in caplog.records if r.getMessage() == "sweep found stuck jobs"]
+    assert (found.__dict__["resent"], found.__dict__["requeued"], found.__dict__["failed"]) == (1, 1, 0)
+
+
+def test_a_sweep_that_ignores_backlogs_resends_every_overdue_job(
+    ports: Ports, store: InMemoryJobStore, queue: InMemoryJobQueue, clock: ManualClock
+) -> None:
+    clock.set(NOW)
+    due(store, "a", JobStatus.QUEUED, ago_s=60)
+    queue.depths["default"] = 50
+
+    assert sweep(ports, SweepPolicy(backlog_aware=False)) == SweepReport(resent=1)
+    assert queue.depth_reads == []
+
+
+def test_jobs_rank_among_those_of_their_own_queue(
+    ports: Ports, store: InMemoryJobStore, queue: InMemoryJobQueue, clock: ManualClock
+) -> None:
+    clock.set(NOW)
+    due(store, "c", JobStatus.QUEUED, ago_s=100, queue="critical")
+    due(store, "d", JobStatus.QUEUED, ago_s=30)
+    queue.depths["default"] = 1
+
+    assert sweep(ports, SweepPolicy()) == SweepReport(resent=1, deferred=1, backlog=1)
+    assert stored(store, "d").resends == 0
+
+
+def test_what_the_sweeper_logs_of_a_job_names_the_job(
+    ports: Ports, store: InMemoryJobStore, clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock.set(NOW)
+    due(store, "a", JobStatus.QUEUED, start_by=NOW)
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(JsonFormatter("sweeper"))
+    logger = logging.getLogger("offpath.sweeper")
+    logger.addHandler(handler)
+    try:
+        with caplog.at_level(logging.INFO, logger="offpath.sweeper"):
+            sweep(ports, SweepPolicy())
+    finally:
+        logger.removeHandler(handler)
+
+    [line] = [json.loads(text) for text in out.getvalue().splitlines()]
+    assert (line["message"], line["job_id"]) == ("job past its expiry; expired", "a" * 32)
