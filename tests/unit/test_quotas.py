@@ -174,6 +174,23 @@ def test_a_submit_the_bucket_refuses_gives_back_the_place_it_took_delayed_or_not
     assert str(refused.value) == "over the quota of 2 open jobs (not final); 2 are open"
 
 
+def test_a_refused_submit_gives_back_only_the_delayed_place_it_took() -> None:
+    clock = ManualClock(START)
+    gate = gate_of("acme:submits_per_s=1,delayed_jobs=1", InMemoryQuotaCounters(), clock)
+    gate.admit("acme", delayed=False)
+    for delayed in (False, True):
+        with pytest.raises(QuotaExceededError):
+            gate.admit("acme", delayed=delayed)
+    clock.advance(1)
+    gate.admit("acme", delayed=True)
+    clock.advance(1)
+
+    with pytest.raises(QuotaExceededError) as refused:
+        gate.admit("acme", delayed=True)
+
+    assert refused.value.field == "delayed_jobs"
+
+
 def test_each_tenant_has_its_own_bucket() -> None:
     gate = gate_of("*:submits_per_s=1", InMemoryQuotaCounters(), ManualClock(START))
     gate.admit("acme", delayed=False)
@@ -246,16 +263,26 @@ def life(store: Any, usage: Callable[[], Usage | None]) -> tuple[list[object], l
     answers.append(store.key_record(TENANT, "key-a"))
     run = store.claim(done.job_id, tenant=TENANT, now=at(1), lease_until=at(31), sweep_at=at(32))
     store.set_progress(done.job_id, tenant=TENANT, attempt=1, progress=Progress(0.5, "half"), now=at(2))
-    answers += [store.mark_once(done.job_id, "started", now=at(2), expires_at=at(60)) for _ in range(2)]
+    answers += [run, store.get(done.job_id, tenant=TENANT)]
+    answers += [
+        store.mark_once(done.job_id, name, now=at(2), expires_at=at(60)) for name in ("started", "started", "ok")
+    ]
     store.record_retry(run, error="boom", now=at(3), next_attempt_at=at(13), detail=AttemptError("E", "boom"))
     run = store.claim(done.job_id, tenant=TENANT, now=at(13), lease_until=at(43))
-    store.record_success(run, result={"n": 1}, now=at(14), expires_at=at(14 + day))
+    store.record_retry(run, error="again", now=at(14), next_attempt_at=at(24))
+    answers.append(store.get(done.job_id, tenant=TENANT))
+    run = store.claim(done.job_id, tenant=TENANT, now=at(24), lease_until=at(54))
+    store.record_success(run, result={"n": 1}, now=at(25), expires_at=at(25 + day))
     counts.append(usage())
 
     failed = job("b")  # failed by its worker, then redriven
     run = store.claim(failed.job_id, tenant=TENANT, now=at(1), lease_until=at(31))
     store.record_failure(run, error="bad", now=at(2), expires_at=at(2 + day), detail=AttemptError("K", "bad"))
     answers.append(store.reset_for_redrive(failed.job_id, tenant=TENANT, now=at(5), sweep_at=at(125)))
+    plain = job("h", type="other")  # failed without a traceback
+    run = store.claim(plain.job_id, tenant=TENANT, now=at(1), lease_until=at(31))
+    answers.append(store.mark_once(plain.job_id, "started", now=at(2), expires_at=at(60)))
+    store.record_failure(run, error="worse", now=at(2), expires_at=at(2 + day))
     counts.append(usage())
 
     lost = job("c", max_attempts=1)  # its worker vanished on its last attempt; retried by hand
@@ -305,9 +332,9 @@ def life(store: Any, usage: Callable[[], Usage | None]) -> tuple[list[object], l
     first = store.list_jobs(TENANT, status=None, job_type=None, limit=2, cursor=None)
     answers.append(first)
     answers.append(store.list_jobs(TENANT, status=None, job_type=SCRIPTED_TYPE, limit=2, cursor=first.cursor))
-    answers.append(
-        store.list_jobs(TENANT, status=JobStatus.SUCCEEDED, job_type=None, limit=5, cursor=None, tag=("team", "maps"))
-    )
+    answers.append(store.list_jobs(TENANT, status=JobStatus.CANCELLED, job_type=None, limit=50, cursor=None))
+    answers.append(store.list_jobs(TENANT, status=None, job_type="other", limit=50, cursor=None))
+    answers.append(store.list_jobs(TENANT, status=None, job_type=None, limit=50, cursor=None, tag=("team", "maps")))
     answers.append(store.record_firing("nightly", Firing("2026-03-01T12:00:00Z", at(0), "a" * 32), keep=1))
     answers.append(store.record_firing("nightly", Firing("2026-03-02T12:00:00Z", at(86_400), None, "paused"), keep=1))
     answers.append(store.get_schedule_state("nightly"))
