@@ -216,8 +216,16 @@ def test_a_dry_run_reads_ten_pages_of_a_hundred_at_most(
 
     seen = preview(FILTER, ports)
 
-    assert (seen.count, seen.exact, len(seen.sample)) == (1000, False, 10)
+    assert (seen.count, seen.exact, len(seen.sample), seen.limit) == (1000, False, 10, MAX_MATCHED)
     assert store.reads.count("list_jobs") == 10
+
+
+def test_a_dry_run_over_two_pages_counts_each_job_once(
+    ports: Ports, store: InMemoryJobStore, clock: ManualClock
+) -> None:
+    failed(store, clock, 150)
+
+    assert (preview(FILTER, ports).count, preview(FILTER, ports).exact) == (150, True)
 
 
 # -- cancelling, and what a run meets -------------------------------------------------------------------
@@ -378,6 +386,7 @@ def test_a_run_of_no_time_moves_nothing_and_one_of_a_page_moves_one_page(
 ) -> None:
     ids = failed(store, clock, 7)
     work, _ = services(ports, inline_s=0, page_size=2)
+    work.monotonic = Seconds(0.0)
     held = start(TENANT, "retry", FILTER, work)
     assert statuses(store, ids) == [JobStatus.FAILED] * 7
 
@@ -391,9 +400,14 @@ def test_a_run_of_no_time_moves_nothing_and_one_of_a_page_moves_one_page(
 
 
 class ListingFails(InMemoryJobStore):
-    """A store whose listing fails past the first page (the runner dies there)."""
+    """A store whose listing fails past the first page (the runner dies there); each listing takes a second of
+    `clock`, when given."""
+
+    clock: ManualClock | None = None
 
     def list_jobs(self, tenant: str, **kwargs: Any) -> Any:
+        if self.clock is not None:
+            self.clock.advance(1)
         if kwargs["cursor"] is not None:
             raise StoreUnavailableError("DynamoDB ThrottlingException")
         return super().list_jobs(tenant, **kwargs)
@@ -404,6 +418,9 @@ def test_a_runner_that_dies_after_a_page_leaves_its_checkpoint_held_for_its_leas
 ) -> None:
     store = ListingFails()
     failed(store, clock, 5)
+    checkpoint_cursor_ = checkpoint_cursor(store, 2)
+    store.clock = clock
+    started = clock.now()
     work, operations = services(Ports(**{**vars(ports), "store": store}), page_size=2, lease=timedelta(minutes=3))
 
     with caplog.at_level(logging.ERROR, logger="offpath.bulk"):
@@ -411,8 +428,9 @@ def test_a_runner_that_dies_after_a_page_leaves_its_checkpoint_held_for_its_leas
 
     assert held == operations.get(TENANT, held.operation_id)
     assert (held.status, held.pages, held.matched, held.done) == ("running", 1, 2, 2)
-    assert (held.cursor, held.updated_at) == (checkpoint_cursor(store, 2), clock.now())
-    assert held.lease_until == clock.now() + timedelta(minutes=3)
+    checkpointed = started + timedelta(seconds=1)  # the first page's listing took a second
+    assert (held.cursor, held.updated_at) == (checkpoint_cursor_, checkpointed)
+    assert held.lease_until == checkpointed + timedelta(minutes=3)
     assert [r.getMessage() for r in caplog.records] == [
         "a bulk operation's first slice failed; the sweeper goes on with it"
     ]
@@ -443,14 +461,17 @@ def test_a_sweep_forgets_the_operations_that_are_over_or_gone_and_runs_every_fre
     work, operations = services(ports)
     operations.create(operation("a", clock, status="finished"))
     operations.open.add((TENANT, "b" * 32))  # its item is gone
-    operations.create(operation("c", clock, lease_until=clock.now() + timedelta(seconds=1)))  # held
+    operations.create(operation("c", clock, lease_until=clock.now() + timedelta(minutes=1)))  # held
     operations.create(operation("d", clock))  # never held
     operations.create(operation("e", clock, lease_until=clock.now()))  # released
+    clock.advance(10)
 
     assert resume(work, seconds=1) == 2
 
     assert operations.open_operations() == [(TENANT, "c" * 32)]
-    assert [operations.get(TENANT, x * 32).status for x in "de"] == ["finished", "finished"]
+    for letter in "de":
+        over = operations.get(TENANT, letter * 32)
+        assert (over.status, over.updated_at, over.finished_at) == ("finished", clock.now(), clock.now())
 
 
 def test_a_sweep_with_no_time_left_runs_nothing(ports: Ports, store: InMemoryJobStore, clock: ManualClock) -> None:
@@ -493,3 +514,33 @@ def test_an_operation_another_runner_took_or_that_fails_does_not_stop_the_sweep(
     [record] = caplog.records
     assert record.getMessage() == "a bulk operation could not be continued"
     assert record.__dict__["operation_id"] == "b" * 32
+
+
+def test_a_filtered_operation_lists_only_the_jobs_its_filter_names(
+    ports: Ports, store: InMemoryJobStore, clock: ManualClock
+) -> None:
+    for n, (job_type, tags) in enumerate(
+        [(SCRIPTED_TYPE, {"team": "maps"})] * 4 + [("other", {})] * 4 + [("other", {"team": "maps"})] * 2
+    ):
+        at = clock.now() - timedelta(seconds=20 - n)
+        store.put(a_job(JobStatus.FAILED, job_id=f"{n:032x}", created_at=at, type=job_type, tags=tags, attempt=3))
+    work, _ = services(ports, page_size=2)
+
+    over = start(TENANT, "retry", BulkFilter(tenant=TENANT, job_type="other", tag=("team", "maps")), work)
+
+    assert (over.matched, over.done, over.pages) == (2, 2, 2)
+
+
+def test_a_runner_leaves_the_page_when_its_wait_for_the_bucket_would_end_just_at_its_deadline(
+    ports: Ports, store: InMemoryJobStore, clock: ManualClock
+) -> None:
+    failed(store, clock, 2)
+    # The clock's fourth read (the wait's check) is 1.0 s: with the 1 s wait, the deadline (0.25 + 1.75) exactly.
+    work, _ = services(Ports(**{**vars(ports), "quotas": RateOnce()}), inline_s=1.75)
+    work.monotonic = Seconds(0.25)
+    slept: list[float] = []
+    work.sleep = slept.append
+
+    held = start(TENANT, "retry", FILTER, work)
+
+    assert (held.status, held.matched, slept) == ("running", 0, [])
