@@ -161,6 +161,21 @@ def test_a_batch_is_written_with_its_jobs_and_sealed(
     assert get_batch(batch.batch_id, tenant=TENANT, ports=with_batches) == batch
 
 
+def test_a_batch_requests_fingerprint_is_the_same_on_every_deployment() -> None:
+    # Kept on the key's record: a replay after a deployment must match it.
+    job = SubmitRequest(
+        tenant="t",
+        type="a.b",
+        payload={"n": 1},
+        queue="default",
+        run_at="2026-03-01T12:00:00+00:00",
+        tags={"team": "maps"},
+    )
+    made = BatchRequest(tenant="t", jobs=[job], callbacks={ON_SUCCESS: CallbackSpec("c.d", {"x": 2})}, open=True)
+
+    assert fingerprint(made) == "41b0d8cac25e785647350c1124067b1bfd98cff4016c84331bd68693649f7d0c"
+
+
 def test_a_batch_request_sent_again_with_its_key_is_the_same_batch_and_another_under_it_is_refused(
     with_batches: Ports, store: InMemoryJobStore, clock: ManualClock
 ) -> None:
@@ -325,7 +340,7 @@ def test_a_cancel_cancels_the_members_not_started_and_completes_the_batch(
 ) -> None:
     batch = create_batch(request(3), with_batches, POLICY).batch
     first, second, third = members(batch, with_batches)
-    store.put(second.replace(status=JobStatus.RUNNING, attempt=1))
+    store.put(first.replace(status=JobStatus.RUNNING, attempt=1))
     finish(third, JobStatus.SUCCEEDED, with_batches, store)
     clock.advance(5)
 
@@ -333,11 +348,10 @@ def test_a_cancel_cancels_the_members_not_started_and_completes_the_batch(
 
     assert over.cancelled_at == clock.now()
     statuses = [store.get(j.job_id, tenant=TENANT).status for j in (first, second, third)]  # type: ignore[union-attr]
-    assert statuses == [JobStatus.CANCELLED, JobStatus.RUNNING, JobStatus.SUCCEEDED]
-    assert store.get(first.job_id, tenant=TENANT).expires_at == clock.now() + timedelta(days=1)  # type: ignore[union-attr]
+    assert statuses == [JobStatus.RUNNING, JobStatus.CANCELLED, JobStatus.SUCCEEDED]
+    assert store.get(second.job_id, tenant=TENANT).expires_at == clock.now() + timedelta(days=1)  # type: ignore[union-attr]
     assert (over.counts, over.callback_jobs) == ({"SUCCEEDED": 1, "CANCELLED": 1}, {})
-    store.put(store.get(second.job_id, tenant=TENANT).replace(status=JobStatus.SUCCEEDED))  # type: ignore[union-attr]
-    finish(second, JobStatus.SUCCEEDED, with_batches, store)
+    finish(first, JobStatus.SUCCEEDED, with_batches, store)
     assert set(get_batch(batch.batch_id, tenant=TENANT, ports=with_batches).callback_jobs) == {ON_COMPLETE}
 
 
@@ -399,15 +413,42 @@ def test_members_whose_send_fails_are_counted_and_a_delayed_one_is_not_sent(
 def test_a_job_submits_a_batch_once_under_its_key(
     with_batches: Ports, store: InMemoryJobStore, clock: ManualClock
 ) -> None:
-    parent = a_job(JobStatus.RUNNING, job_id="a" * 32, attempt=1)
+    parent = a_job(JobStatus.RUNNING, job_id="a" * 32, attempt=1, trace_id="b" * 32)
     gateway = JobBatches(with_batches)
-    spec = {"type": SCRIPTED_TYPE, "payload": {"x": 1}, "tags": {"team": "maps"}}
+    run_at = clock.now() + timedelta(minutes=5)
+    spec = {"type": SCRIPTED_TYPE, "payload": {"x": 1}, "tags": {"team": "maps"}, "queue": "default"}
+    later = {**spec, "run_at": run_at.isoformat()}
+    success = {"type": SCRIPTED_TYPE, "payload": {"ok": 1}}
 
-    made = gateway.submit(parent, [spec], on_complete={"type": SCRIPTED_TYPE}, on_success=None, key="fan")
-    again = gateway.submit(parent, [spec], on_complete={"type": SCRIPTED_TYPE}, on_success=None, key="fan")
+    made = gateway.submit(parent, [spec, later], on_complete={"type": SCRIPTED_TYPE}, on_success=success, key="fan")
+    again = gateway.submit(parent, [spec, later], on_complete={"type": SCRIPTED_TYPE}, on_success=success, key="fan")
 
     assert again == made and gateway.read(made.batch_id, tenant=TENANT) == made
     assert made.batch_id == derived_job_id(parent.created_at, parent.job_id, "batch", "fan")
-    assert (made.parent_job_id, made.idempotency_key, set(made.callbacks)) == (parent.job_id, None, {ON_COMPLETE})
-    [member], cursor = gateway.jobs(made, cursor=None)
-    assert (member.payload, member.tags, cursor) == ({"x": 1}, {"team": "maps"}, None)
+    assert (made.parent_job_id, made.idempotency_key) == (parent.job_id, None)
+    assert made.callbacks == {
+        ON_COMPLETE: CallbackSpec(SCRIPTED_TYPE, {}),
+        ON_SUCCESS: CallbackSpec(SCRIPTED_TYPE, {"ok": 1}),
+    }
+    [first, second], cursor = gateway.jobs(made, cursor=None)
+    assert (first.payload, first.tags, first.queue, first.trace_id, cursor) == (
+        {"x": 1},
+        {"team": "maps"},
+        "default",
+        "b" * 32,
+        None,
+    )
+    assert (first.run_at, second.run_at) == (None, run_at)
+
+
+def test_a_cancel_goes_through_every_page_of_members_and_a_full_page_is_accepted(
+    with_batches: Ports, store: InMemoryJobStore
+) -> None:
+    opened = create_batch(request(MAX_PAGE, open=True), with_batches, POLICY).batch
+    add_jobs(opened.batch_id, tenant=TENANT, jobs=jobs(1), idempotency_key="p", ports=with_batches, policy=POLICY)
+
+    over = cancel_batch(opened.batch_id, tenant=TENANT, ports=with_batches, retention=timedelta(days=1))
+
+    assert over.counts == {"CANCELLED": MAX_PAGE + 1}
+    member_statuses = [j.status for j in store.jobs() if j.batch_id == opened.batch_id]
+    assert member_statuses == [JobStatus.CANCELLED] * (MAX_PAGE + 1)
