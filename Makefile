@@ -244,4 +244,4 @@ localstack-down:
 MUTATE ?=
 .PHONY: mutation
 mutation: $(STAMP)
-	nice -n 15 $(BIN)/python -m offpath_tools.mutation $(MUTATE)
+	PYTHONPATH=$(CURDIR)/tooling nice -n 15 $(BIN)/python -m offpath_tools.mutation $(MUTATE)

@@ -9,6 +9,7 @@ both, and checks both against the declaration state by state and guard by guard.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import random
 import threading
@@ -899,3 +900,140 @@ class InMemoryBulkStore:
     def forget(self, owner: str, operation_id: str) -> None:
         with self._lock:
             self.open.discard((owner, operation_id))
+
+
+# -- batches ------------------------------------------------------------------------------------
+
+
+class InMemoryBatchStore:
+    """The batch store (offpath.domain.batch.BatchStore) in memory, over `jobs`' members. As
+    adapters/dynamodb_batches.py: a page is reserved only on an open batch (a page reserved before is returned as it
+    is), a seal waits for no open page, and a member's count marks the job (`batch_counted`) and moves the batch's
+    count together, once."""
+
+    def __init__(self, jobs: InMemoryJobStore) -> None:
+        from offpath.domain.batch import Batch, BatchPage
+
+        self.jobs = jobs
+        self._lock = threading.RLock()
+        self.batches: dict[tuple[str, str], Batch] = {}
+        self.keys: dict[tuple[str, str], Batch] = {}
+        self.pages: dict[tuple[str, str], dict[str, BatchPage]] = {}
+
+    def create(self, batch: Any) -> Any:
+        with self._lock:
+            return self.batches.setdefault((batch.tenant, batch.batch_id), batch)
+
+    def record_key(self, batch: Any) -> Any:
+        if batch.idempotency_key is None:
+            raise ValueError("a batch without a key has no key record")
+        with self._lock:
+            first = self.keys.setdefault((batch.tenant, batch.idempotency_key), batch)
+        return dataclasses.replace(
+            batch,
+            batch_id=first.batch_id,
+            created_at=first.created_at,
+            updated_at=first.created_at,
+            fingerprint=first.fingerprint,
+        )
+
+    def get(self, batch_id: str, *, tenant: str) -> Any:
+        with self._lock:
+            return self.batches.get((tenant, batch_id))
+
+    def list_batches(self, tenant: str, *, limit: int, cursor: str | None) -> Any:
+        from offpath.domain.batch import BatchListing
+
+        with self._lock:
+            ids = sorted((i for t, i in self.batches if t == tenant), reverse=True)
+        if cursor is not None:
+            ids = [i for i in ids if i < cursor]
+        shown = ids[:limit]
+        following = shown[-1] if len(ids) > limit else None
+        return BatchListing([self.batches[tenant, i] for i in shown], following)
+
+    def _changed(self, batch: Any, **changes: Any) -> Any:
+        from offpath.domain.errors import BatchConflictError
+
+        key = (batch.tenant, batch.batch_id)
+        current = self.batches.get(key)
+        if current is None:
+            raise BatchConflictError("no such batch")
+        changed = dataclasses.replace(current, **changes)
+        self.batches[key] = changed
+        return changed
+
+    def seal(self, batch: Any, *, now: datetime) -> Any:
+        from offpath.domain.errors import BatchConflictError
+
+        with self._lock:
+            current = self.batches.get((batch.tenant, batch.batch_id))
+            if current is None:
+                raise BatchConflictError("no such batch")
+            if current.open_pages != 0:
+                raise BatchConflictError("a page of jobs is still being added to the batch")
+            return self._changed(current, sealed_at=current.sealed_at or now, updated_at=now)
+
+    def mark_cancelled(self, batch: Any, *, now: datetime) -> Any:
+        with self._lock:
+            current = self.batches[batch.tenant, batch.batch_id]
+            return self._changed(current, cancelled_at=current.cancelled_at or now, updated_at=now)
+
+    def record_callback(self, batch: Any, name: str, job_id: str, *, now: datetime) -> Any:
+        with self._lock:
+            current = self.batches[batch.tenant, batch.batch_id]
+            # The first job recorded under a name stays (the adapter's if_not_exists).
+            return self._changed(current, callback_jobs={name: job_id, **current.callback_jobs}, updated_at=now)
+
+    def reserve_page(self, batch: Any, page_id: str, job_ids: Sequence[str], *, now: datetime) -> Any:
+        from offpath.domain.batch import BatchPage
+        from offpath.domain.errors import BatchConflictError
+
+        with self._lock:
+            pages = self.pages.setdefault((batch.tenant, batch.batch_id), {})
+            if page_id in pages:
+                return pages[page_id]
+            current = self.batches.get((batch.tenant, batch.batch_id))
+            if current is None or current.sealed or current.cancelled_at is not None:
+                raise BatchConflictError("the batch is sealed or cancelled: no more jobs can be added")
+            page = pages[page_id] = BatchPage(page_id, tuple(job_ids), written=False)
+            self._changed(current, open_pages=current.open_pages + 1, updated_at=now)
+            return page
+
+    def write_page(self, batch: Any, page: Any, *, now: datetime) -> None:
+        with self._lock:
+            pages = self.pages[batch.tenant, batch.batch_id]
+            if page.written or pages[page.page_id].written:
+                return
+            pages[page.page_id] = dataclasses.replace(pages[page.page_id], written=True)
+            current = self.batches[batch.tenant, batch.batch_id]
+            self._changed(
+                current, total=current.total + len(page.job_ids), open_pages=current.open_pages - 1, updated_at=now
+            )
+
+    def member_ids(self, batch: Any, *, limit: int, cursor: str | None) -> Any:
+        from offpath.domain.batch import MemberIds
+
+        with self._lock:
+            pages = self.pages.get((batch.tenant, batch.batch_id), {})
+            ids = [job_id for _, page in sorted(pages.items()) for job_id in page.job_ids]
+        start = int(cursor) if cursor is not None else 0
+        end = start + limit
+        return MemberIds(ids[start:end], str(end) if end < len(ids) else None)
+
+    def count_member(self, job: Job, *, now: datetime) -> bool:
+        if job.batch_id is None or not job.status.is_final:
+            return False
+        with self._lock:
+            current = self.jobs.get(job.job_id, tenant=job.tenant)
+            batch = self.batches.get((job.tenant, job.batch_id))
+            if current is None or batch is None or current.status is not job.status or current.batch_counted:
+                return False
+            self.jobs.put(current.replace(batch_counted=job.status))
+            counts = {**batch.counts, job.status.value: batch.counts.get(job.status.value, 0) + 1}
+            self._changed(batch, counts=counts, updated_at=now)
+            return True
+
+    def get_jobs(self, tenant: str, job_ids: Sequence[str]) -> list[Job]:
+        found = (self.jobs.get(job_id, tenant=tenant) for job_id in dict.fromkeys(job_ids))
+        return [job for job in found if job is not None]

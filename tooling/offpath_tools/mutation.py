@@ -168,6 +168,14 @@ def report(paths: list[Path], seconds: dict[str, float]) -> int:
     return below
 
 
+def run_env() -> dict[str, str]:
+    """The mutmut run's environment: this tree's tooling first on the path. `offpath_tools` is imported before
+    pytest adds the tests' paths (it runs mutmut), so without it the tests' fakes would be the installed tree's
+    (an editable install of another checkout), not this one's."""
+    path = os.pathsep.join(p for p in (str(ROOT / "tooling"), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": path}
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["mutmut"]:
         mutmut_cli(argv[1:])
@@ -184,7 +192,7 @@ def main(argv: list[str]) -> int:
             started = time.monotonic()
             print(f"== {path}", flush=True)
             command = [sys.executable, "-m", "offpath_tools.mutation", "mutmut", "run", "--max-children", "1"]
-            subprocess.run([*command, *names], check=False, env={**os.environ, "PYTHONHASHSEED": "0"})
+            subprocess.run([*command, *names], check=False, env=run_env())
             seconds[str(path)] = time.monotonic() - started
     below = report(paths, seconds)
     if seconds:

@@ -148,7 +148,9 @@ def run(
     while not operation.is_over:
         if services.monotonic() >= deadline or (max_pages is not None and pages >= max_pages):
             return _release(operation, services)
-        operation = _run_page(operation, services, deadline)
+        operation, paused = _run_page(operation, services, deadline)
+        if paused:
+            return operation  # its time ran out within the page: released, the page left to the next runner
         pages += 1
     return operation
 
@@ -193,7 +195,9 @@ class _Stopped:
     reason: str | None = None
 
 
-def _run_page(operation: BulkOperation, services: BulkServices, deadline: float) -> BulkOperation:
+def _run_page(operation: BulkOperation, services: BulkServices, deadline: float) -> tuple[BulkOperation, bool]:
+    """One page: the operation as written after it (checkpointed, over, or released), and whether this runner's
+    time ran out within it (it then stops: the page is the next runner's)."""
     ports, policy = services.ports, services.policy
     bulk_filter = operation.filter
     # The status is checked here, not by the listing: a job this operation moved (and marked) has left it.
@@ -213,23 +217,23 @@ def _run_page(operation: BulkOperation, services: BulkServices, deadline: float)
         if not mine and not bulk_filter.matches(job):
             continue
         if operation.matched + tally.matched >= operation.limit:
-            return _end(operation, tally, services, limit_reached=True)
+            return _end(operation, tally, services, limit_reached=True), False
         if mine:
             tally.matched += 1
             tally.done += 1
             continue
         stopped = _act(operation, job, tally, services, deadline)
         if stopped is not None and stopped.kind is _Stop.PAUSE:
-            return _release(operation, services)
+            return _release(operation, services), True
         if stopped is not None:
-            return _end(operation, tally, services, stop_reason=stopped.reason)
+            return _end(operation, tally, services, stop_reason=stopped.reason), False
     if page.cursor is None:
-        return _end(operation, tally, services)
+        return _end(operation, tally, services), False
     now = ports.clock.now()
     checkpoint = tally.added_to(operation).replace(
         cursor=page.cursor, updated_at=now, lease_until=now + policy.lease, pages=operation.pages + 1
     )
-    return services.operations.save(checkpoint, seen_step=operation.step)
+    return services.operations.save(checkpoint, seen_step=operation.step), False
 
 
 def _act(operation: BulkOperation, job: Job, tally: Tally, services: BulkServices, deadline: float) -> _Stopped | None:
