@@ -216,6 +216,30 @@ def test_a_job_over_its_keys_concurrency_waits_unclaimed_and_another_key_runs(
     assert done is not None and (done.status, done.attempt) == (JobStatus.SUCCEEDED, 1)
 
 
+def test_a_waiting_job_looks_again_less_often_the_longer_it_has_waited(
+    ports: Ports,
+    limited_ports: WorkerPorts,
+    store: InMemoryJobStore,
+    queue: InMemoryJobQueue,
+    limits: InMemoryLimits,
+    clock: ManualClock,
+) -> None:
+    # The key's one slot is held for an hour by a job that runs elsewhere; the waiting job's wait is the largest
+    # draw (the fixture's jitter): 2 s at first, a quarter of its wait so far, never more than 30 s.
+    holder, waiting = submitted(ports, UNKEYED, {}), submitted(ports, UNKEYED, {})
+    hour_us = int((clock.now() + timedelta(hours=1)).timestamp() * 1_000_000)
+    assert limits.acquire(UNKEYED, job_id=holder.job_id, attempt=1, until_us=hour_us, now_us=0, limit=1) == 0
+    looks = []
+    for waited_s in (0, 20, 60, 600):
+        clock.set(waiting.created_at + timedelta(seconds=waited_s))
+        assert run(delivery_of(waiting, "m-2"), limited_ports) is False
+        looks.append(queue.visibility_changes[-1].timeout_s)
+
+    assert looks == [2, 5, 15, 30]
+    still = store.get(waiting.job_id, tenant=waiting.tenant)
+    assert still is not None and (still.status, still.attempt) == (JobStatus.QUEUED, 0)
+
+
 def test_a_retrying_job_frees_its_slot_while_it_waits_for_its_backoff(
     ports: Ports, limited_ports: WorkerPorts, scripted: ScriptedJob, store: InMemoryJobStore, limits: InMemoryLimits
 ) -> None:
@@ -508,6 +532,52 @@ def test_a_slot_not_released_is_logged_and_frees_when_its_time_is_up(
     [logged] = caplog.records
     assert logged.getMessage() == "the job's concurrency slot could not be released; it frees when its time is up"
     assert logged.exc_info is not None
+
+
+class FlakyRelease(InMemoryLimits):
+    """A limits store whose first `failures` releases find the table unavailable."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__()
+        self.failures = failures
+
+    def release(self, scope: str, *, job_id: str, attempt: int) -> None:
+        if self.failures:
+            self.failures -= 1
+            raise StoreUnavailableError("limits table unavailable")
+        super().release(scope, job_id=job_id, attempt=attempt)
+
+
+def test_a_release_that_fails_is_tried_again_and_the_slot_frees_at_once(
+    ports: Ports, limited_ports: WorkerPorts, clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    flaky = FlakyRelease(failures=2)
+    flaky_ports = dataclasses.replace(limited_ports, limits=flaky)
+    job_type = flaky_ports.registry.job_types[UNKEYED]
+    job_ = submitted(ports, UNKEYED, {})
+    assert admit(job_, job_type, flaky_ports, now=clock.now()) is None
+
+    with caplog.at_level(logging.ERROR, logger="offpath.worker"):
+        release_slot(job_, job_type, flaky_ports, attempt=1)
+
+    assert flaky.held(UNKEYED) == {}
+    assert caplog.records == []
+
+
+def test_a_claim_the_store_could_not_make_gives_back_its_slot_and_the_job_runs_next_time(
+    ports: Ports, limited_ports: WorkerPorts, store: InMemoryJobStore, limits: InMemoryLimits
+) -> None:
+    job_, other = submitted(ports, UNKEYED, {}), submitted(ports, UNKEYED, {})
+    store.fail_next("claim", StoreUnavailableError("DynamoDB ServiceUnavailable"))
+
+    assert run(delivery_of(job_, "m-1"), limited_ports) is False
+
+    # Not held idle until its time is up: another job of the type takes the one slot at once.
+    assert limits.held(UNKEYED) == {}
+    assert run(delivery_of(other, "m-2"), limited_ports) is True
+    assert run(delivery_of(job_, "m-1"), limited_ports) is True
+    done = store.get(job_.job_id, tenant=job_.tenant)
+    assert done is not None and (done.status, done.attempt) == (JobStatus.SUCCEEDED, 1)
 
 
 def test_a_job_whose_key_cannot_be_computed_counts_under_the_key_nothing_and_says_so(

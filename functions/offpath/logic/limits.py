@@ -3,9 +3,10 @@
 - Rate limit: one start taken from the key's token bucket (one conditional write); none there, the job waits until
   one is due.
 - Concurrency: one of the key's slots held for the attempt the claim is about to take (the job's attempt + 1, its
-  fencing token) until the latest a lease of its queue can end; all held, the job looks again in 1 or 2 seconds
-  (sooner is not possible: SQS counts visibility in whole seconds), or when the earliest holder's time is up if
-  that comes first. The slot is released after the attempt's outcome write (succeeded, retrying, failed), and when
+  fencing token) until the latest a lease of its queue can end; all held, the job looks again later: after 1 or 2
+  seconds at first (sooner is not possible: SQS counts visibility in whole seconds), after longer the longer it has
+  waited (`look_again_s`), or when the earliest holder's time is up if that comes first. The slot is released after
+  the attempt's outcome write (succeeded, retrying, failed), and when
   the claim does not happen. A worker that dies keeps its slot until its time is up: then the next job of the key
   takes it over (fenced: a later attempt's slot is never freed by an earlier one).
 
@@ -31,9 +32,19 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("offpath.worker")
 
-# A job over its key's concurrency looks again after 1 or 2 seconds (jittered, so waiting jobs do not come back in
-# step), never later than the earliest holder's time is up.
-LOOK_AGAIN_S = (1, 2)
+# A job over its key's concurrency looks again after uniform(1, ceiling) seconds (jittered, so waiting jobs do not
+# come back in step), never later than the earliest holder's time is up. The ceiling is a quarter of how long the job
+# has waited, at least 2 s and at most 30 s: a job looks ~8·ln(T/8) times over a wait of T seconds (~29 looks in 5
+# minutes, against ~200 at a fixed 1-2 s), and a backlog of W waiting jobs asks ~W/15 looks a second once it has
+# waited 2 minutes (against W/1.5). The price is paid by a long wait's end: a freed slot may stay free until the
+# next look, at most the ceiling, ~ceiling/(W+1) on average.
+LOOK_AGAIN_FIRST_S = 1
+LOOK_AGAIN_CEILING_S = (2, 30)
+LOOK_AGAIN_GROWTH = 0.25
+# How often a release is tried (each try is the SDK's call with its own retries). A slot not given back is held idle
+# until its time is up (the queue's worker timeout + ~30 s), so a release is worth another call: it is conditional on
+# the attempt, so a second try after a first that landed is refused and changes nothing.
+RELEASE_TRIES = 3
 # SQS's longest visibility.
 MAX_WAIT_S = 43_200
 # A slot outlives the lease its claim takes by this much (the lease is computed a few milliseconds after it).
@@ -95,9 +106,21 @@ def concurrency(job_or_message: Any, job_type: JobType, ports: Any, now: datetim
     )
     if waited <= 0:
         return None
-    low, high = LOOK_AGAIN_S
-    look_again = round(ports.rng.uniform(low, high))
-    return _wait(min(math.ceil(waited), look_again), "concurrency")
+    return _wait(min(math.ceil(waited), look_again_s(job, now, ports.rng)), "concurrency")
+
+
+def look_again_s(job: Job, now: datetime, rng: Any) -> int:
+    """How long a job refused a slot waits before it looks again: longer the longer it has waited."""
+    low, high = LOOK_AGAIN_CEILING_S
+    waited_s = max(0.0, (now - waiting_since(job)).total_seconds())
+    ceiling = min(high, max(low, LOOK_AGAIN_GROWTH * waited_s))
+    return round(float(rng.uniform(LOOK_AGAIN_FIRST_S, ceiling)))
+
+
+def waiting_since(job: Job) -> datetime:
+    """When the job became ready to run: its last write (its submit, or the outcome that set its retry), or the
+    time it was due, if that is later. A job that waits is never written, so this does not move while it waits."""
+    return max(moment for moment in (job.updated_at, job.run_at, job.next_attempt_at) if moment is not None)
 
 
 def slot_attempt(job: Job | None) -> int | None:
@@ -119,15 +142,19 @@ def lease_bound_s(job_type: JobType, ports: Any) -> int:
 
 def release_slot(job: Job, job_type: JobType, ports: Any, *, attempt: int | None = None) -> None:
     """Free the slot the job's attempt holds (after its outcome write, or a claim that did not happen). A release
-    that fails is logged: the slot frees when its time is up."""
+    that fails RELEASE_TRIES times is logged: the slot frees when its time is up."""
     store = getattr(ports, "limits", None)
     if job_type.limits.max_concurrency is None or store is None:
         return
     held = job.attempt if attempt is None else attempt
-    try:
-        store.release(scope_of(job_type, job), job_id=job.job_id, attempt=held)
-    except StoreUnavailableError:
-        logger.exception("the job's concurrency slot could not be released; it frees when its time is up")
+    scope = scope_of(job_type, job)
+    for tries_left in reversed(range(RELEASE_TRIES)):
+        try:
+            store.release(scope, job_id=job.job_id, attempt=held)
+            return
+        except StoreUnavailableError:
+            if not tries_left:
+                logger.exception("the job's concurrency slot could not be released; it frees when its time is up")
 
 
 def _job_of(job_or_message: Any, job_type: JobType, ports: Any) -> Job | None:

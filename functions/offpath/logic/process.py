@@ -258,10 +258,17 @@ def _process(
         ports.queue.change_visibility(policy.queue, delivery.receipt_handle, 0)
         return False
     try:
-        admitted, slot = _admit(delivery, message, job_type, ports, policy)
+        admitted, held = _admit(delivery, message, job_type, ports, policy)
         if admitted is not None:
             return admitted
-        return _claim_and_run(delivery, message, job_type, ports, policy, remaining_ms, slot)
+        try:
+            return _claim_and_run(delivery, message, job_type, ports, policy, remaining_ms, held)
+        except (StoreUnavailableError, QueueUnavailableError):
+            # The claim could not be made (or its outcome not known): the job runs on a later delivery, so the
+            # slot admission took for it is given back now rather than held idle until its time is up.
+            if held is not None:
+                release_slot(held[0], job_type, ports, attempt=held[1])
+            raise
     except (StoreUnavailableError, QueueUnavailableError):
         logger.exception("store or queue unavailable; the message returns after its visibility timeout")
         if _on_last_receives(delivery, ports, policy):
@@ -271,11 +278,12 @@ def _process(
 
 def _admit(
     delivery: Delivery, message: JobMessage, job_type: JobType, ports: WorkerPorts, policy: WorkerPolicy
-) -> tuple[bool | None, int | None]:
-    """Admission before the claim (logic/admission.py): (None, the attempt a concurrency slot was taken for, if
-    one was) when the job may be claimed; else (the record's answer, None): the job waits, unclaimed (no attempt
-    spent), its message back after the wait; (True, None) when a step ended the job itself (expiry: its message
-    is acknowledged). A type without limits reads and writes nothing here (the expiry is on the message)."""
+) -> tuple[bool | None, tuple[Job, int] | None]:
+    """Admission before the claim (logic/admission.py): (None, the job as admission read it and the attempt a
+    concurrency slot was taken for, if one was) when the job may be claimed; else (the record's answer, None): the
+    job waits, unclaimed (no attempt spent), its message back after the wait; (True, None) when a step ended the job
+    itself (expiry: its message is acknowledged). A type without limits reads and writes nothing here (the expiry
+    is on the message)."""
     now = ports.clock.now()
     subject: Job | JobMessage | None = message
     if job_type.limits.declared and needs_job(job_type):
@@ -285,7 +293,8 @@ def _admit(
     answer = admit(subject, job_type, ports, now=now)
     if answer is None:
         held = job_type.limits.max_concurrency is not None and ports.limits is not None
-        return None, slot_attempt(subject) if held and isinstance(subject, Job) else None
+        attempt = slot_attempt(subject) if held and isinstance(subject, Job) else None
+        return None, (subject, attempt) if isinstance(subject, Job) and attempt is not None else None
     if isinstance(answer, Done) or not isinstance(answer, Wait):
         return True, None
     ports.metrics.count("AdmissionWaits", queue=policy.queue, job_type=job_type.name)
@@ -323,10 +332,11 @@ def _claim_and_run(
     ports: WorkerPorts,
     policy: WorkerPolicy,
     remaining_ms: Callable[[], int],
-    slot: int | None = None,
+    held: tuple[Job, int] | None = None,
 ) -> bool:
-    """`slot`: the attempt admission took a concurrency slot for; released when no claim follows, else after
-    the attempt's outcome write."""
+    """`held`: the job and the attempt admission took a concurrency slot for; released when no claim follows,
+    else after the attempt's outcome write."""
+    slot = None if held is None else held[1]
     now = ports.clock.now()
     # The invocation ends within `remaining_ms()`: the lease outlives it, however the job function behaves.
     lease_until = now + timedelta(milliseconds=remaining_ms()) + policy.lease_margin
