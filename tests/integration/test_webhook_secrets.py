@@ -135,3 +135,25 @@ def test_the_local_key_is_made_once_beside_the_data_directory_readable_by_its_ow
     assert key_path(data) == tmp_path / "offpath.key"
     assert stat.S_IMODE(key_path(data).stat().st_mode) == 0o600
     assert again.open(sealed, {"offpath:tenant": "acme", "offpath:endpoint": "orders"}) == "whsec_c2VjcmV0"
+
+
+def test_a_rotation_racing_a_delete_on_dynamodb_leaves_the_endpoint_deleted(
+    resources: Resources, clients: dict[str, Any]
+) -> None:
+    store = DynamoDbWebhookStore(resources.table_name, client=clients["dynamodb"])
+    other = DynamoDbWebhookStore(resources.table_name, client=clients["dynamodb"])
+    hook = Endpoint("orders", "https://example.com/h", ("job.succeeded",), secrets=(Secret(new_secret()),))
+    store.put_endpoint("acme", hook, limit=10)
+    seen: list[str] = []
+
+    def rotate_after_a_delete(current: Endpoint) -> Endpoint:
+        if not seen:
+            other.delete_endpoint("acme", "orders")  # lands between this write's read and its write
+        seen.append(current.secret)
+        return Endpoint(current.name, current.url, current.events, secrets=(Secret(new_secret()),))
+
+    assert store.update_endpoint("acme", "orders", rotate_after_a_delete) is None
+
+    assert len(seen) == 1  # the conflicting write was read again: the endpoint was gone, nothing was written
+    assert store.endpoints("acme") == []
+    assert other.endpoint("acme", "orders") is None

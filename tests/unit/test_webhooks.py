@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -635,3 +637,52 @@ def test_locally_a_host_resolving_to_a_private_address_is_still_refused() -> Non
         check_receiver(
             "http://internal.example.com:8800/h", FakeResolver({"internal.example.com": ["10.0.0.1"]}), local
         )
+
+
+# -- an endpoint changed while a delivery is in flight -------------------------------------------------------------
+
+
+class ChangingSender(ScriptedSender):
+    """Answers as scripted after `meanwhile` ran: what the tenant did while the request was in flight."""
+
+    def __init__(self, result: HttpResult, meanwhile: Callable[[], object]) -> None:
+        super().__init__([result])
+        self.meanwhile = meanwhile
+
+    def post(self, url: str, headers: dict[str, str], body: bytes, timeout_s: float) -> HttpResult:
+        self.meanwhile()
+        return super().post(url, headers, body, timeout_s)
+
+
+def test_a_410_for_an_endpoint_deleted_in_the_meantime_leaves_it_deleted() -> None:
+    setup = Setup(start=START)
+    setup.ports = replace(
+        setup.ports, sender=ChangingSender(HttpResult(410, 3), lambda: setup.store.delete_endpoint(TENANT, "orders"))
+    )
+
+    assert setup.deliver(delivery()) == "disabled"
+
+    assert setup.store.endpoint(TENANT, "orders") is None  # not written back, disabled
+    assert [reason for _, reason in setup.queue.dead] == ["endpoint orders disabled: the receiver answered 410 Gone"]
+
+
+def test_a_410_from_the_old_url_leaves_the_endpoint_given_a_new_url_in_the_meantime_enabled() -> None:
+    setup = Setup(start=START)
+    moved = endpoint(url="https://hooks.example.com/v2", secrets=setup.endpoint.secrets)
+    setup.ports = replace(
+        setup.ports,
+        sender=ChangingSender(HttpResult(410, 3), lambda: setup.store.put_endpoint(TENANT, moved, limit=10)),
+    )
+
+    setup.deliver(delivery())
+
+    assert setup.current == moved and setup.current.enabled
+
+
+def test_a_rotation_of_an_endpoint_deleted_before_it_is_not_found_and_writes_nothing() -> None:
+    setup = Setup(start=START)
+    setup.store.delete_endpoint(TENANT, "orders")
+
+    with pytest.raises(WebhookNotFoundError):
+        rotate_secret(TENANT, "orders", store=setup.store, clock=setup.clock)
+    assert setup.store.endpoints(TENANT) == []

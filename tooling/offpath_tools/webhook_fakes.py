@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import socket
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from offpath.domain.webhooks import (
@@ -37,6 +37,13 @@ class InMemoryWebhookStore:
             raise EndpointLimitError(limit)
         endpoints[endpoint.name] = endpoint
         return replaced
+
+    def update_endpoint(self, tenant: str, name: str, change: Callable[[Endpoint], Endpoint | None]) -> Endpoint | None:
+        current = self.items.get(tenant, {}).get(name)
+        updated = None if current is None else change(current)
+        if updated is not None:
+            self.items[tenant][name] = updated
+        return updated
 
     def delete_endpoint(self, tenant: str, name: str) -> bool:
         self.logs.pop((tenant, name), None)

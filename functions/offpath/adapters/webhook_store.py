@@ -87,6 +87,19 @@ class DynamoDbWebhookStore:
 
         return self._retrying(change)
 
+    def update_endpoint(self, tenant: str, name: str, change: Callable[[Endpoint], Endpoint | None]) -> Endpoint | None:
+        def apply() -> Endpoint | None:
+            endpoints, version = self._endpoints(tenant)
+            current = endpoints.get(name)
+            updated = None if current is None else change(current)
+            if updated is None:
+                return None
+            endpoints[name] = updated
+            self._write_endpoints(tenant, endpoints, version)
+            return updated
+
+        return self._retrying(apply)
+
     def delete_endpoint(self, tenant: str, name: str) -> bool:
         def change() -> bool:
             endpoints, version = self._endpoints(tenant)

@@ -14,7 +14,7 @@ import json
 import math
 import re
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -425,6 +425,12 @@ class WebhookStore(Protocol):
     def put_endpoint(self, tenant: str, endpoint: Endpoint, *, limit: int) -> bool:
         """Writes (adds or replaces) the endpoint; returns whether it replaced one. Raises
         EndpointLimitError when a new one would exceed `limit`."""
+        ...
+
+    def update_endpoint(self, tenant: str, name: str, change: Callable[[Endpoint], Endpoint | None]) -> Endpoint | None:
+        """Applies `change` to the endpoint as stored now and writes what it gives, in one conditional write (on a
+        conflict, read and applied again): an endpoint deleted or replaced meanwhile is never written back as it
+        was. Returns what was written; None when there is no such endpoint or `change` gives None (no write)."""
         ...
 
     def delete_endpoint(self, tenant: str, name: str) -> bool: ...

@@ -154,8 +154,11 @@ def get_endpoint(tenant: str, name: str, store: WebhookStore) -> Endpoint:
 
 
 def rotate_secret(tenant: str, name: str, *, store: WebhookStore, clock: Clock) -> Endpoint:
-    endpoint = rotated(get_endpoint(tenant, name, store), clock.now())
-    store.put_endpoint(tenant, endpoint, limit=MAX_ENDPOINTS_PER_TENANT)
+    """A new secret for the endpoint as stored at the write (a delete or a replacement meanwhile is not undone)."""
+    now = clock.now()
+    endpoint = store.update_endpoint(tenant, checked_name(name), lambda current: rotated(current, now))
+    if endpoint is None:
+        raise WebhookNotFoundError(name)
     return endpoint
 
 
@@ -301,9 +304,21 @@ def _job_id_of(delivery: Delivery) -> str | None:
 
 
 def _disable(ports: DeliveryPorts, delivery: Delivery, endpoint: Endpoint, reason: str, now: datetime) -> None:
-    ports.store.put_endpoint(delivery.tenant, disabled(endpoint, reason, now), limit=MAX_ENDPOINTS_PER_TENANT)
+    """Disables the endpoint as stored now, if it still sends to the receiver that earned it: one deleted while the
+    delivery was in flight stays deleted, one given another URL (or disabled already) is left as it is."""
+
+    def change(current: Endpoint) -> Endpoint | None:
+        return disabled(current, reason, now) if current.enabled and current.url == endpoint.url else None
+
+    written = ports.store.update_endpoint(delivery.tenant, endpoint.name, change)
     ports.queue.dead_letter(delivery, f"endpoint {endpoint.name} disabled: {reason}")
-    logger.warning("webhook endpoint disabled", extra={"endpoint": endpoint.name, "reason": reason})
+    if written is None:
+        logger.warning(
+            "webhook endpoint deleted, changed or disabled meanwhile: not disabled again",
+            extra={"endpoint": endpoint.name, "reason": reason},
+        )
+    else:
+        logger.warning("webhook endpoint disabled", extra={"endpoint": endpoint.name, "reason": reason})
 
 
 def _send_later(queue: DeliveryQueue, delivery: Delivery, wait_s: float) -> None:
