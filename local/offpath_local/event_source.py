@@ -61,16 +61,25 @@ class SqsEventSource:
         # receive at once (the window's length and the batch it gathers are unchanged).
         self.window_poll_s = window_poll_s
 
-    def receive(self, wait_s: float = 0.0) -> list[dict[str, Any]]:
-        """One batch: keep receiving until it is full or the batching window has passed."""
+    def batches_per_receive(self) -> int:
+        """How many batches one receive may fill: without a batching window, a receive of up to 10 messages is
+        split into batches of `batch_size` (each its own invocation), as AWS's pollers do; with a window, one."""
+        if self.batching_window_s > 0:
+            return 1
+        return max(1, 10 // self.batch_size)
+
+    def receive(self, wait_s: float = 0.0, batches: int = 1) -> list[dict[str, Any]]:
+        """One batch (or up to `batches` batches' messages, at most `batches_per_receive()`): keep receiving until
+        it is full or the batching window has passed."""
+        limit = self.batch_size * max(1, min(batches, self.batches_per_receive()))
         messages: list[dict[str, Any]] = []
         deadline = time.monotonic() + self.batching_window_s
         first = True
-        while len(messages) < self.batch_size:
+        while len(messages) < limit:
             wait = int(wait_s) if first else 0
             response = self.sqs.receive_message(
                 QueueUrl=self.queue_url,
-                MaxNumberOfMessages=min(10, self.batch_size - len(messages)),
+                MaxNumberOfMessages=min(10, limit - len(messages)),
                 WaitTimeSeconds=wait,
                 AttributeNames=["All"],
                 MessageAttributeNames=["All"],

@@ -9,6 +9,9 @@ While a batch is in flight its messages stay invisible (the queue's visibility t
 A paused queue class (offpath_local.queue_switch) is not polled, as its disabled mapping is not on AWS; the
 batches in flight when it is paused finish.
 
+A receive without a batching window asks for as many batches as there are free invocation slots (up to 10
+messages), each batch its own invocation, as AWS's pollers split what they receive.
+
 Differences from AWS: the mapping starts at its maximum concurrency at once (AWS starts at five
 concurrent batches and adds up to 300 a minute), and the receive is one long poll at a time per queue.
 """
@@ -93,24 +96,37 @@ class QueuePoller:
                 continue
             if not self._slots.acquire(timeout=0.5):
                 continue
+            held = 1 + self._more_slots(self.source.batches_per_receive() - 1)
             try:
-                messages = self.source.receive(wait_s=LONG_POLL_S)
+                messages = self.source.receive(wait_s=LONG_POLL_S, batches=held)
             except Exception:
-                self._slots.release()
+                self._release(held)
                 if not self._stop.is_set():
                     logger.warning("receive from the %s queue failed; retrying", self.queue_class, exc_info=True)
                     self._stop.wait(ERROR_PAUSE_S)
                 continue
-            if not messages:
-                self._slots.release()
-                continue
-            with self._lock:
-                self._in_flight += 1
-            # A daemon thread per batch (the slots bound them): one still running when the runtime stops is
-            # abandoned, as Lambda ends an environment, instead of holding the process until its job's timeout.
-            threading.Thread(
-                target=self._invoke, args=(messages,), name=f"worker-{self.queue_class}", daemon=True
-            ).start()
+            size = self.source.batch_size
+            batches = [messages[at : at + size] for at in range(0, len(messages), size)]
+            self._release(held - len(batches))
+            for batch in batches:
+                with self._lock:
+                    self._in_flight += 1
+                # A daemon thread per batch (the slots bound them): one still running when the runtime stops is
+                # abandoned, as Lambda ends an environment, instead of holding the process until its job's timeout.
+                threading.Thread(
+                    target=self._invoke, args=(batch,), name=f"worker-{self.queue_class}", daemon=True
+                ).start()
+
+    def _more_slots(self, most: int) -> int:
+        """Takes up to `most` further free invocation slots without waiting: one receive fills them all."""
+        taken = 0
+        while taken < most and self._slots.acquire(blocking=False):
+            taken += 1
+        return taken
+
+    def _release(self, count: int) -> None:
+        for _ in range(count):
+            self._slots.release()
 
     def _invoke(self, messages: list[dict[str, Any]]) -> None:
         try:
