@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-from datetime import timedelta
+import logging
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
+from offpath.domain.chain import MAX_THEN_BYTES
 from offpath.domain.errors import (
     IdempotencyConflictError,
     InvalidRequestError,
@@ -15,7 +17,7 @@ from offpath.domain.errors import (
     PayloadTooLargeError,
     StoreUnavailableError,
 )
-from offpath.domain.job import JobStatus
+from offpath.domain.job import JobStatus, payload_json
 from offpath.domain.ports import JobMessage, key_record_extension
 from offpath.domain.registry import Registry, Submitter
 from offpath.logic.submit import (
@@ -26,8 +28,17 @@ from offpath.logic.submit import (
     canonical_json,
     submit_batch,
     submit_job,
+    submit_made,
 )
-from offpath_tools.fakes import SCRIPTED_TYPE, STRICT_TYPE, InMemoryJobQueue, InMemoryJobStore, RecordingMetrics
+from offpath_tools.fakes import (
+    SCRIPTED_TYPE,
+    STRICT_TYPE,
+    InMemoryJobQueue,
+    InMemoryJobStore,
+    InMemoryScheduler,
+    RecordingMetrics,
+    Sent,
+)
 from tests.unit.conftest import START, TENANT, a_job
 
 SNEAKY = "../$(rm -rf /)\"'\x00\x1b[31m"
@@ -392,3 +403,280 @@ def test_a_batch_whose_send_fails_keeps_its_jobs_and_counts_each_unsent(
     assert all(r.submitted is not None for r in results)
     assert len(store.jobs()) == 2
     assert metrics.counts["SendFailed"] == 2
+
+
+# -- what a submit sends, schedules and counts (dispatch, the batch's delayed items, submit_made) ------------------
+
+
+def metric(metrics: RecordingMetrics, name: str, job_type: str = SCRIPTED_TYPE) -> float:
+    """A count as a dashboard's per-queue, per-type graph shows it."""
+    return metrics.dimensioned.get((name, "default", job_type), 0)
+
+
+def test_a_batch_item_due_in_ten_minutes_is_sent_on_its_queue_with_that_delay(
+    ports: Ports, queue: InMemoryJobQueue
+) -> None:
+    run_at = (START + timedelta(minutes=10)).isoformat()
+    [result] = submit_batch([request(run_at=run_at)], ports, SubmitPolicy())
+
+    assert result.submitted is not None
+    assert queue.sent == [Sent("default", JobMessage.of(result.submitted.job), delay_s=600)]
+
+
+def test_a_batch_item_due_later_whose_send_fails_is_kept_counted_and_logged_by_its_id(
+    ports: Ports, queue: InMemoryJobQueue, store: InMemoryJobStore, metrics: RecordingMetrics, caplog: Any
+) -> None:
+    queue.fail_sends()
+    with caplog.at_level(logging.WARNING, logger="offpath.logic.submit"):
+        [result] = submit_batch([request(run_at=(START + timedelta(minutes=10)).isoformat())], ports, SubmitPolicy())
+
+    assert result.submitted is not None and store.get(result.submitted.job.job_id, tenant=TENANT) is not None
+    assert metric(metrics, "SendFailed") == 1
+    [line] = [r for r in caplog.records if r.name == "offpath.logic.submit"]
+    assert (line.getMessage(), line.job_id) == (
+        "send failed; the sweeper will send the job",
+        result.submitted.job.job_id,
+    )
+
+
+def test_a_job_due_past_an_sqs_delay_gets_its_one_time_schedule(ports: Ports, queue: InMemoryJobQueue) -> None:
+    scheduler = InMemoryScheduler()
+    submitted = submit_job(
+        request(run_at=(START + timedelta(days=2)).isoformat()),
+        dataclasses.replace(ports, scheduler=scheduler),
+        SubmitPolicy(),
+    )
+
+    assert submitted.job.status is JobStatus.SCHEDULED
+    assert scheduler.schedules == {submitted.job.job_id: submitted.job} and queue.sent == []
+
+
+def test_a_one_time_schedule_not_created_is_counted_and_logged_and_the_job_kept(
+    ports: Ports, store: InMemoryJobStore, metrics: RecordingMetrics, caplog: Any
+) -> None:
+    scheduler = InMemoryScheduler()
+    scheduler.failing = True
+    with caplog.at_level(logging.WARNING, logger="offpath.logic.submit"):
+        submitted = submit_job(
+            request(run_at=(START + timedelta(days=2)).isoformat()),
+            dataclasses.replace(ports, scheduler=scheduler),
+            SubmitPolicy(),
+        )
+
+    assert store.get(submitted.job.job_id, tenant=TENANT) is not None
+    assert metric(metrics, "ScheduleCreateFailed") == 1
+    assert [r.getMessage() for r in caplog.records if r.name == "offpath.logic.submit"] == [
+        "one-time schedule not created; the sweeper will enqueue the job when due"
+    ]
+
+
+def test_without_a_scheduler_a_job_due_later_is_logged_as_an_error_for_the_sweeper(
+    ports: Ports, store: InMemoryJobStore, caplog: Any
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="offpath.logic.submit"):
+        submitted = submit_job(request(run_at=(START + timedelta(days=2)).isoformat()), ports, SubmitPolicy())
+
+    assert store.get(submitted.job.job_id, tenant=TENANT) is not None
+    assert [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "offpath.logic.submit"] == [
+        ("ERROR", "no scheduler configured; the sweeper will enqueue the job when due")
+    ]
+
+
+def test_a_failed_first_send_is_logged_with_the_jobs_id(ports: Ports, queue: InMemoryJobQueue, caplog: Any) -> None:
+    queue.fail_sends()
+    with caplog.at_level(logging.WARNING, logger="offpath.logic.submit"):
+        submitted = submit_job(request(), ports, SubmitPolicy())
+
+    [line] = [r for r in caplog.records if r.name == "offpath.logic.submit"]
+    assert line.getMessage() == "send failed; the job is written for the sweeper to send"
+    assert line.job_id == submitted.job.job_id
+
+
+def test_a_replayed_submit_is_counted_deduplicated_on_its_queue_and_type(
+    ports: Ports, metrics: RecordingMetrics
+) -> None:
+    submit_job(request(idempotency_key="k-1"), ports, SubmitPolicy())
+    again = submit_job(request(idempotency_key="k-1"), ports, SubmitPolicy())
+
+    assert again.replayed is True
+    assert metric(metrics, "JobsDeduplicated") == 1
+
+
+def test_a_made_job_already_there_is_answered_as_a_replay_and_counted(
+    ports: Ports, store: InMemoryJobStore, queue: InMemoryJobQueue, metrics: RecordingMetrics
+) -> None:
+    job = a_job(sweep_at=START + timedelta(minutes=5))
+    first = submit_made(job, ports)
+    second = submit_made(job.replace(submission_id="another-attempts-submit"), ports)  # a retried attempt's
+
+    assert (first.replayed, second.replayed) == (False, True)
+    assert (
+        store.get(job.job_id, tenant=TENANT) == first.job and first.job.sweep_at is None
+    )  # sent: no sweep time needed
+    assert [sent.delay_s for sent in queue.sent] == [0, 0]
+    assert metric(metrics, "JobsDeduplicated") == 1
+
+
+def test_a_batch_replays_an_item_under_a_key_it_accepted_before_at_its_own_index(ports: Ports) -> None:
+    [first] = submit_batch([request(idempotency_key="k-1")], ports, SubmitPolicy())
+    results = submit_batch([request({"n": 2}), request(idempotency_key="k-1")], ports, SubmitPolicy())
+
+    assert [r.index for r in results] == [0, 1]
+    assert first.submitted is not None and results[1].submitted is not None
+    assert results[1].submitted.replayed is True and results[1].submitted.job == first.submitted.job
+
+
+def test_a_bad_key_in_a_batch_names_the_items_body_field(ports: Ports) -> None:
+    [result] = submit_batch([request(idempotency_key=" ")], ports, SubmitPolicy())
+
+    assert isinstance(result.error, InvalidRequestError) and result.error.field == "idempotency_key"
+
+
+def test_a_batch_over_the_limit_says_how_many_it_holds(ports: Ports) -> None:
+    with pytest.raises(InvalidRequestError) as raised:
+        submit_batch([request()] * (MAX_BATCH + 1), ports, SubmitPolicy())
+
+    assert str(raised.value) == f"a batch holds at most {MAX_BATCH} jobs"
+
+
+# -- chains: each refusal of a step names its field, says why, and has its code --------------------------------------
+
+
+def refusal(ports: Ports, then: Any, submitter: Submitter = "tenant") -> tuple[str, str, str]:
+    with pytest.raises(InvalidRequestError) as raised:
+        submit_job(request(then=then, submitter=submitter), ports, SubmitPolicy())
+    return raised.value.field, str(raised.value), raised.value.code
+
+
+def test_a_chain_step_that_is_not_an_object_is_refused(ports: Ports) -> None:
+    assert refusal(ports, {"type": SCRIPTED_TYPE, "then": ["x"]}) == (
+        "then.then",
+        "then.then must be an object: {type, payload, then?}",
+        "invalid_request",
+    )
+
+
+def test_a_chain_step_with_an_unknown_field_is_refused(ports: Ports) -> None:
+    assert refusal(ports, {"type": SCRIPTED_TYPE, "after": 1}) == (
+        "then",
+        "then: unknown field (a step has type, payload and then)",
+        "invalid_request",
+    )
+
+
+def test_a_chain_step_without_a_type_name_is_refused(ports: Ports) -> None:
+    assert refusal(ports, {"payload": {}}) == ("then.type", "then.type must be a job type's name", "invalid_request")
+
+
+def test_a_chain_step_of_an_unknown_type_is_refused_as_a_submit_of_it_is(ports: Ports) -> None:
+    assert refusal(ports, {"type": "no.such"}) == (
+        "then.type",
+        "unknown job type 'no.such'; GET /job-types lists the registered ones",
+        "unknown_job_type",
+    )
+    assert refusal(ports, {"type": SNEAKY})[1] == (
+        "unknown job type (not a job type name: a-z, 0-9, '_', '.', '-'); GET /job-types lists the registered ones"
+    )
+
+
+def test_a_chain_step_of_a_type_above_the_callers_authority_is_refused(ports: Ports) -> None:
+    assert refusal(ports, {"type": "maintenance.nightly_cleanup"}) == (
+        "then.type",
+        "job type 'maintenance.nightly_cleanup' is not open to this caller",
+        "job_type_forbidden",
+    )
+
+
+def test_a_chain_steps_payload_that_is_not_an_object_is_refused(ports: Ports) -> None:
+    assert refusal(ports, {"type": SCRIPTED_TYPE, "payload": [1]}) == (
+        "then.payload",
+        "then.payload must be an object",
+        "invalid_payload",
+    )
+
+
+def test_a_chain_step_without_a_payload_is_given_its_models_defaults(ports: Ports) -> None:
+    submitted = submit_job(request(then={"type": SCRIPTED_TYPE}), ports, SubmitPolicy())
+
+    assert submitted.job.then == {"type": SCRIPTED_TYPE, "payload": {}}
+
+
+def test_a_chain_of_exactly_the_byte_limit_is_accepted_and_one_byte_more_is_not(ports: Ports) -> None:
+    def chain(size: int) -> dict[str, Any]:
+        empty = len(payload_json({"type": SCRIPTED_TYPE, "payload": {"s": ""}}).encode())
+        return {"type": SCRIPTED_TYPE, "payload": {"s": "x" * (size - empty)}}
+
+    assert submit_job(request(then=chain(MAX_THEN_BYTES)), ports, SubmitPolicy()).job.then is not None
+    field, message, _ = refusal(ports, chain(MAX_THEN_BYTES + 1))
+    assert (field, message) == (
+        "then",
+        f"the chain is {MAX_THEN_BYTES + 1} bytes; at most {MAX_THEN_BYTES} are accepted",
+    )
+
+
+# -- payloads and times: the refusal's field, message and code -------------------------------------------------------
+
+
+def test_a_payload_is_validated_strictly_and_stored_as_json(ports: Ports) -> None:
+    with pytest.raises(InvalidRequestError) as raised:
+        submit_job(request({"name": "ok", "count": "5"}, type=STRICT_TYPE), ports, SubmitPolicy())
+    assert raised.value.field == "payload.count"
+
+    submitted = submit_job(request({"name": "ok", "count": 5}, type=STRICT_TYPE), ports, SubmitPolicy())
+    assert submitted.job.payload == {"name": "ok", "count": 5}
+
+
+def test_a_payload_nested_too_deeply_is_refused_naming_the_field(ports: Ports) -> None:
+    deep: Any = {}
+    for _ in range(2_000):
+        deep = {"a": deep}
+    with pytest.raises(InvalidRequestError) as raised:
+        submit_job(request(deep), ports, SubmitPolicy())
+
+    assert (raised.value.field, str(raised.value), raised.value.code) == (
+        "payload",
+        "payload is nested too deeply",
+        "invalid_payload",
+    )
+
+
+def test_every_failing_field_of_a_payload_is_listed_with_the_first_as_the_message(ports: Ports) -> None:
+    with pytest.raises(InvalidRequestError) as raised:
+        submit_job(request({"name": 1, "count": -1}, type=STRICT_TYPE), ports, SubmitPolicy())
+
+    error = raised.value
+    assert [field for field, _ in error.errors] == ["payload.name", "payload.count"]
+    assert str(error) == f"payload.name: {error.errors[0][1]}" and error.field == "payload.name"
+    assert error.code == "invalid_payload"
+
+
+def test_run_at_and_debounce_together_are_refused(ports: Ports) -> None:
+    with pytest.raises(InvalidRequestError) as raised:
+        submit_job(request(run_at=START.isoformat(), debounce=("k", 2)), ports, SubmitPolicy())
+
+    assert (raised.value.field, str(raised.value)) == (
+        "run_at",
+        "run_at and debounce cannot both be given (debounce sets when it runs)",
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("tomorrow", "run_at must be an RFC 3339 date-time (ISO 8601), e.g. 2026-01-31T09:00:00Z"),
+        ("1969-12-31T23:59:59Z", "run_at must be 1970-01-01T00:00:00Z or later"),
+    ],
+)
+def test_a_run_at_that_is_not_a_time_offpath_takes_is_refused_saying_why(ports: Ports, text: str, message: str) -> None:
+    with pytest.raises(InvalidRequestError) as raised:
+        submit_job(request(run_at=text), ports, SubmitPolicy())
+
+    assert (raised.value.field, str(raised.value)) == ("run_at", message)
+
+
+def test_the_earliest_run_at_is_accepted_and_an_offset_is_read_in_utc(ports: Ports) -> None:
+    earliest = submit_job(request(run_at="1970-01-01T00:00:00Z"), ports, SubmitPolicy()).job
+    assert earliest.run_at == datetime(1970, 1, 1, tzinfo=UTC)
+
+    job = submit_job(request(run_at="2026-03-01T13:00:00.5+01:00"), ports, SubmitPolicy()).job
+    assert job.run_at == START + timedelta(milliseconds=500) and job.run_at.utcoffset() == timedelta(0)
