@@ -18,10 +18,14 @@ from offpath.domain.job import Job, JobStatus
 from offpath.domain.ports import Ports
 from offpath.domain.registry import JobType, Registry
 from offpath.logic.process import (
+    MAX_RESULT_BYTES,
     OUTCOME_BACKOFF,
+    TRACEBACK_BYTES,
+    TRACEBACK_FRAMES,
     Delivery,
     WorkerPolicy,
     WorkerPorts,
+    job_traceback,
     process_batch,
     process_record,
 )
@@ -1041,3 +1045,188 @@ def test_each_attempts_end_line_names_its_job_type_and_how_long_it_ran(
         ("job succeeded", "INFO", SCRIPTED_TYPE, 1500.0),
     ]
     assert all({"job_id", "tenant", "attempt"} <= set(e) for e in ends)
+
+
+# -- what an attempt leaves behind: its log lines, its counts, its record ---------------------------------------------
+
+
+def lines_of(worker_log: io.StringIO, message: str) -> list[dict[str, Any]]:
+    return [line for line in map(json.loads, worker_log.getvalue().splitlines()) if line["message"] == message]
+
+
+@pytest.fixture
+def info_log(worker_log: io.StringIO) -> Iterator[io.StringIO]:
+    worker_logger = logging.getLogger("offpath.worker")
+    level = worker_logger.level
+    worker_logger.setLevel(logging.INFO)
+    try:
+        yield worker_log
+    finally:
+        worker_logger.setLevel(level)
+
+
+def test_an_attempts_start_line_carries_opentelemetrys_messaging_attributes(
+    ports: Ports, worker_ports: WorkerPorts, policy: WorkerPolicy, info_log: io.StringIO
+) -> None:
+    job = submitted(ports)
+    run(delivery_of(job, "m-42"), worker_ports, policy)
+
+    [line] = lines_of(info_log, "job started")
+    assert {k: line.get(k) for k in ("job_id", "attempt", "job_type", "span_name")} == {
+        "job_id": job.job_id,
+        "attempt": 1,
+        "job_type": SCRIPTED_TYPE,
+        "span_name": "process default",
+    }
+    assert {k: v for k, v in line.items() if k.startswith("messaging.")} == {
+        "messaging.system": "aws_sqs",
+        "messaging.operation.type": "process",
+        "messaging.operation.name": "process",
+        "messaging.destination.name": "default",
+        "messaging.message.id": "m-42",
+    }
+
+
+def test_a_result_of_exactly_the_limit_is_stored_and_one_byte_more_fails_the_job_saying_its_size(
+    ports: Ports, worker_ports: WorkerPorts, policy: WorkerPolicy, store: InMemoryJobStore, scripted: ScriptedJob
+) -> None:
+    fits = submitted(ports, payload={"n": 1})
+    scripted.action = lambda payload, ctx: "x" * (MAX_RESULT_BYTES - 2)  # a JSON string: its quotes count
+    assert run(delivery_of(fits), worker_ports, policy) is True
+    assert stored(store, fits).status is JobStatus.SUCCEEDED
+
+    too_large = submitted(ports, payload={"n": 2})
+    scripted.action = lambda payload, ctx: "x" * (MAX_RESULT_BYTES - 1)
+    assert run(delivery_of(too_large), worker_ports, policy) is True
+    failed = stored(store, too_large)
+    assert (failed.status, failed.error) == (
+        JobStatus.FAILED,
+        f"result is {MAX_RESULT_BYTES + 1} bytes; the limit is {MAX_RESULT_BYTES} bytes",
+    )
+
+
+def test_a_timed_out_attempt_is_counted_on_its_queue_and_type(
+    ports: Ports,
+    worker_ports: WorkerPorts,
+    policy: WorkerPolicy,
+    scripted: ScriptedJob,
+    clock: ManualClock,
+    metrics: RecordingMetrics,
+) -> None:
+    scripted.action = lambda payload, ctx: clock.advance(SCRIPTED_TIMEOUT_S + 1)
+    run(delivery_of(submitted(ports)), worker_ports, policy)
+
+    assert metrics.dimensioned[("JobsTimedOut", "default", SCRIPTED_TYPE)] == 1
+
+
+def test_a_failed_job_keeps_what_ended_it_for_the_retention_and_its_line_says_why(
+    ports: Ports,
+    worker_ports: WorkerPorts,
+    policy: WorkerPolicy,
+    store: InMemoryJobStore,
+    scripted: ScriptedJob,
+    clock: ManualClock,
+    info_log: io.StringIO,
+) -> None:
+    scripted.action = fails(PermanentError("bad input"))
+    job = submitted(ports)
+    run(delivery_of(job), worker_ports, policy)
+
+    failed = stored(store, job)
+    assert failed.expires_at == clock.now() + policy.retention
+    [record] = failed.attempt_history
+    assert (record.error_type, record.error) == ("PermanentError", "bad input")
+    assert record.traceback is not None and "in action" in record.traceback
+    [line] = lines_of(info_log, "job failed")
+    assert (line["attempt"], line["error"], line["traceback"]) == (1, "permanent error: bad input", record.traceback)
+
+
+def test_a_failure_after_a_newer_attempt_took_over_is_logged_and_its_message_acknowledged(
+    ports: Ports,
+    worker_ports: WorkerPorts,
+    policy: WorkerPolicy,
+    store: InMemoryJobStore,
+    scripted: ScriptedJob,
+    clock: ManualClock,
+    info_log: io.StringIO,
+) -> None:
+    job = submitted(ports)
+
+    def overtaken(payload: Any, ctx: Any) -> Any:
+        clock.advance(lease_length_s(worker_ports, policy) + 1)
+        another_worker_claims(store, job, clock, lease_s=3600)
+        raise PermanentError("late")
+
+    scripted.action = overtaken
+
+    assert run(delivery_of(job), worker_ports, policy) is True
+    assert lines_of(info_log, "a newer attempt owns this job; this attempt's failure is not recorded") != []
+    assert lines_of(info_log, "job failed") == []
+
+
+def test_a_duplicate_delivery_is_counted_on_its_queue_and_type_and_says_the_jobs_state(
+    ports: Ports, worker_ports: WorkerPorts, policy: WorkerPolicy, metrics: RecordingMetrics, info_log: io.StringIO
+) -> None:
+    job = submitted(ports)
+    run(delivery_of(job), worker_ports, policy)
+    run(delivery_of(job, "m-2"), worker_ports, policy)
+
+    assert metrics.dimensioned[("DuplicateDeliveries", "default", SCRIPTED_TYPE)] == 1
+    assert lines_of(info_log, "delivery for a SUCCEEDED job; acknowledged without running") != []
+
+
+def test_an_outcome_write_that_gives_up_says_how_many_times_it_failed(
+    ports: Ports,
+    worker_ports: WorkerPorts,
+    policy: WorkerPolicy,
+    registry: Registry,
+    store: InMemoryJobStore,
+    clock: ManualClock,
+    metrics: RecordingMetrics,
+    monkeypatch: pytest.MonkeyPatch,
+    info_log: io.StringIO,
+) -> None:
+    job = submitted(ports)
+    invocation = Invocation(clock, registry.worker_timeout_s("default"))
+    tries: list[int] = []
+
+    def store_down(*args: Any, **kwargs: Any) -> None:
+        tries.append(1)
+        raise StoreUnavailableError("DynamoDB ServiceUnavailable")
+
+    monkeypatch.setattr(store, "record_success", store_down)
+    process_record(delivery_of(job), worker_ports, policy, invocation.remaining_ms)
+
+    [gave_up] = lines_of(info_log, f"outcome write failed {len(tries)} times; giving up before the invocation ends")
+    assert gave_up["level"] == "ERROR"
+    retries = lines_of(info_log, "outcome write failed; retrying")
+    assert [line["retry"] for line in retries] == list(range(1, len(tries)))
+    assert metrics.dimensioned[("OutcomeWriteRetries", "default", SCRIPTED_TYPE)] == len(tries) - 1
+
+
+def nested(depth: int) -> None:
+    if depth == 0:
+        raise RuntimeError("deep")
+    nested(depth - 1)
+
+
+def test_a_traceback_keeps_the_innermost_job_frames_within_its_bounds_without_the_workers() -> None:
+    try:
+        nested(9)
+    except RuntimeError as error:
+        text = job_traceback(error)
+
+    assert text is not None and len(text.encode()) <= TRACEBACK_BYTES
+    lines = text.splitlines()
+    assert 1 <= len(lines) <= TRACEBACK_FRAMES
+    assert all(line.endswith(" in nested") for line in lines)
+    first_raise = nested.__code__.co_firstlineno + 2
+    assert lines[-1].endswith(f":{first_raise} in nested")  # innermost last
+    # As many of the innermost frames as fit: one more would not.
+    frame = lines[0] + "\n"
+    assert len((frame + text + "\n").encode()) > TRACEBACK_BYTES or len(lines) == TRACEBACK_FRAMES
+
+
+def test_a_traceback_of_the_workers_own_frames_only_is_none() -> None:
+    error = RuntimeError("no frames")
+    assert job_traceback(error) is None
