@@ -1230,3 +1230,152 @@ def test_a_traceback_keeps_the_innermost_job_frames_within_its_bounds_without_th
 def test_a_traceback_of_the_workers_own_frames_only_is_none() -> None:
     error = RuntimeError("no frames")
     assert job_traceback(error) is None
+
+
+# -- records that do not run: what the operator is told and counted --------------------------------------------------
+
+
+def test_a_message_that_is_not_a_job_message_is_logged_by_its_id_and_counted_under_an_unknown_type(
+    worker_ports: WorkerPorts, policy: WorkerPolicy, metrics: RecordingMetrics, info_log: io.StringIO
+) -> None:
+    run(Delivery("m-9", "rh-9", "not json"), worker_ports, policy)
+
+    [line] = lines_of(info_log, "message is not an offpath job message")
+    assert (line["level"], line["message_id"]) == ("ERROR", "m-9")
+    assert metrics.dimensioned[("RecordsFailed", "default", "unknown")] == 1
+
+
+def test_a_record_that_fails_is_logged_as_staying_on_the_queue_and_counted_by_its_type(
+    ports: Ports,
+    worker_ports: WorkerPorts,
+    policy: WorkerPolicy,
+    store: InMemoryJobStore,
+    metrics: RecordingMetrics,
+    info_log: io.StringIO,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    job = submitted(ports)
+
+    def unreadable(job_id: str, **kwargs: Any) -> Job:
+        raise ValueError("an item this code cannot read")
+
+    monkeypatch.setattr(store, "claim", unreadable)
+
+    assert process_batch([delivery_of(job, "m-7")], worker_ports, policy, unbounded) == ["m-7"]
+    message = "the record failed; it stays on the queue (its redrive policy moves it to the DLQ in the end)"
+    [line] = lines_of(info_log, message)
+    assert (line["job_id"], line["message_id"]) == (job.job_id, "m-7")
+    assert metrics.dimensioned[("RecordsFailed", "default", SCRIPTED_TYPE)] == 1
+
+
+def test_the_messages_traceparent_names_the_trace_of_every_line_of_the_attempt(
+    ports: Ports, worker_ports: WorkerPorts, policy: WorkerPolicy, info_log: io.StringIO
+) -> None:
+    trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+    job = submitted(ports)
+    run(dataclasses.replace(delivery_of(job), traceparent=f"00-{trace}-00f067aa0ba902b7-01"), worker_ports, policy)
+
+    lines = [json.loads(line) for line in info_log.getvalue().splitlines()]
+    assert lines and {line.get("trace_id") for line in lines} == {trace}
+
+
+def test_a_message_for_a_job_not_written_yet_is_logged_and_goes_back_with_its_handle(
+    ports: Ports, worker_ports: WorkerPorts, policy: WorkerPolicy, queue: InMemoryJobQueue, info_log: io.StringIO
+) -> None:
+    unwritten = submitted(ports).replace(job_id="e" * 32)
+    run(delivered(unwritten, sent_at=worker_ports.clock.now()), worker_ports, policy)
+
+    assert queue.visibility_changes == [VisibilityChange("default", "rh-m-1", 2)]
+    [line] = lines_of(info_log, "message for a job not written yet; it goes back")
+    assert line["retry_in_s"] == 2
+
+
+def test_a_message_for_a_job_never_written_is_dropped_logged_and_counted_on_its_queue(
+    ports: Ports,
+    worker_ports: WorkerPorts,
+    policy: WorkerPolicy,
+    metrics: RecordingMetrics,
+    clock: ManualClock,
+    info_log: io.StringIO,
+) -> None:
+    unwritten = submitted(ports).replace(job_id="e" * 32)
+    sent_at = clock.now()
+    clock.advance(policy.unwritten_bound.total_seconds())
+    run(delivered(unwritten, receive_count=3, sent_at=sent_at), worker_ports, policy)
+
+    [line] = lines_of(info_log, "message for a job that does not exist (expired or never written); dropped")
+    assert line["level"] == "WARNING"
+    assert metrics.dimensioned[("MessagesUnwritten", "default", "unknown")] == 1
+
+
+def test_a_fresh_copy_is_sent_on_the_jobs_queue_counted_and_logged_and_a_failed_one_says_so(
+    ports: Ports,
+    worker_ports: WorkerPorts,
+    policy: WorkerPolicy,
+    queue: InMemoryJobQueue,
+    metrics: RecordingMetrics,
+    info_log: io.StringIO,
+) -> None:
+    job = submitted(ports)
+    queue.sent.clear()
+    almost_enough = SCRIPTED_TIMEOUT_S * 1000 + policy.start_margin_ms - 1
+    delivery = delivered(job, receive_count=last_receive(worker_ports, policy))
+
+    process_record(delivery, worker_ports, policy, lambda: almost_enough)
+    assert [(s.queue, s.message.job_id) for s in queue.sent] == [("default", job.job_id)]
+    assert metrics.dimensioned[("MessagesRenewed", "default", SCRIPTED_TYPE)] == 1
+    assert lines_of(info_log, "message on its last receives went back as a fresh copy") != []
+
+    queue.fail_sends(1)
+    process_record(delivery, worker_ports, policy, lambda: almost_enough)
+    message = "the fresh copy of a message on its last receives could not be sent; it goes back"
+    assert [line["level"] for line in lines_of(info_log, message)] == ["ERROR"]
+
+
+def test_a_retry_keeps_what_ended_the_attempt_and_its_line_says_when_it_runs_again(
+    ports: Ports,
+    worker_ports: WorkerPorts,
+    policy: WorkerPolicy,
+    store: InMemoryJobStore,
+    queue: InMemoryJobQueue,
+    scripted: ScriptedJob,
+    info_log: io.StringIO,
+) -> None:
+    scripted.action = fails(RuntimeError("transient"))
+    job = submitted(ports)
+    run(delivery_of(job), worker_ports, policy)
+
+    [record] = stored(store, job).attempt_history
+    assert (record.outcome, record.error_type, record.error) == ("RETRYING", "RuntimeError", "transient")
+    assert record.traceback is not None and "in action" in record.traceback
+    [line] = lines_of(info_log, "job failed; retrying")
+    [change] = queue.visibility_changes
+    assert (line["attempt"], line["error"], line["retry_in_s"], line["traceback"]) == (
+        1,
+        "RuntimeError: transient",
+        change.timeout_s,
+        record.traceback,
+    )
+
+
+def test_a_retry_after_a_newer_attempt_took_over_is_logged_and_changes_nothing(
+    ports: Ports,
+    worker_ports: WorkerPorts,
+    policy: WorkerPolicy,
+    store: InMemoryJobStore,
+    scripted: ScriptedJob,
+    clock: ManualClock,
+    info_log: io.StringIO,
+) -> None:
+    job = submitted(ports)
+
+    def overtaken(payload: Any, ctx: Any) -> Any:
+        clock.advance(lease_length_s(worker_ports, policy) + 1)
+        another_worker_claims(store, job, clock, lease_s=3600)
+        raise RuntimeError("late")
+
+    scripted.action = overtaken
+    run(delivery_of(job), worker_ports, policy)
+
+    assert lines_of(info_log, "a newer attempt owns this job; this attempt's failure is not recorded") != []
+    assert lines_of(info_log, "job failed; retrying") == []
