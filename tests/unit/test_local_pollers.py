@@ -61,7 +61,7 @@ def test_one_receive_fills_every_free_slot_with_one_message_invocations() -> Non
         assert len(source.pending) == 2  # nothing received for a slot in use
         source.finish.set()
         until(lambda: not source.pending and poller.in_flight == 0)
-        assert sorted(sum(source.invoked, [])) == ["m0", "m1", "m2", "m3", "m4"]
+        assert sorted(m for batch in source.invoked for m in batch) == ["m0", "m1", "m2", "m3", "m4"]
     finally:
         source.finish.set()
         poller.stop(timeout_s=5)
