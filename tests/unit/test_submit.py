@@ -633,10 +633,12 @@ def test_a_payload_nested_too_deeply_is_refused_naming_the_field(ports: Ports) -
     with pytest.raises(InvalidRequestError) as raised:
         submit_job(request(deep), ports, SubmitPolicy())
 
-    assert (raised.value.field, str(raised.value), raised.value.code) == (
-        "payload",
-        "payload is nested too deeply",
-        "invalid_payload",
+    assert (raised.value.field, raised.value.code) == ("payload", "invalid_payload")
+    # Which of the two refusals depends on the pydantic: the one the tests' venv holds raises past its recursion
+    # limit (offpath's own message); the one bundled for Lambda reports it as invalid JSON at the payload itself.
+    message = str(raised.value)
+    assert message == "payload is nested too deeply" or message.startswith(
+        "payload: Invalid JSON: recursion limit exceeded"
     )
 
 
