@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import io
 import json
 import logging
@@ -1379,3 +1380,74 @@ def test_a_retry_after_a_newer_attempt_took_over_is_logged_and_changes_nothing(
 
     assert lines_of(info_log, "a newer attempt owns this job; this attempt's failure is not recorded") != []
     assert lines_of(info_log, "job failed; retrying") == []
+
+
+def test_a_redrive_is_counted_on_its_queue_and_type_and_logged_with_its_number(
+    ports: Ports,
+    worker_ports: WorkerPorts,
+    policy: WorkerPolicy,
+    scripted: ScriptedJob,
+    metrics: RecordingMetrics,
+    info_log: io.StringIO,
+) -> None:
+    scripted.action = fails(PermanentError("bad input"))
+    job = submitted(ports)
+    run(delivery_of(job), worker_ports, policy)
+    scripted.action = lambda payload, ctx: "fixed"
+
+    run(Delivery("m-2", "rh-m-2", delivery_of(job).body, redriven=True), worker_ports, policy)
+
+    assert metrics.dimensioned[("JobsRedriven", "default", SCRIPTED_TYPE)] == 1
+    assert lines_of(info_log, "redriven job reset to QUEUED (redrive 1)") != []
+
+
+def test_a_hold_that_fails_for_some_messages_says_how_many_and_at_what_visibility(
+    ports: Ports, worker_ports: WorkerPorts, policy: WorkerPolicy, queue: InMemoryJobQueue, info_log: io.StringIO
+) -> None:
+    jobs = [submitted(ports, idempotency_key=f"k-{n}") for n in range(3)]
+    queue.fail_visibility_batches()
+
+    process_batch([delivery_of(job, f"m-{n}") for n, job in enumerate(jobs)], worker_ports, policy, unbounded)
+
+    [line] = lines_of(info_log, "3 of the batch's messages keep the queue's visibility timeout (not set to the lease)")
+    assert line["level"] == "WARNING" and line["visibility_s"] > 0
+
+
+def test_a_hold_that_raises_is_logged_with_its_exception(
+    ports: Ports,
+    worker_ports: WorkerPorts,
+    policy: WorkerPolicy,
+    monkeypatch: pytest.MonkeyPatch,
+    info_log: io.StringIO,
+) -> None:
+    def unavailable(queue: str, receipt_handles: Any, timeout_s: int) -> list[str]:
+        raise StoreUnavailableError("SQS is down")
+
+    monkeypatch.setattr(worker_ports.queue, "change_visibility_batch", unavailable)
+    process_batch([delivery_of(submitted(ports))], worker_ports, policy, unbounded)
+
+    [line] = lines_of(info_log, "the batch's visibility could not be set to the lease")
+    assert line["level"] == "ERROR" and "SQS is down" in line["exception"]
+
+
+def test_a_job_types_own_frames_are_kept_relative_to_the_functions_root_and_offpaths_are_not(
+    ports: Ports, worker_ports: WorkerPorts, policy: WorkerPolicy, store: InMemoryJobStore
+) -> None:
+    from offpath.jobs import demo
+
+    job = submitted(ports, job_type="demo.flaky", payload={"fail_first": 1})
+    run(delivery_of(job), worker_ports, policy)
+
+    [record] = stored(store, job).attempt_history
+    assert record.traceback is not None
+
+    def line_of(function: Any, text: str) -> int:
+        lines, first = inspect.getsourcelines(function)
+        return first + next(n for n, line in enumerate(lines) if text in line)
+
+    called_at = line_of(demo.flaky, "_flaky_failure(")
+    raised_at = line_of(demo._flaky_failure, "raise RuntimeError")
+    assert record.traceback.splitlines() == [
+        f"offpath/jobs/demo.py:{called_at} in flaky",
+        f"offpath/jobs/demo.py:{raised_at} in _flaky_failure",
+    ]

@@ -748,7 +748,3 @@ def _attempt_facts(job: Job, ended: datetime) -> dict[str, Any]:
 def _traceback_of(detail: AttemptError | None) -> dict[str, str]:
     """A log line's `traceback` field (left out when there is none)."""
     return {"traceback": detail.traceback} if detail is not None and detail.traceback else {}
-
-
-def _ms(delta: timedelta) -> float:
-    return round(delta.total_seconds() * 1000.0, 3)
