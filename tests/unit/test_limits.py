@@ -698,3 +698,27 @@ def test_a_rate_limit_written_wrongly_says_how_to_write_it(text: Any, says: str)
         parse_rate_limit(text)
 
     assert str(refused.value) == says
+
+
+def test_an_attempt_whose_outcome_cannot_be_written_gives_back_its_slot_and_its_job_stays_running(
+    ports: Ports,
+    limited_ports: WorkerPorts,
+    store: InMemoryJobStore,
+    clock: ManualClock,
+    limits: InMemoryLimits,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    job_ = submitted(ports, UNKEYED, {})
+    ends = clock.now() + timedelta(seconds=60)
+
+    def store_down(*args: Any, **kwargs: Any) -> None:
+        raise StoreUnavailableError("DynamoDB ServiceUnavailable")
+
+    monkeypatch.setattr(store, "record_success", store_down)
+    remaining_ms = lambda: max(0, int((ends - clock.now()).total_seconds() * 1000))  # noqa: E731
+
+    assert process_record(delivery_of(job_), limited_ports, WorkerPolicy(queue="default"), remaining_ms) is False
+
+    assert limits.held(UNKEYED) == {}  # given back, not held idle until its time is up
+    running = store.get(job_.job_id, tenant=job_.tenant)
+    assert running is not None and running.status is JobStatus.RUNNING  # its lease ends; the next attempt runs it

@@ -1451,3 +1451,24 @@ def test_a_job_types_own_frames_are_kept_relative_to_the_functions_root_and_offp
         f"offpath/jobs/demo.py:{called_at} in flaky",
         f"offpath/jobs/demo.py:{raised_at} in _flaky_failure",
     ]
+
+
+def test_a_message_for_a_job_type_this_deployment_lacks_is_logged_and_counted_under_that_type(
+    ports: Ports, worker_ports: WorkerPorts, policy: WorkerPolicy, metrics: RecordingMetrics, info_log: io.StringIO
+) -> None:
+    run(delivery_of(submitted(ports).replace(type="removed.type")), worker_ports, policy)
+
+    [line] = lines_of(info_log, "no job type removed.type in this deployment")
+    assert line["level"] == "ERROR"
+    assert metrics.dimensioned[("RecordsFailed", "default", "removed.type")] == 1
+
+
+def test_a_record_without_time_to_start_is_logged_and_counted_on_its_queue_and_type(
+    ports: Ports, worker_ports: WorkerPorts, policy: WorkerPolicy, metrics: RecordingMetrics, info_log: io.StringIO
+) -> None:
+    almost_enough = SCRIPTED_TIMEOUT_S * 1000 + policy.start_margin_ms - 1
+    process_record(delivery_of(submitted(ports)), worker_ports, policy, lambda: almost_enough)
+
+    message = "not enough time left in this invocation to start the job; it goes back at once, unclaimed"
+    assert lines_of(info_log, message) != []
+    assert metrics.dimensioned[("RecordsReturnedUnrun", "default", SCRIPTED_TYPE)] == 1
