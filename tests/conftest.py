@@ -31,7 +31,10 @@ if os.environ.get("OFFPATH_E2E_SIGV4", "").strip().lower() not in {"1", "true", 
 
 # The functions' AWS calls are recorded by every test process (and every `offpath local` they start) into one
 # directory; the session checks them against docs/aws_calls.json at its end (pytest_sessionfinish).
-if not os.environ.get(aws_calls.ENV):
+# Only the session that made the directory removes it: a pytest this one starts (tests/e2e/test_targets.py runs the
+# suite against a URL in a child process) inherits it, and its end would remove it under the runtimes still writing.
+OWNS_RECORD = not os.environ.get(aws_calls.ENV)
+if OWNS_RECORD:
     os.environ[aws_calls.ENV] = tempfile.mkdtemp(prefix="offpath-aws-calls-")
 aws_calls.install_from_environment()
 
@@ -91,7 +94,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         if new:
             iam_calls.save(committed | recorded)
         new = []
-    if directory.name.startswith("offpath-aws-calls-"):
+    if OWNS_RECORD and directory.name.startswith("offpath-aws-calls-"):
         shutil.rmtree(directory, ignore_errors=True)
     if new:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")

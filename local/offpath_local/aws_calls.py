@@ -100,6 +100,8 @@ class Recorder:
             if line in self._seen:
                 return
             self._seen.add(line)
+            # The directory is made again if a test session removed it meanwhile: a record never fails a call.
+            self.path.parent.mkdir(parents=True, exist_ok=True)
             with self.path.open("a") as out:
                 out.write(line + "\n")
 

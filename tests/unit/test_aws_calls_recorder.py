@@ -56,3 +56,16 @@ def test_a_call_from_a_functions_thread_pool_is_the_functions(tmp_path: Path) ->
         pool.submit(sqs.send_message, QueueUrl=QUEUE, MessageBody="from a pool").result()
 
     assert [call["function"] for call in read(tmp_path)] == ["api"]
+
+
+def test_a_record_whose_directory_was_removed_makes_it_again_and_the_call_goes_through(tmp_path: Path) -> None:
+    # A test session that ends removes the record's directory (tests/conftest.py); a runtime still running records on.
+    directory = tmp_path / "record"
+    recorder = Recorder(directory / "calls-3.jsonl")
+    sqs, _ = stubbed_sqs(recorder, 1)
+
+    with invocation("api"):
+        answer = sqs.send_message(QueueUrl=QUEUE, MessageBody="after the removal")
+
+    assert answer["MessageId"] == "m"
+    assert [call["operation"] for call in read(directory)] == ["SendMessage"]
