@@ -309,8 +309,16 @@ def test_the_overview_charts_the_last_hour_and_shows_the_alarms(console: OpenCon
 
     stats = admin.page.locator("main .stats")
     expect(stats.locator("svg.chart")).to_have_count(2, timeout=RUN_S)
-    expect(stats.locator("svg.chart rect").first).to_be_visible()
+    expect(stats.locator("svg.chart rect:not([height='0'])").first).to_be_visible()
     expect(stats.locator("tr", has_text="demo.echo").first).to_be_visible()
+    # Every bar is drawn inside its chart, the first minute's and the last's too.
+    outside = stats.locator("svg.chart").evaluate_all(
+        """charts => charts.flatMap(chart => [...chart.querySelectorAll("rect")].filter(bar => {
+            const x = Number(bar.getAttribute("x")), w = Number(bar.getAttribute("width"));
+            return x < 0 || x + w > chart.viewBox.baseVal.width;
+        }).map(bar => bar.outerHTML))"""
+    )
+    assert outside == []
     alarm = admin.page.locator("main tr", has_text="offpath-default-dlq-depth")
     expect(alarm.locator(".badge")).to_have_text("ALARM", timeout=RUN_S)
     admin.screenshot("overview-charts")

@@ -53,7 +53,7 @@ def test_one_receive_fills_every_free_slot_with_one_message_invocations() -> Non
     poller = QueuePoller(source, queue_class="critical", max_concurrency=3)  # type: ignore[arg-type]
     poller.start()
     try:
-        until(lambda: poller.in_flight == 3)
+        until(lambda: len(source.invoked) == 3)
         time.sleep(0.05)  # no fourth invocation comes while the three run
         assert source.invoked == [["m0"], ["m1"], ["m2"]]
         assert source.asked[0] == 3  # the first receive asked for the three free slots at once
@@ -72,7 +72,8 @@ def test_a_batching_window_keeps_one_batch_a_receive() -> None:
     poller = QueuePoller(source, queue_class="bulk", max_concurrency=2)  # type: ignore[arg-type]
     poller.start()
     try:
-        until(lambda: poller.in_flight == 2)
+        until(lambda: len(source.invoked) == 2)
+        time.sleep(0.05)  # no third batch comes while the two run
         assert source.invoked == [[f"m{n}" for n in range(10)], [f"m{n}" for n in range(10, 20)]]
         assert set(source.asked) == {1}
     finally:

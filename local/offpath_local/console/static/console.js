@@ -267,12 +267,16 @@
     series.forEach((s, i) => {
       const color = COLORS[i % COLORS.length];
       if (bars) {
-        const step = s.points.length > 1 ? (width - pad.left - pad.right) / (s.points.length + 1) : 20;
-        const w = Math.max(2, step / series.length - 2);
+        // One slot per time the series have a point, the bars of a time side by side inside its slot: every bar
+        // stays within the plot, the first and the last too.
+        const times = [...new Set(xs)].sort((a, b) => a - b);
+        const slot = (width - pad.left - pad.right) / Math.max(1, times.length);
+        const w = Math.max(2, Math.min(40, (slot * 0.8) / series.length - 1));
         for (const [x, y] of s.points) {
           const top = sy(y);
+          const centre = pad.left + slot * (times.indexOf(x) + 0.5);
           parts.push(svg("rect", {
-            x: sx(x) + i * (w + 1) - (series.length * (w + 1)) / 2, y: top, width: w, height: sy(0) - top, fill: color,
+            x: centre - (series.length * (w + 1)) / 2 + i * (w + 1), y: top, width: w, height: sy(0) - top, fill: color,
           }, svg("title", null, `${s.name} ${clock(x)}: ${y}`)));
         }
       } else if (s.points.length > 1) {
