@@ -1454,7 +1454,7 @@ def test_a_job_types_own_frames_are_kept_relative_to_the_functions_root_and_offp
     ]
     # None of offpath's own frames (the worker that called the job); a frame outside the package, such as a
     # mutation tester's, may come before the job's.
-    assert not [line for line in lines if "offpath/" in line and not line.startswith("offpath/jobs/")]
+    assert not [line for line in lines if line.startswith("offpath/") and not line.startswith("offpath/jobs/")]
 
 
 def test_a_message_for_a_job_type_this_deployment_lacks_is_logged_and_counted_under_that_type(
