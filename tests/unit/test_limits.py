@@ -13,8 +13,14 @@ import pytest
 from pydantic import BaseModel
 
 from offpath.domain.backoff import Backoff
-from offpath.domain.errors import RegistryError, StoreUnavailableError
-from offpath.domain.job import JobStatus
+from offpath.domain.errors import (
+    JobConflictError,
+    JobNotFoundError,
+    PermanentError,
+    RegistryError,
+    StoreUnavailableError,
+)
+from offpath.domain.job import Job, JobStatus
 from offpath.domain.limits import Limits, LimitSpecError, limits_of, parse_rate_limit
 from offpath.domain.ports import JobMessage, Ports
 from offpath.domain.registry import LEASE_MARGIN_S, REGISTRY, JobType, Registry, job
@@ -578,6 +584,61 @@ def test_a_claim_the_store_could_not_make_gives_back_its_slot_and_the_job_runs_n
     assert run(delivery_of(job_, "m-1"), limited_ports) is True
     done = store.get(job_.job_id, tenant=job_.tenant)
     assert done is not None and (done.status, done.attempt) == (JobStatus.SUCCEEDED, 1)
+
+
+def failed_permanently(ports: Ports, limited_ports: WorkerPorts, scripted: ScriptedJob, store: InMemoryJobStore) -> Job:
+    job_ = submitted(ports, UNKEYED, {})
+    scripted.action = lambda payload, ctx: (_ for _ in ()).throw(PermanentError("bad input"))
+    assert run(delivery_of(job_, "m-1"), limited_ports) is True
+    failed = store.get(job_.job_id, tenant=job_.tenant)
+    assert failed is not None and failed.status is JobStatus.FAILED
+    return failed
+
+
+def test_a_redrive_another_worker_made_first_gives_back_the_slot_and_the_message_looks_again_at_its_lease_end(
+    ports: Ports,
+    limited_ports: WorkerPorts,
+    scripted: ScriptedJob,
+    store: InMemoryJobStore,
+    limits: InMemoryLimits,
+    queue: InMemoryJobQueue,
+    clock: ManualClock,
+) -> None:
+    failed = failed_permanently(ports, limited_ports, scripted, store)
+    # Between this worker's read and its reset, another worker reset the job and claimed it for 60 s.
+    theirs = failed.replace(status=JobStatus.RUNNING, lease_until=clock.now() + timedelta(seconds=60), redrives=1)
+    store.fail_next("reset_for_redrive", JobConflictError(theirs, "job is not FAILED"))
+
+    assert run(Delivery("m-2", "rh-m-2", delivery_of(failed).body, redriven=True), limited_ports) is False
+
+    assert limits.held(UNKEYED) == {}
+    assert [(c.receipt_handle, c.timeout_s) for c in queue.visibility_changes] == [("rh-m-2", 61)]
+
+
+@pytest.mark.parametrize(
+    ("operation", "error", "answer"),
+    [
+        ("claim", JobNotFoundError("gone"), True),  # expired since: the message is dropped
+        ("claim", JobConflictError(None, "gone"), True),
+        ("reset_for_redrive", JobConflictError(None, "gone"), True),
+    ],
+)
+def test_a_job_that_is_gone_between_admission_and_claim_gives_back_its_slot(
+    ports: Ports,
+    limited_ports: WorkerPorts,
+    scripted: ScriptedJob,
+    store: InMemoryJobStore,
+    limits: InMemoryLimits,
+    operation: str,
+    error: Exception,
+    answer: bool,
+) -> None:
+    failed = failed_permanently(ports, limited_ports, scripted, store)
+    store.fail_next(operation, error)
+
+    assert run(Delivery("m-2", "rh-m-2", delivery_of(failed).body, redriven=True), limited_ports) is answer
+
+    assert limits.held(UNKEYED) == {}
 
 
 def test_a_job_whose_key_cannot_be_computed_counts_under_the_key_nothing_and_says_so(

@@ -266,8 +266,7 @@ def _process(
         except (StoreUnavailableError, QueueUnavailableError):
             # The claim could not be made (or its outcome not known): the job runs on a later delivery, so the
             # slot admission took for it is given back now rather than held idle until its time is up.
-            if held is not None:
-                release_slot(held[0], job_type, ports, attempt=held[1])
+            _release_held(held, job_type, ports)
             raise
     except (StoreUnavailableError, QueueUnavailableError):
         logger.exception("store or queue unavailable; the message returns after its visibility timeout")
@@ -336,32 +335,19 @@ def _claim_and_run(
 ) -> bool:
     """`held`: the job and the attempt admission took a concurrency slot for; released when no claim follows,
     else after the attempt's outcome write."""
-    slot = None if held is None else held[1]
     now = ports.clock.now()
     # The invocation ends within `remaining_ms()`: the lease outlives it, however the job function behaves.
     lease_until = now + timedelta(milliseconds=remaining_ms()) + policy.lease_margin
     # On one of the message's last receives the claim enters the job in the sweep index: if this attempt's
     # worker dies or retries, SQS may move the message to the DLQ, and the sweeper takes the job on.
     sweep_at = lease_until + policy.sweep_grace if _on_last_receives(delivery, ports, policy) else None
-    try:
-        job = _claim(message, ports, now, lease_until, sweep_at)
-    except JobNotFoundError:
-        return _not_written(delivery, ports, policy, now)
-    except JobConflictError as conflict:
-        if conflict.job is None:
-            return True
-        # A redriven copy of a discarded job's message (one its discard did not meet) is acknowledged unrun.
-        if conflict.job.status is JobStatus.FAILED and delivery.redriven and conflict.job.discarded_at is None:
-            try:
-                job = _redrive_and_claim(message, ports, policy, now, lease_until, sweep_at)
-            except JobConflictError as again:
-                _release_unclaimed(again.job, job_type, ports, slot)
-                return again.job is None or _not_claimed(delivery, again.job, ports, policy, now)
-        else:
-            _release_unclaimed(conflict.job, job_type, ports, slot)
-            return _not_claimed(delivery, conflict.job, ports, policy, now, job_type)
-    if slot is not None and slot != job.attempt:
-        _release_unclaimed(job, job_type, ports, slot)  # held for another attempt than the one claimed
+    claimed = _claim_or_answer(delivery, message, job_type, ports, policy, now, lease_until, sweep_at)
+    if not isinstance(claimed, Job):
+        _release_held(held, job_type, ports)  # no claim follows
+        return claimed
+    job = claimed
+    if held is not None and held[1] != job.attempt:
+        _release_held(held, job_type, ports)  # held for another attempt than the one claimed
     # The slot is given back after the outcome write (or its last failed try): a retrying job waits for its backoff
     # without one. Not when the worker dies (a BaseException, as a process ending): its slot frees at its time's end.
     try:
@@ -373,9 +359,38 @@ def _claim_and_run(
     return answer
 
 
-def _release_unclaimed(job: Job | None, job_type: JobType, ports: WorkerPorts, slot: int | None) -> None:
-    if job is not None and slot is not None:
-        release_slot(job, job_type, ports, attempt=slot)
+def _claim_or_answer(
+    delivery: Delivery,
+    message: JobMessage,
+    job_type: JobType,
+    ports: WorkerPorts,
+    policy: WorkerPolicy,
+    now: datetime,
+    lease_until: datetime,
+    sweep_at: datetime | None,
+) -> Job | bool:
+    """The claimed job, or the record's answer when the job cannot be claimed."""
+    try:
+        return _claim(message, ports, now, lease_until, sweep_at)
+    except JobNotFoundError:
+        return _not_written(delivery, ports, policy, now)
+    except JobConflictError as conflict:
+        if conflict.job is None:
+            return True
+        # A redriven copy of a discarded job's message (one its discard did not meet) is acknowledged unrun.
+        if not (conflict.job.status is JobStatus.FAILED and delivery.redriven and conflict.job.discarded_at is None):
+            return _not_claimed(delivery, conflict.job, ports, policy, now, job_type)
+    try:
+        return _redrive_and_claim(message, ports, policy, now, lease_until, sweep_at)
+    except JobConflictError as again:
+        return again.job is None or _not_claimed(delivery, again.job, ports, policy, now)
+
+
+def _release_held(held: tuple[Job, int] | None, job_type: JobType, ports: WorkerPorts) -> None:
+    """Gives back the slot admission took (the job as admission read it names the slot: its id, key and attempt),
+    whatever the claim found, even a job gone since."""
+    if held is not None:
+        release_slot(held[0], job_type, ports, attempt=held[1])
 
 
 def _run_claimed(
