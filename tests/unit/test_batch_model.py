@@ -24,7 +24,7 @@ from offpath.domain.batch import (
 from offpath.domain.errors import BatchConflictError, BatchKeyConflictError, BatchNotFoundError, InvalidRequestError
 from offpath.domain.ids import derived_job_id
 from offpath.domain.job import Job, JobStatus
-from offpath.domain.ports import Ports
+from offpath.domain.ports import JobMessage, Ports
 from offpath.logic.batches import (
     BatchRequest,
     JobBatches,
@@ -39,16 +39,18 @@ from offpath.logic.batches import (
     list_batches,
     seal_batch,
 )
+from offpath.logic.process import WorkerPolicy, WorkerPorts, process_record
 from offpath.logic.submit import SubmitPolicy, SubmitRequest
 from offpath_tools.clocks import ManualClock
 from offpath_tools.fakes import (
     SCRIPTED_TYPE,
+    DeadLetter,
     InMemoryBatchStore,
     InMemoryJobQueue,
     InMemoryJobStore,
     RecordingMetrics,
 )
-from tests.unit.conftest import TENANT, a_job
+from tests.unit.conftest import TENANT, a_job, delivery_of, unbounded
 
 AT = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -302,6 +304,36 @@ def test_a_failed_member_completes_the_batch_without_success(
     [logged] = caplog.records
     assert logged.getMessage() == "batch callback submitted"
     assert (logged.__dict__["batch_id"], logged.__dict__["callback"]) == (batch.batch_id, ON_COMPLETE)
+
+
+def test_a_member_whose_last_attempts_lease_expired_goes_to_the_dlq_and_completes_its_batch(
+    with_batches: Ports,
+    worker_ports: WorkerPorts,
+    batches: InMemoryBatchStore,
+    store: InMemoryJobStore,
+    queue: InMemoryJobQueue,
+    clock: ManualClock,
+) -> None:
+    batch = create_batch(request(1), with_batches, POLICY).batch
+    [member] = members(batch, with_batches)
+    dead = member.replace(
+        status=JobStatus.RUNNING, attempt=member.max_attempts, lease_until=clock.now() - timedelta(seconds=1)
+    )
+    store.put(dead)
+    worker = dataclasses.replace(worker_ports, batches=batches)
+
+    assert process_record(delivery_of(member), worker, WorkerPolicy(queue=member.queue), unbounded) is True
+
+    failed = store.get(member.job_id, tenant=TENANT)
+    assert failed is not None
+    assert (failed.status, failed.error, failed.expires_at) == (
+        JobStatus.FAILED,
+        "lease expired",
+        clock.now() + timedelta(days=7),
+    )
+    assert queue.dead_letters == [DeadLetter(member.queue, JobMessage.of(dead), "lease expired")]
+    done = get_batch(batch.batch_id, tenant=TENANT, ports=with_batches)
+    assert (done.status, done.counts, set(done.callback_jobs)) == (BatchStatus.COMPLETE, {"FAILED": 1}, {ON_COMPLETE})
 
 
 def test_a_callback_whose_send_fails_is_left_to_the_sweeper_and_said(

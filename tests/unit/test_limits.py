@@ -191,7 +191,9 @@ def test_a_job_over_its_keys_concurrency_waits_unclaimed_and_another_key_runs(
     queue: InMemoryJobQueue,
     limits: InMemoryLimits,
     metrics: RecordingMetrics,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.INFO, logger="offpath.worker")
     first, second, third = (submitted(ports, LIMITED, {"account": "acme", "n": n}) for n in range(3))
     elsewhere = submitted(ports, LIMITED, {"account": "globex"})
     answers: dict[str, bool] = {}
@@ -213,7 +215,9 @@ def test_a_job_over_its_keys_concurrency_waits_unclaimed_and_another_key_runs(
     waiting = store.get(third.job_id, tenant=third.tenant)
     assert waiting is not None and (waiting.status, waiting.attempt) == (JobStatus.QUEUED, 0)
     assert [(c.receipt_handle, c.timeout_s) for c in queue.visibility_changes] == [("rh-m-3", 2)]
-    assert metrics.counts["AdmissionWaits"] == 1
+    assert metrics.dimensioned[("AdmissionWaits", "default", LIMITED)] == metrics.counts["AdmissionWaits"] == 1
+    [waits] = [r for r in caplog.records if r.getMessage().startswith("job waits")]
+    assert (waits.getMessage(), waits.__dict__["retry_in_s"]) == ("job waits (concurrency); it goes back unclaimed", 2)
     # Every slot is free once the jobs' outcomes are written.
     assert all(not held for held in limits.slots.values())
     # The third comes back and runs, with its first attempt.

@@ -233,7 +233,7 @@ def test_a_duplicate_delivery_of_a_finished_job_is_acked_without_running(
     assert run(delivery_of(job, "m-2"), worker_ports, policy) is True
 
     assert scripted.runs_of(job.job_id) == 1
-    assert metrics.counts["DuplicateDeliveries"] == 1
+    assert metrics.dimensioned[("DuplicateDeliveries", "default", SCRIPTED_TYPE)] == 1
 
 
 def test_a_delivery_while_another_worker_holds_the_lease_waits_until_the_lease_ends(
@@ -244,6 +244,7 @@ def test_a_delivery_while_another_worker_holds_the_lease_waits_until_the_lease_e
     queue: InMemoryJobQueue,
     scripted: ScriptedJob,
     clock: ManualClock,
+    metrics: RecordingMetrics,
 ) -> None:
     job = submitted(ports)
     another_worker_claims(store, job, clock, lease_s=60)
@@ -253,6 +254,7 @@ def test_a_delivery_while_another_worker_holds_the_lease_waits_until_the_lease_e
     assert queue.visibility_changes == [VisibilityChange("default", "rh-m-1", 61)]
     assert scripted.calls == []
     assert stored(store, job).attempt == 1
+    assert metrics.dimensioned == {("DuplicateDeliveries", "default", SCRIPTED_TYPE): 1}
 
 
 def test_an_expired_lease_with_attempts_left_is_taken_over_by_the_next_attempt(
