@@ -71,6 +71,27 @@ def test_the_delivery_log_keeps_the_latest_attempts_and_since_when_they_fail(web
     assert webhooks.delivery_log("acme", "a").failing_since is None
 
 
+def test_a_new_endpoint_starts_with_an_empty_delivery_log_and_a_replaced_one_keeps_its_own(
+    webhooks: DynamoDbWebhookStore,
+) -> None:
+    at = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+    webhooks.put_endpoint("acme", Endpoint("a", "https://example.com/a", ("job.succeeded",), secrets=SECRET), limit=2)
+    webhooks.delete_endpoint("acme", "a")
+    # A delivery that was in flight at the delete records its attempt after it.
+    webhooks.record_attempt("acme", "a", Attempt("evt_late", "job.succeeded", 1, at, 200, 10), succeeded=True)
+
+    assert not webhooks.put_endpoint(
+        "acme", Endpoint("a", "https://example.com/a", ("job.succeeded",), secrets=SECRET), limit=2
+    )
+    assert webhooks.delivery_log("acme", "a").attempts == ()
+
+    webhooks.record_attempt("acme", "a", Attempt("evt_1", "job.succeeded", 1, at, 200, 10), succeeded=True)
+    assert webhooks.put_endpoint(
+        "acme", Endpoint("a", "https://example.com/b", ("job.succeeded",), secrets=SECRET), limit=2
+    )
+    assert [a.event_id for a in webhooks.delivery_log("acme", "a").attempts] == ["evt_1"]
+
+
 def test_the_delivery_log_keeps_each_attempts_job_and_reads_an_older_attempt_without_one(
     webhooks: DynamoDbWebhookStore,
 ) -> None:

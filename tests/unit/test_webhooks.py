@@ -679,6 +679,24 @@ def test_a_410_from_the_old_url_leaves_the_endpoint_given_a_new_url_in_the_meant
     assert setup.current == moved and setup.current.enabled
 
 
+def test_an_endpoint_created_again_after_a_delete_starts_without_the_attempt_that_was_in_flight_at_the_delete() -> None:
+    setup = Setup(HttpResult(200, 3), start=START)
+    setup.ports = replace(
+        setup.ports, sender=ChangingSender(HttpResult(200, 3), lambda: setup.store.delete_endpoint(TENANT, "orders"))
+    )
+    setup.deliver(delivery())
+    assert (TENANT, "orders") in setup.store.logs  # written after the delete removed the log
+
+    put(setup.store, setup.clock, EndpointRequest("orders", PUBLIC, ("job.succeeded",)))
+
+    assert delivery_log(TENANT, "orders", setup.store).attempts == ()
+    setup.ports = replace(setup.ports, sender=ScriptedSender([HttpResult(200, 3)]))
+    setup.deliver(delivery())
+    # A replacement keeps its log.
+    put(setup.store, setup.clock, EndpointRequest("orders", PUBLIC + "/v2", ("job.succeeded",)))
+    assert [a.event_id for a in delivery_log(TENANT, "orders", setup.store).attempts] == [delivery().event_id]
+
+
 def test_a_rotation_of_an_endpoint_deleted_before_it_is_not_found_and_writes_nothing() -> None:
     setup = Setup(start=START)
     setup.store.delete_endpoint(TENANT, "orders")

@@ -36,6 +36,8 @@ class InMemoryWebhookStore:
         if not replaced and len(endpoints) >= limit:
             raise EndpointLimitError(limit)
         endpoints[endpoint.name] = endpoint
+        if not replaced:
+            self.logs.pop((tenant, endpoint.name), None)
         return replaced
 
     def update_endpoint(self, tenant: str, name: str, change: Callable[[Endpoint], Endpoint | None]) -> Endpoint | None:

@@ -85,7 +85,10 @@ class DynamoDbWebhookStore:
             self._write_endpoints(tenant, endpoints, version)
             return replaced
 
-        return self._retrying(change)
+        replaced = self._retrying(change)
+        if not replaced:
+            self._delete_log(tenant, endpoint.name)
+        return replaced
 
     def update_endpoint(self, tenant: str, name: str, change: Callable[[Endpoint], Endpoint | None]) -> Endpoint | None:
         def apply() -> Endpoint | None:
@@ -110,8 +113,11 @@ class DynamoDbWebhookStore:
 
         deleted = self._retrying(change)
         if deleted:
-            self._call(self.client.delete_item, TableName=self.table_name, Key=key_of(log_key(tenant, name)))
+            self._delete_log(tenant, name)
         return deleted
+
+    def _delete_log(self, tenant: str, name: str) -> None:
+        self._call(self.client.delete_item, TableName=self.table_name, Key=key_of(log_key(tenant, name)))
 
     def _endpoints(self, tenant: str) -> tuple[dict[str, Endpoint], int]:
         item = self._get(endpoints_key(tenant))

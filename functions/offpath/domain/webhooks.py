@@ -424,7 +424,8 @@ class WebhookStore(Protocol):
 
     def put_endpoint(self, tenant: str, endpoint: Endpoint, *, limit: int) -> bool:
         """Writes (adds or replaces) the endpoint; returns whether it replaced one. Raises
-        EndpointLimitError when a new one would exceed `limit`."""
+        EndpointLimitError when a new one would exceed `limit`. A new endpoint starts with an empty delivery log:
+        the attempt of a delivery that was in flight when an earlier endpoint of that name was deleted is not its."""
         ...
 
     def update_endpoint(self, tenant: str, name: str, change: Callable[[Endpoint], Endpoint | None]) -> Endpoint | None:
