@@ -90,6 +90,15 @@ def submitted(ports: Ports, job_type: str = SCRIPTED_TYPE, payload: dict[str, An
     return submit_job(request, ports, SubmitPolicy()).job
 
 
+def fails(error: Exception) -> Any:
+    """A job function that raises `error`."""
+
+    def action(payload: Any, ctx: Any) -> Any:
+        raise error
+
+    return action
+
+
 def delivery_of(job: Job, message_id: str = "m-1") -> Delivery:
     return Delivery(message_id=message_id, receipt_handle=f"rh-{message_id}", body=JobMessage.of(job).to_body())
 

@@ -37,7 +37,7 @@ from offpath_tools.fakes import (
     RecordingMetrics,
     ScriptedJob,
 )
-from tests.unit.conftest import delivery_of, submitted, unbounded
+from tests.unit.conftest import delivery_of, fails, submitted, unbounded
 
 LIMITED = "test.limited"
 RATED = "test.rated"
@@ -592,7 +592,7 @@ def test_a_claim_the_store_could_not_make_gives_back_its_slot_and_the_job_runs_n
 
 def failed_permanently(ports: Ports, limited_ports: WorkerPorts, scripted: ScriptedJob, store: InMemoryJobStore) -> Job:
     job_ = submitted(ports, UNKEYED, {})
-    scripted.action = lambda payload, ctx: (_ for _ in ()).throw(PermanentError("bad input"))
+    scripted.action = fails(PermanentError("bad input"))
     assert run(delivery_of(job_, "m-1"), limited_ports) is True
     failed = store.get(job_.job_id, tenant=job_.tenant)
     assert failed is not None and failed.status is JobStatus.FAILED

@@ -46,14 +46,15 @@ from offpath_tools.fakes import (
     ScriptedJob,
     VisibilityChange,
 )
-from tests.unit.conftest import delivery_of, submitted, unbounded
+from tests.unit.conftest import delivery_of, fails, submitted, unbounded
 
 
-def fails(error: Exception) -> Any:
-    def action(payload: Any, ctx: Any) -> Any:
-        raise error
-
-    return action
+def failed_for_good(ports: Ports, worker_ports: WorkerPorts, policy: WorkerPolicy, scripted: ScriptedJob) -> Job:
+    """A job whose first attempt failed with a PermanentError: FAILED, its message acknowledged."""
+    scripted.action = fails(PermanentError("bad input"))
+    job = submitted(ports)
+    run(delivery_of(job), worker_ports, policy)
+    return job
 
 
 def run(delivery: Delivery, worker_ports: WorkerPorts, policy: WorkerPolicy) -> bool:
@@ -434,9 +435,7 @@ def test_a_failure_reported_after_a_newer_attempt_took_over_changes_nothing(
 def test_a_redriven_message_for_a_failed_job_runs_it_with_a_fresh_budget(
     ports: Ports, worker_ports: WorkerPorts, policy: WorkerPolicy, store: InMemoryJobStore, scripted: ScriptedJob
 ) -> None:
-    scripted.action = fails(PermanentError("bad input"))
-    job = submitted(ports)
-    run(delivery_of(job), worker_ports, policy)
+    job = failed_for_good(ports, worker_ports, policy, scripted)
     scripted.action = lambda payload, ctx: "fixed"
 
     redriven = Delivery("m-2", "rh-m-2", delivery_of(job).body, redriven=True)
@@ -449,9 +448,7 @@ def test_a_redriven_message_for_a_failed_job_runs_it_with_a_fresh_budget(
 def test_a_plain_duplicate_of_a_failed_jobs_message_does_not_run_it_again(
     ports: Ports, worker_ports: WorkerPorts, policy: WorkerPolicy, scripted: ScriptedJob
 ) -> None:
-    scripted.action = fails(PermanentError("bad input"))
-    job = submitted(ports)
-    run(delivery_of(job), worker_ports, policy)
+    job = failed_for_good(ports, worker_ports, policy, scripted)
 
     assert run(delivery_of(job, "m-2"), worker_ports, policy) is True
 
@@ -1131,9 +1128,7 @@ def test_a_failed_job_keeps_what_ended_it_for_the_retention_and_its_line_says_wh
     clock: ManualClock,
     info_log: io.StringIO,
 ) -> None:
-    scripted.action = fails(PermanentError("bad input"))
-    job = submitted(ports)
-    run(delivery_of(job), worker_ports, policy)
+    job = failed_for_good(ports, worker_ports, policy, scripted)
 
     failed = stored(store, job)
     assert failed.expires_at == clock.now() + policy.retention
@@ -1392,9 +1387,7 @@ def test_a_redrive_is_counted_on_its_queue_and_type_and_logged_with_its_number(
     metrics: RecordingMetrics,
     info_log: io.StringIO,
 ) -> None:
-    scripted.action = fails(PermanentError("bad input"))
-    job = submitted(ports)
-    run(delivery_of(job), worker_ports, policy)
+    job = failed_for_good(ports, worker_ports, policy, scripted)
     scripted.action = lambda payload, ctx: "fixed"
 
     run(Delivery("m-2", "rh-m-2", delivery_of(job).body, redriven=True), worker_ports, policy)

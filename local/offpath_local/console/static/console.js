@@ -264,17 +264,18 @@
     parts.push(svg("line", { class: "axis", x1: pad.left, x2: width - pad.right, y1: sy(0), y2: sy(0) }));
     parts.push(svg("text", { x: pad.left, y: height - 6 }, clock(x0)));
     parts.push(svg("text", { x: width - pad.right, y: height - 6, "text-anchor": "end" }, clock(x1)));
+    // Bars: one slot per time the series have a point, the bars of a time side by side inside its slot: every bar
+    // stays within the plot, the first and the last too.
+    const times = [...new Set(xs)].sort((a, b) => a - b);
+    const slotOf = new Map(times.map((x, k) => [x, k]));
+    const slot = (width - pad.left - pad.right) / Math.max(1, times.length);
+    const w = Math.max(2, Math.min(40, (slot * 0.8) / series.length - 1));
     series.forEach((s, i) => {
       const color = COLORS[i % COLORS.length];
       if (bars) {
-        // One slot per time the series have a point, the bars of a time side by side inside its slot: every bar
-        // stays within the plot, the first and the last too.
-        const times = [...new Set(xs)].sort((a, b) => a - b);
-        const slot = (width - pad.left - pad.right) / Math.max(1, times.length);
-        const w = Math.max(2, Math.min(40, (slot * 0.8) / series.length - 1));
         for (const [x, y] of s.points) {
           const top = sy(y);
-          const centre = pad.left + slot * (times.indexOf(x) + 0.5);
+          const centre = pad.left + slot * (slotOf.get(x) + 0.5);
           parts.push(svg("rect", {
             x: centre - (series.length * (w + 1)) / 2 + i * (w + 1), y: top, width: w, height: sy(0) - top, fill: color,
           }, svg("title", null, `${s.name} ${clock(x)}: ${y}`)));
