@@ -123,17 +123,19 @@ run: $(RUN_STAMP)
 # The end-to-end suite against any target (tests/e2e/target.py): without URL, the embedded runtime; with
 # URL=<ApiUrl> and TOKEN=<an admin tenant's token> [TOKEN_B=<a second tenant's>], or SIGV4=1 (AWS credentials),
 # a LocalStack deployment or an AWS stage [RECEIVER_URL=<an HTTPS endpoint answering 2xx>, for the webhook
-# deliveries]. Against a URL it touches only what it makes; it ends with the tests it could not run, each with
-# why, and the counts: ran, failed, not applicable.
+# deliveries; against `offpath local --webhook-port N`, RECEIVER_PORT=N]. Against a URL it touches only what it
+# makes; it ends with the tests it could not run, each with why, and the counts: ran, failed, not applicable.
 URL ?=
 TOKEN ?=
 TOKEN_B ?=
 SIGV4 ?=
 RECEIVER_URL ?=
+RECEIVER_PORT ?=
 .PHONY: e2e
 e2e: $(STAMP)
 	OFFPATH_E2E_URL='$(URL)' OFFPATH_E2E_TOKEN='$(TOKEN)' OFFPATH_E2E_TOKEN_B='$(TOKEN_B)' OFFPATH_E2E_SIGV4='$(SIGV4)' \
-		OFFPATH_E2E_RECEIVER_URL='$(RECEIVER_URL)' $(BIN)/python -m pytest tests/e2e
+		OFFPATH_E2E_RECEIVER_URL='$(RECEIVER_URL)' OFFPATH_E2E_RECEIVER_PORT='$(RECEIVER_PORT)' \
+		$(BIN)/python -m pytest tests/e2e
 
 # After every `make deploy`: a short check of the live stack over SigV4 (docs/deploy.md), or TOKEN=... for a
 # JWT-authorised stage; SMOKE_ARGS adds options (offpath smoke --help), e.g. SMOKE_ARGS="--prefix offpath-alt".

@@ -29,7 +29,7 @@ import pytest
 from offpath_tools.launcher import OffpathLocal, free_loopback_port
 from offpath_tools.webhook_receiver import Receiver
 from tests.e2e import target as variables
-from tests.e2e.target import DEMO_TYPES, EMBEDDED, Response, Target, TargetError, not_applicable
+from tests.e2e.target import DEMO_TYPES, EMBEDDED, RECEIVER_PORT, Response, Target, TargetError, not_applicable
 
 ROOT = Path(__file__).resolve().parents[2]
 TENANT_A, TOKEN_A = "tenant-a", "e2e-token-tenant-a"
@@ -179,13 +179,12 @@ class Hook:
 
 # The port of the suite's webhook receiver on 127.0.0.1: an `offpath local` target accepts loopback receivers only
 # on the ports its operator named (`--webhook-port`), so a runtime the suite runs against names this one; a target
-# started elsewhere names it through OFFPATH_E2E_RECEIVER_PORT.
-RECEIVER_PORT_ENV = "OFFPATH_E2E_RECEIVER_PORT"
+# started elsewhere names it through RECEIVER_PORT (tests/e2e/target.py).
 
 
 @pytest.fixture(scope="session")
 def receiver_port() -> int:
-    return int(os.environ.get(RECEIVER_PORT_ENV) or free_loopback_port())
+    return int(os.environ.get(RECEIVER_PORT) or free_loopback_port())
 
 
 @pytest.fixture(scope="session")

@@ -16,8 +16,9 @@ without the `target` fixture needs the embedded runtime itself) is reported as n
 Against a URL the suite touches only what it made: its own jobs, its own webhook endpoints (each deleted after its
 test), never another tenant's. A redrive moves every dead letter of a queue, so the redrive test runs only where
 the DLQ held nothing but the suite's own (tests/e2e/conftest.py `Preflight`). Webhook deliveries need a receiver
-the target can reach: one the suite starts on 127.0.0.1 for a loopback target, or `RECEIVER_URL=` (any HTTP(S)
-endpoint answering 2xx) for a deployment; then deliveries are checked in the API's delivery log.
+the target can reach: one the suite starts on 127.0.0.1 for a loopback target (`RECEIVER_PORT=N`, a port the
+target was started to accept: `offpath local --webhook-port N`), or `RECEIVER_URL=` (any HTTP(S) endpoint answering
+2xx) for a deployment; then deliveries are checked in the API's delivery log.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 URL, TOKEN, TOKEN_B, SIGV4 = "OFFPATH_E2E_URL", "OFFPATH_E2E_TOKEN", "OFFPATH_E2E_TOKEN_B", "OFFPATH_E2E_SIGV4"
 RECEIVER_URL = "OFFPATH_E2E_RECEIVER_URL"
+# The port of the suite's webhook receiver on 127.0.0.1. `offpath local` accepts loopback receivers only on the ports
+# its operator named (`--webhook-port N`): against a loopback URL, webhook tests run only when RECEIVER_PORT=N is given.
+RECEIVER_PORT = "OFFPATH_E2E_RECEIVER_PORT"
 # LocalStack's functions run in containers: a receiver on this machine's loopback is out of their reach.
 LOCALSTACK_PORT = 4566
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
@@ -45,7 +49,8 @@ CAPABILITIES = {
     "admin": "an admin caller (redrive, trigger)",
     "tenant_b": "a second, non-admin tenant (TOKEN_B)",
     "token": "bearer-token callers (TOKEN=...; an IAM-authorised stage refuses before any token check)",
-    "receiver": "a webhook receiver the target can reach (a loopback target, or RECEIVER_URL=...)",
+    "receiver": "a webhook receiver the target can reach and accepts (RECEIVER_URL=...; for `offpath local "
+    "--webhook-port N`, RECEIVER_PORT=N)",
     "clock": "a scheduler clock faster than real time (the embedded runtime's)",
     "faults": "fault injection (the embedded runtime's)",
     "embedded": "the embedded runtime itself (its data directory, console, gateway or emulator)",
@@ -105,7 +110,8 @@ class Target:
             raise TargetError("TOKEN_B needs TOKEN: both tenants call with bearer tokens")
         receiver_url = env.get(RECEIVER_URL, "").strip() or None
         declared = {"admin"} | ({"tenant_b"} if token_b else set()) | ({"token"} if token else set())
-        if receiver_url or (is_loopback(url) and urlsplit(url).port != LOCALSTACK_PORT):
+        loopback_receiver = env.get(RECEIVER_PORT, "").strip() and urlsplit(url).port != LOCALSTACK_PORT
+        if receiver_url or (is_loopback(url) and loopback_receiver):
             declared.add("receiver")
         return cls(
             name=name or url,

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from offpath_tools.launcher import OffpathLocal, free_loopback_port
-from tests.e2e.conftest import RECEIVER_PORT_ENV, ROOT, TENANT_A, TENANT_B, TOKEN_A, Local
+from tests.e2e.conftest import ROOT, TENANT_A, TENANT_B, TOKEN_A, Local
 from tests.e2e.conftest import TOKEN_B as TOKEN_B_VALUE
-from tests.e2e.target import RECEIVER_URL, SIGV4, TOKEN, TOKEN_B, URL, Target, TargetError
+from tests.e2e.target import RECEIVER_PORT, RECEIVER_URL, SIGV4, TOKEN, TOKEN_B, URL, Target, TargetError
 
 PORTABLE = "tests/e2e/test_job_lifecycle.py::test_echo_job_succeeds_with_its_payload_as_result"
 NEEDS_TENANT_B = "tests/e2e/test_job_lifecycle.py::test_a_tenant_cannot_see_another_tenants_jobs"
@@ -52,7 +52,17 @@ def test_a_run_against_a_url_passes_the_portable_tests_and_lists_the_rest_by_nam
 
 def test_make_e2e_passes_its_variables_to_the_suite() -> None:
     done = subprocess.run(
-        ["make", "-n", "e2e", "URL=https://api.example.com", "TOKEN=t-a", "TOKEN_B=t-b", "SIGV4=", "RECEIVER_URL=r"],
+        [
+            "make",
+            "-n",
+            "e2e",
+            "URL=https://api.example.com",
+            "TOKEN=t-a",
+            "TOKEN_B=t-b",
+            "SIGV4=",
+            "RECEIVER_URL=r",
+            "RECEIVER_PORT=47001",
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -67,6 +77,7 @@ def test_make_e2e_passes_its_variables_to_the_suite() -> None:
         f"{TOKEN_B}='t-b'",
         f"{SIGV4}=''",
         f"{RECEIVER_URL}='r'",
+        f"{RECEIVER_PORT}='47001'",
     )
     for expected in expected_variables:
         assert expected in command
@@ -84,6 +95,22 @@ def test_the_embedded_runtime_can_do_everything_a_deployment_only_what_it_was_gi
     assert with_b.capabilities == {"admin", "tenant_b", "token"}
     assert deployed.shared and with_b.shared
     assert Target.from_environment({}) is None
+
+
+def test_webhook_tests_run_only_with_a_receiver_the_target_accepts() -> None:
+    local, deployed = "http://127.0.0.1:8000", "https://abc.execute-api.eu-west-1.amazonaws.com"
+    cases = [
+        # `offpath local` refuses a loopback receiver on a port it was not started to accept (422 `url`).
+        ({URL: local}, False),
+        ({URL: local, RECEIVER_PORT: "47001"}, True),
+        ({URL: "http://localhost:4566", RECEIVER_PORT: "47001"}, False),  # LocalStack's functions run in containers
+        ({URL: deployed, RECEIVER_PORT: "47001"}, False),
+        ({URL: deployed, RECEIVER_URL: "https://hooks.example.com/e2e"}, True),
+    ]
+
+    for env, receiver in cases:
+        target = Target.from_environment({TOKEN: "a", **env})
+        assert target is not None and target.can("receiver") is receiver, env
 
 
 @pytest.mark.parametrize(
@@ -117,7 +144,7 @@ def run_suite(
     env = {k: v for k, v in os.environ.items() if not k.startswith("OFFPATH_E2E_")}
     env.update({URL: url, TOKEN: TOKEN_A, **({TOKEN_B: token_b} if token_b else {}), **LEAN})
     if receiver_port is not None:
-        env[RECEIVER_PORT_ENV] = str(receiver_port)
+        env[RECEIVER_PORT] = str(receiver_port)
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *tests],
         cwd=ROOT,
