@@ -40,19 +40,23 @@ def others_dead_letters(target: Target) -> int:
     return max(before, now - len(target.parked))
 
 
+def _dead_letters(count: int) -> str:
+    return f"{count} dead letter" + ("" if count == 1 else "s")
+
+
 @pytest.mark.needs("admin")
 def test_redrive_sends_dead_jobs_back_through_the_worker(target: Target) -> None:
     """A redrive moves every dead letter of the queue: against a shared target it runs only when all of them are
     the suite's own, else it is not applicable (another tenant's parked jobs would run again)."""
     if target.shared and (others := others_dead_letters(target)):
-        pytest.skip(f"not applicable: DLQ not empty ({others} dead letters on default are not this run's own)")
+        pytest.skip(f"not applicable: DLQ not empty ({_dead_letters(others)} on default not this run's own)")
     # Fails its first run only: redriven, it succeeds and leaves the DLQ as it found it.
     job_id = target.submit("demo.poison", {"reason": "redrive check", "first_run_only": True}).body["job_id"]
     target.parked.add(job_id)
     target.wait_for_job(job_id, {"FAILED"})
     target.wait_for(lambda: _default_queue(target)["dlq_depth"] or None)
     if target.shared and (others := others_dead_letters(target)):
-        pytest.skip(f"not applicable: DLQ not empty ({others} dead letters on default are not this run's own)")
+        pytest.skip(f"not applicable: DLQ not empty ({_dead_letters(others)} on default not this run's own)")
 
     answer = target.call("POST", "/queues/default/redrive")
 
