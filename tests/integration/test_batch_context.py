@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict
 from offpath.domain.backoff import Backoff
 from offpath.domain.context import JobContext
 from offpath.domain.registry import JobType, Registry
+from offpath.logic.batches import JobBatches
 from offpath_local.resources import Resources
 from tests.integration.conftest import Pipeline, RecordingMetrics
 
@@ -100,12 +101,15 @@ def test_a_retried_job_submits_its_batch_once_and_the_callback_reads_every_resul
     }
 
 
-def test_a_callback_pages_through_more_jobs_than_one_page(pipeline: Pipeline) -> None:
+def test_a_callback_pages_through_more_jobs_than_one_page(pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Pages of 10 (100 in the stack) over the two requests' stored pages of 12 and 13 ids: the callback's cursor
+    # stops inside a stored page and crosses from one to the next.
+    monkeypatch.setattr(JobBatches, "PAGE", 10)
     _, batch, _ = pipeline.call(
         "POST",
         "/batches",
         body={
-            "jobs": [{"type": "demo.echo", "payload": {"n": i}} for i in range(60)],
+            "jobs": [{"type": "demo.echo", "payload": {"n": i}} for i in range(12)],
             "open": True,
             "on_complete": {"type": SUMMARY, "payload": {}},
         },
@@ -113,7 +117,7 @@ def test_a_callback_pages_through_more_jobs_than_one_page(pipeline: Pipeline) ->
     pipeline.call(
         "POST",
         f"/batches/{batch['batch_id']}/jobs",
-        body={"jobs": [{"type": "demo.echo", "payload": {"n": i}} for i in range(60, 130)]},
+        body={"jobs": [{"type": "demo.echo", "payload": {"n": i}} for i in range(12, 25)]},
     )
     pipeline.call("POST", f"/batches/{batch['batch_id']}/seal")
 
@@ -121,5 +125,5 @@ def test_a_callback_pages_through_more_jobs_than_one_page(pipeline: Pipeline) ->
 
     _, done, _ = pipeline.call("GET", f"/batches/{batch['batch_id']}")
     _, callback, _ = pipeline.call("GET", f"/jobs/{done['on_complete_job_id']}")
-    assert callback["result"]["total"] == 130
-    assert callback["result"]["results"] == list(range(130))
+    assert callback["result"]["total"] == 25
+    assert callback["result"]["results"] == list(range(25))
