@@ -16,7 +16,9 @@ through AWS_ENDPOINT_URL.
 The floor creates only the clients its calls need. Each process also reports its init alone (for a handler:
 import + `default_services()`; for the floor: import boto3 + the clients); those "import-only" numbers are
 printed beside the first-request ones, and the enqueue and sweeper handlers are measured that way only
-(against `import boto3` and the clients their init creates on AWS).
+(against `import boto3` and the clients their init creates on AWS). A last import-only row, `pydantic`, is no
+handler: the api's import-only floor plus importing the asset's pydantic and validating one model, with no
+offpath code at all, the least any handler that validates a payload with a pydantic model pays.
 
 What is measured is the function asset as the stack bundles it (infra/lambda_function.py): offpath and the
 pinned distributions with their unchecked-hash Python 3.13 bytecode, on the functions' Python, 3.13 (the tests'
@@ -164,6 +166,23 @@ print(json.dumps([time.perf_counter() - t, time.process_time() - c]))
 # The clients enqueue's and sweeper's init create on AWS (import-only rows).
 IMPORT_ONLY = {"enqueue": ["dynamodb", "sqs", "scheduler"], "sweeper": ["dynamodb", "sqs", "scheduler"]}
 
+# Not a handler: the api's import-only floor plus pydantic (the asset's) and one model validated, and no offpath
+# code. The least any handler that validates a payload with a pydantic model pays over the floor.
+PYDANTIC_CLIENTS = ["dynamodb", "sqs"]
+PYDANTIC_PROGRAM = """
+import json, time
+t, c = time.perf_counter(), time.process_time()
+import boto3
+for service in {clients!r}:
+    boto3.client(service)
+from pydantic import BaseModel
+class Payload(BaseModel):
+    data: str
+Payload.model_validate({{"data": "x"}})
+print(json.dumps([time.perf_counter() - t, time.process_time() - c]))
+"""
+PYDANTIC_ROW = "pydantic"
+
 
 def _pair(floor_s: float, handler_s: float) -> dict[str, float]:
     return {
@@ -185,7 +204,13 @@ class Row:
     def as_dict(self) -> dict[str, Any]:
         f, h = self.floor, self.handler
         if len(f) == 2:
-            return {"handler": self.name, "import_only": _pair(f[0], h[0]), "import_only_cpu": _pair(f[1], h[1])}
+            reference = {"reference": True} if self.name == PYDANTIC_ROW else {}
+            return {
+                "handler": self.name,
+                **reference,
+                "import_only": _pair(f[0], h[0]),
+                "import_only_cpu": _pair(f[1], h[1]),
+            }
         return {
             "handler": self.name,
             "first_request": _pair(f[1], h[1]),
@@ -286,8 +311,8 @@ class Bench:
                 handlers.append(handler)
         return Row(name, _medians(floors), _medians(handlers))
 
-    def import_only(self, name: str, clients: list[str], runs: int) -> Row:
-        handler_program = IMPORT_PROGRAM.format(name=name)
+    def import_only(self, name: str, clients: list[str], runs: int, program: str = IMPORT_PROGRAM) -> Row:
+        handler_program = program.format(name=name, clients=clients)
         floor_program = IMPORT_FLOOR.format(clients=clients)
         floors, handlers = [], []
         for index in range(runs + 1):
@@ -387,6 +412,7 @@ def _measure(runs: int, asset: Path, python: Path) -> dict[str, Any]:
         load_before = os.getloadavg()
         rows = [bench.pair("api", runs), bench.pair("worker", runs)]
         rows += [bench.import_only(name, clients, runs) for name, clients in IMPORT_ONLY.items()]
+        rows.append(bench.import_only(PYDANTIC_ROW, PYDANTIC_CLIENTS, runs, PYDANTIC_PROGRAM))
         load_after = os.getloadavg()
     finally:
         emulator.stop()
@@ -424,6 +450,11 @@ def report(result: dict[str, Any]) -> str:
             f"{cell(row['import_only']):>26}{cell(row['import_only_cpu']):>24}"
         )
     lines.append(f"worst init + first request ratio {worst:.2f} (target <= {result['target']:.2f})")
+    if any(row["handler"] == PYDANTIC_ROW for row in result["rows"]):
+        lines.append(
+            f"{PYDANTIC_ROW}: not a handler; boto3 and its two clients, then pydantic imported and one model "
+            "validated, no offpath code: the least a handler validating with pydantic pays"
+        )
     return "\n".join(lines)
 
 
