@@ -238,17 +238,15 @@ class Bench:
         self.meter = CapacityMeter(self.dynamodb, admin_dynamodb, attributes=("payload_json", "result_json"))
 
         dlq_url = admin_sqs.create_queue(QueueName="offpath-schedule-dlq")["QueueUrl"]
-        self.settings = Settings.model_validate(
-            {
-                "table_name": self.resources.table_name,
-                "queue_urls": self.resources.queue_urls,
-                "dlq_urls": self.resources.dlq_urls,
-                "schedule_group": SCHEDULE_GROUP,
-                "enqueue_function_arn": function_arn("offpath-enqueue"),
-                "scheduler_role_arn": "arn:aws:iam::123456789012:role/offpath-scheduler",
-                "schedule_dlq_arn": queue_arn_of(dlq_url),
-                "redrive_mode": "copy",
-            }
+        self.settings = Settings(
+            table_name=self.resources.table_name,
+            queue_urls=self.resources.queue_urls,
+            dlq_urls=self.resources.dlq_urls,
+            schedule_group=SCHEDULE_GROUP,
+            enqueue_function_arn=function_arn("offpath-enqueue"),
+            scheduler_role_arn="arn:aws:iam::123456789012:role/offpath-scheduler",
+            schedule_dlq_arn=queue_arn_of(dlq_url),
+            redrive_mode="copy",
         )
         emf = CountingStream(recorder)
         self.clock = ShiftableClock()
@@ -267,7 +265,7 @@ class Bench:
         self.enqueue_services = enqueue.build_services(self.settings, overrides)
         self.sources: dict[str, SqsEventSource] = {}
         for name in registry.queues:
-            services = worker.build_services(self.settings.model_copy(update={"queue_class": name}), overrides)
+            services = worker.build_services(self.settings.replace(queue_class=name), overrides)
             self.sources[name] = SqsEventSource(
                 self.esm_sqs,
                 self.resources.queue_urls[name],

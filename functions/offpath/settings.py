@@ -37,13 +37,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Literal
-
-from pydantic import BaseModel, Field, field_validator
+from typing import Any
 
 from offpath.domain.quotas import QuotaBook
 from offpath.domain.quotas import parse as quota_book
@@ -53,81 +53,176 @@ from offpath.tenancy import CLAIM_NAME_PATTERN, DEFAULT_TENANT_CLAIMS
 # and the job's other attributes (well under 16 KB: key, error, progress message) keep the item under
 # DynamoDB's 400 KB (tests/integration/test_trust_boundary.py writes such an item).
 MAX_PAYLOAD_LIMIT_BYTES = 256 * 1024
+PREFIX = "OFFPATH_"
+_TRUE, _FALSE = {"1", "on", "t", "true", "y", "yes"}, {"0", "off", "f", "false", "n", "no"}
 
 
-class Settings(BaseModel):
-    table_name: str
-    queue_urls: dict[str, str] = Field(default_factory=dict)
-    dlq_urls: dict[str, str] = Field(default_factory=dict)
-    queue_class: str | None = None
-    # Pause and resume: each queue class's event source mapping (its UUID), which a pause disables.
-    queue_mappings: dict[str, str] = Field(default_factory=dict)
-    payload_limit_bytes: int = Field(default=64 * 1024, ge=1, le=MAX_PAYLOAD_LIMIT_BYTES)
-    retention_days: int = Field(default=7, ge=1, le=365)
-    log_level: str = "INFO"
-    schedule_group: str | None = None
-    scheduler_role_arn: str | None = None
-    enqueue_function_arn: str | None = None
-    schedule_dlq_arn: str | None = None
-    sweep_grace_s: int = Field(default=120, ge=1, le=3600)
-    redrive_mode: Literal["move_task", "copy"] = "move_task"
-    tenant_claims: tuple[str, ...] = Field(default=DEFAULT_TENANT_CLAIMS, min_length=1)
-    admin_principals: tuple[str, ...] = ()
-    demo_jobs: bool = False
-    stack_prefix: str = "offpath"
-    quotas: str = ""
-    # GET /jobs/{id}?wait=N: the waits a tenant may hold at once, across environments (logic/waiting.py).
-    waits_per_tenant: int = Field(default=5, ge=1, le=1000)
+class SettingsError(ValueError):
+    """A variable is missing or its value is refused; the message names the variable and what it takes."""
 
-    @field_validator("quotas")
-    @classmethod
-    def _quota_text(cls, value: str) -> str:
-        quota_book(value)  # refused here, with its reason, rather than at the first submit
+
+# How each field reads its value: from the environment's text, or as given in code (the tests, the local
+# runtime). Each parser returns the field's value or raises ValueError saying what the field takes.
+Parse = Callable[[Any], Any]
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError("must be text")
+    return value
+
+
+def _optional_text(value: Any) -> str | None:
+    return None if value is None else _text(value)
+
+
+def _number(kind: type[int] | type[float], low: float, high: float, *, low_open: bool = False) -> Parse:
+    above = f"more than {low:g}" if low_open else f"from {low:g}"
+
+    def parse(value: Any) -> int | float:
+        try:
+            if isinstance(value, bool) or not isinstance(value, str | int | float):
+                raise ValueError
+            number = kind(value.strip()) if isinstance(value, str) else value
+            if kind is int and number != int(number):
+                raise ValueError
+            number = kind(number)
+        except (TypeError, ValueError):
+            raise ValueError(f"must be {'an integer' if kind is int else 'a number'} {above} to {high:g}") from None
+        if number < low or (low_open and number == low) or number > high:
+            raise ValueError(f"must be {above} to {high:g}, not {number:g}")
+        return number
+
+    return parse
+
+
+def _optional(parse: Parse) -> Parse:
+    return lambda value: None if value is None else parse(value)
+
+
+def _flag(value: Any) -> bool:
+    if isinstance(value, bool):
         return value
+    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+        return value.strip().lower() in _TRUE
+    raise ValueError(f"must be one of {', '.join(sorted(_TRUE))} or {', '.join(sorted(_FALSE))}")
+
+
+def _urls(value: Any) -> dict[str, str]:
+    """A JSON object of names to text (queue class -> URL, queue class -> mapping UUID)."""
+    try:
+        parsed = json.loads(value) if isinstance(value, str) else value
+    except ValueError:
+        raise ValueError("must be a JSON object of names to text") from None
+    if not isinstance(parsed, Mapping) or not all(isinstance(v, str) for v in parsed.values()):
+        raise ValueError("must be a JSON object of names to text")
+    return {str(k): v for k, v in parsed.items()}
+
+
+def _names(value: Any) -> tuple[str, ...]:
+    """Comma-separated text, or a sequence of text."""
+    parts = value.split(",") if isinstance(value, str) else value
+    if not isinstance(parts, list | tuple | set | frozenset) or not all(isinstance(p, str) for p in parts):
+        raise ValueError("must be comma-separated names")
+    return tuple(part.strip() for part in parts if part.strip())
+
+
+def _claims(value: Any) -> tuple[str, ...]:
+    names = _names(value)
+    if not names:
+        raise ValueError("must name at least one claim")
+    for name in names:
+        if not CLAIM_NAME_PATTERN.fullmatch(name):
+            raise ValueError(f"tenant claim {name[:70]!r} must be 1 to 64 of A-Z a-z 0-9 _ : . -")
+    return names
+
+
+def _ports(value: Any) -> frozenset[int]:
+    parts = value.split(",") if isinstance(value, str) else value
+    try:
+        ports = frozenset(int(part) for part in parts if not isinstance(part, str) or part.strip())
+    except (TypeError, ValueError):
+        raise ValueError("must be comma-separated port numbers") from None
+    if not all(1 <= port <= 65535 for port in ports):
+        raise ValueError("must be port numbers from 1 to 65535")
+    return ports
+
+
+def _one_of(*choices: str) -> Parse:
+    def parse(value: Any) -> str:
+        if value not in choices:
+            raise ValueError(f"must be one of {', '.join(choices)}")
+        return str(value)
+
+    return parse
+
+
+def _quotas(value: Any) -> str:
+    quota_book(_text(value))  # refused here, with its reason, rather than at the first submit
+    return str(value)
+
+
+def _reads(parse: Parse) -> dict[str, Parse]:
+    """A field's metadata: how it reads its value."""
+    return {"parse": parse}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Each field is `OFFPATH_<FIELD>` in the environment (the table above); given in code, a field takes its
+    value's type or the environment's text for it."""
+
+    table_name: str = field(metadata=_reads(_text))
+    queue_urls: dict[str, str] = field(default_factory=dict, metadata=_reads(_urls))
+    dlq_urls: dict[str, str] = field(default_factory=dict, metadata=_reads(_urls))
+    queue_class: str | None = field(default=None, metadata=_reads(_optional_text))
+    # Pause and resume: each queue class's event source mapping (its UUID), which a pause disables.
+    queue_mappings: dict[str, str] = field(default_factory=dict, metadata=_reads(_urls))
+    payload_limit_bytes: int = field(default=64 * 1024, metadata=_reads(_number(int, 1, MAX_PAYLOAD_LIMIT_BYTES)))
+    retention_days: int = field(default=7, metadata=_reads(_number(int, 1, 365)))
+    log_level: str = field(default="INFO", metadata=_reads(_text))
+    schedule_group: str | None = field(default=None, metadata=_reads(_optional_text))
+    scheduler_role_arn: str | None = field(default=None, metadata=_reads(_optional_text))
+    enqueue_function_arn: str | None = field(default=None, metadata=_reads(_optional_text))
+    schedule_dlq_arn: str | None = field(default=None, metadata=_reads(_optional_text))
+    sweep_grace_s: int = field(default=120, metadata=_reads(_number(int, 1, 3600)))
+    redrive_mode: str = field(default="move_task", metadata=_reads(_one_of("move_task", "copy")))
+    tenant_claims: tuple[str, ...] = field(default=DEFAULT_TENANT_CLAIMS, metadata=_reads(_claims))
+    admin_principals: tuple[str, ...] = field(default=(), metadata=_reads(_names))
+    demo_jobs: bool = field(default=False, metadata=_reads(_flag))
+    stack_prefix: str = field(default="offpath", metadata=_reads(_text))
+    quotas: str = field(default="", metadata=_reads(_quotas))
+    # GET /jobs/{id}?wait=N: the waits a tenant may hold at once, across environments (logic/waiting.py).
+    waits_per_tenant: int = field(default=5, metadata=_reads(_number(int, 1, 1000)))
+    # Notices (job events, webhooks).
+    event_bus_name: str | None = field(default=None, metadata=_reads(_optional_text))
+    delivery_queue_url: str | None = field(default=None, metadata=_reads(_optional_text))
+    delivery_dlq_url: str | None = field(default=None, metadata=_reads(_optional_text))
+    allow_loopback_receivers: bool = field(default=False, metadata=_reads(_flag))
+    loopback_receiver_ports: frozenset[int] = field(default=frozenset(), metadata=_reads(_ports))
+    webhook_secrets_key: str | None = field(default=None, metadata=_reads(_optional_text))
+    webhook_retry_scale: float = field(default=1.0, metadata=_reads(_number(float, 0, 1, low_open=True)))
+    # None: DELIVERY_TIMEOUT_S
+    webhook_deadline_s: float | None = field(
+        default=None, metadata=_reads(_optional(_number(float, 0, 30, low_open=True)))
+    )
+    # Realtime: the AppSync Events API's HTTP publish endpoint (absent: none).
+    realtime_url: str | None = field(default=None, metadata=_reads(_optional_text))
+    metrics_by_job_type: bool = field(default=False, metadata=_reads(_flag))
+
+    def __post_init__(self) -> None:
+        problems = []
+        for spec in dataclasses.fields(self):
+            try:
+                object.__setattr__(self, spec.name, spec.metadata["parse"](getattr(self, spec.name)))
+            except ValueError as error:
+                problems.append(f"{PREFIX}{spec.name.upper()} {error}")
+        if problems:
+            raise SettingsError("; ".join(problems))
 
     @property
     def quota_book(self) -> QuotaBook:
         return quota_book(self.quotas)
-
-    # Notices (job events, webhooks).
-    event_bus_name: str | None = None
-    delivery_queue_url: str | None = None
-    delivery_dlq_url: str | None = None
-    allow_loopback_receivers: bool = False
-    loopback_receiver_ports: frozenset[int] = frozenset()
-    webhook_secrets_key: str | None = None
-    webhook_retry_scale: float = Field(default=1.0, gt=0, le=1)
-    webhook_deadline_s: float | None = Field(default=None, gt=0, le=30)  # None: DELIVERY_TIMEOUT_S
-    # Realtime: the AppSync Events API's HTTP publish endpoint (absent: none).
-    realtime_url: str | None = None
-    metrics_by_job_type: bool = False
-
-    @field_validator("queue_urls", "dlq_urls", "queue_mappings", mode="before")
-    @classmethod
-    def _json_object(cls, value: object) -> object:
-        return json.loads(value) if isinstance(value, str) else value
-
-    @field_validator("loopback_receiver_ports", mode="before")
-    @classmethod
-    def _ports(cls, value: object) -> object:
-        if isinstance(value, str):
-            return frozenset(int(part) for part in value.split(",") if part.strip())
-        return value
-
-    @field_validator("tenant_claims", "admin_principals", mode="before")
-    @classmethod
-    def _comma_separated(cls, value: object) -> object:
-        if isinstance(value, str):
-            return tuple(part.strip() for part in value.split(",") if part.strip())
-        return value
-
-    @field_validator("tenant_claims")
-    @classmethod
-    def _claim_names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for name in value:
-            if not CLAIM_NAME_PATTERN.fullmatch(name):
-                raise ValueError(f"tenant claim {name[:70]!r} must be 1 to 64 of A-Z a-z 0-9 _ : . -")
-        return value
 
     @property
     def retention(self) -> timedelta:
@@ -137,9 +232,18 @@ class Settings(BaseModel):
     def sweep_grace(self) -> timedelta:
         return timedelta(seconds=self.sweep_grace_s)
 
+    def replace(self, **changes: Any) -> Settings:
+        """These settings with some fields changed (each read as when given)."""
+        return dataclasses.replace(self, **changes)
+
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """The settings the `OFFPATH_` variables give; others, and `OFFPATH_` names that are no field, are
+        ignored."""
         env = os.environ if environ is None else environ
-        prefix = "OFFPATH_"
-        values = {key[len(prefix) :].lower(): value for key, value in env.items() if key.startswith(prefix)}
-        return cls.model_validate(values)
+        names = {spec.name for spec in dataclasses.fields(cls)}
+        values = {key[len(PREFIX) :].lower(): value for key, value in env.items() if key.startswith(PREFIX)}
+        if "table_name" not in values:
+            raise SettingsError(f"{PREFIX}TABLE_NAME is required (the jobs table)")
+        given: dict[str, Any] = {name: value for name, value in values.items() if name in names}
+        return cls(**given)

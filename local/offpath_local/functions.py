@@ -197,7 +197,7 @@ class WorkerFunction:
         build = getattr(module, "build_services", None)
         if build is None:
             raise RuntimeError(f"{WORKER_MODULE} has no build_services(settings)")
-        base = build(settings.model_copy(update={"queue_class": queue_class}))
+        base = build(settings.replace(queue_class=queue_class))
         self._pool: queue.Queue[Any] = queue.Queue()
         for _ in range(max(1, concurrency)):
             services = observed(base, events, f"worker-{queue_class}", tap)

@@ -244,7 +244,7 @@ def test_handlers_are_referenced_by_name(default_stack: Synthesized) -> None:
 
 
 def test_function_environments_hold_only_settings_variables(default_stack: Synthesized) -> None:
-    known = {f"OFFPATH_{name.upper()}" for name in Settings.model_fields} | set(FUNCTION_ENVIRONMENT)
+    known = {f"OFFPATH_{name.upper()}" for name in Settings.__dataclass_fields__} | set(FUNCTION_ENVIRONMENT)
     template = default_stack.json
     queues = queues_by_name(template)
     for name, (_, function) in functions_by_name(template).items():

@@ -150,17 +150,15 @@ class Pipeline:
         self.clock: Clock = clock or SystemClock()
         scheduler_client = SESSION.client("scheduler")
         scheduler_client.create_schedule_group(Name=SCHEDULE_GROUP)
-        self.settings = Settings.model_validate(
-            {
-                "table_name": resources.table_name,
-                "queue_urls": resources.queue_urls,
-                "dlq_urls": resources.dlq_urls,
-                "schedule_group": SCHEDULE_GROUP,
-                "enqueue_function_arn": "arn:aws:lambda:us-east-1:123456789012:function:offpath-enqueue",
-                "scheduler_role_arn": "arn:aws:iam::123456789012:role/offpath-scheduler",
-                "schedule_dlq_arn": "arn:aws:sqs:us-east-1:123456789012:offpath-schedules-dlq",
-                "redrive_mode": "copy",
-            }
+        self.settings = Settings(
+            table_name=resources.table_name,
+            queue_urls=resources.queue_urls,
+            dlq_urls=resources.dlq_urls,
+            schedule_group=SCHEDULE_GROUP,
+            enqueue_function_arn="arn:aws:lambda:us-east-1:123456789012:function:offpath-enqueue",
+            scheduler_role_arn="arn:aws:iam::123456789012:role/offpath-scheduler",
+            schedule_dlq_arn="arn:aws:sqs:us-east-1:123456789012:offpath-schedules-dlq",
+            redrive_mode="copy",
         )
         self.rng: random.Random = NoJitter()
         # The production wiring (handlers/composition.py), with moto's clients and the test's clock and metrics.
@@ -201,7 +199,7 @@ class Pipeline:
         return self.call("POST", "/jobs", body={"type": job_type, "payload": payload}, **kwargs)
 
     def worker_services(self, queue_class: str) -> worker.WorkerServices:
-        return worker.build_services(self.settings.model_copy(update={"queue_class": queue_class}), self.overrides)
+        return worker.build_services(self.settings.replace(queue_class=queue_class), self.overrides)
 
     def event_source(self, queue_class: str) -> SqsEventSource:
         services = self.worker_services(queue_class)

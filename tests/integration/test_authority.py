@@ -69,7 +69,7 @@ def authority(
     extended.add_job_type(_type(MARKING_TYPE, "admin"))
     extended.add_job_type(_type(TENANT_MARKING_TYPE, "tenant"))
     pipeline = Pipeline(resources, clients, extended, metrics, clock=clock)
-    settings = pipeline.settings.model_copy(update={"admin_principals": (OPS_ROLE,)})
+    settings = pipeline.settings.replace(admin_principals=(OPS_ROLE,))
     pipeline.api_services = dataclasses.replace(pipeline.api_services, settings=settings)
     return pipeline
 
@@ -246,7 +246,7 @@ def test_the_subject_is_not_a_tenant_unless_configured(authority: Pipeline) -> N
 
 
 def test_configured_tenant_claims_name_the_tenant(authority: Pipeline) -> None:
-    settings = authority.settings.model_copy(update={"tenant_claims": ("custom:tenant", "sub")})
+    settings = authority.settings.replace(tenant_claims=("custom:tenant", "sub"))
     authority.api_services = dataclasses.replace(authority.api_services, settings=settings)
 
     _, by_custom, _ = authority.submit("demo.echo", {}, claims={"custom:tenant": "acme", "sub": "user-1"})

@@ -24,7 +24,6 @@ from offpath.domain.ports import JobMessage, JobStore
 from offpath.handlers import api
 from offpath.logic.bulk import BulkPolicy
 from offpath.logic.quotas import CachedQuotaGate
-from offpath.settings import Settings
 from offpath_local.resources import Resources
 from offpath_tools.clocks import ManualClock
 from tests.integration.conftest import Pipeline, RecordingMetrics
@@ -44,7 +43,7 @@ def make_pipeline(
     def build(quotas: str | None = None, page_size: int = 10) -> Pipeline:
         pipeline = Pipeline(resources, clients, registry, metrics, clock=clock)
         if quotas is not None:
-            pipeline.settings = Settings.model_validate({**pipeline.settings.model_dump(), "quotas": quotas})
+            pipeline.settings = pipeline.settings.replace(quotas=quotas)
             del pipeline.store  # the services built now make their own store (counting, when counts are kept)
             pipeline.api_services = api.build_services(pipeline.settings, pipeline.overrides)
             pipeline.ports = pipeline.api_services.ports

@@ -12,7 +12,6 @@ import pytest
 
 from offpath.handlers import api
 from offpath.logic.quotas import CachedQuotaGate
-from offpath.settings import Settings
 from offpath_local.resources import Resources
 from offpath_tools.clocks import ManualClock
 from tests.integration.conftest import Pipeline, RecordingMetrics, aws_calls
@@ -56,7 +55,7 @@ def with_quotas(
 
     def build(text: str) -> Pipeline:
         pipeline = Pipeline(resources, clients, registry, metrics, clock=clock)
-        pipeline.settings = Settings.model_validate({**pipeline.settings.model_dump(), "quotas": text})
+        pipeline.settings = pipeline.settings.replace(quotas=text)
         del pipeline.store  # the services built now make their own store (counting, when counts are kept)
         pipeline.api_services = api.build_services(pipeline.settings, pipeline.overrides)
         pipeline.ports = pipeline.api_services.ports

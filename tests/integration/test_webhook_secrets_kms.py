@@ -12,7 +12,6 @@ import boto3
 
 from offpath.handlers import api, delivery
 from offpath.handlers.composition import Overrides
-from offpath.settings import Settings
 from offpath_local.notices import LoopbackResolver
 from offpath_local.resources import REGION, Resources, create_delivery_queues
 from offpath_tools.webhook_receiver import Receiver
@@ -30,15 +29,12 @@ def test_the_api_seals_a_secret_with_the_stacks_key_and_the_delivery_function_op
     receiver = Receiver()
     try:
         port = urlsplit(receiver.url("/")).port
-        settings = Settings.model_validate(
-            {
-                **pipeline.settings.model_dump(),
-                "delivery_queue_url": queue_url,
-                "delivery_dlq_url": dlq_url,
-                "allow_loopback_receivers": True,
-                "loopback_receiver_ports": [port],
-                "webhook_secrets_key": key_id,
-            }
+        settings = pipeline.settings.replace(
+            delivery_queue_url=queue_url,
+            delivery_dlq_url=dlq_url,
+            allow_loopback_receivers=True,
+            loopback_receiver_ports=[port],
+            webhook_secrets_key=key_id,
         )
         overrides = Overrides(**{**vars(pipeline.overrides), "resolver": LoopbackResolver()})
         pipeline.api_services = api.build_services(settings, overrides)

@@ -12,7 +12,6 @@ import pytest
 from offpath.handlers import api
 from offpath.handlers.composition import Overrides
 from offpath.logic.webhooks import TEST_BURST
-from offpath.settings import Settings
 from offpath_local.notices import LoopbackResolver
 from offpath_local.resources import Resources, create_delivery_queues
 from offpath_tools.clocks import ManualClock
@@ -33,14 +32,11 @@ def hooks(
     """A pipeline whose api has a delivery queue, allows loopback receivers, and runs on the test's clock."""
     pipeline = Pipeline(resources, clients, registry, metrics, clock=clock)
     queue_url, dlq_url = create_delivery_queues(clients["sqs"], "offpath")
-    pipeline.settings = Settings.model_validate(
-        {
-            **pipeline.settings.model_dump(),
-            "delivery_queue_url": queue_url,
-            "delivery_dlq_url": dlq_url,
-            "allow_loopback_receivers": True,
-            "loopback_receiver_ports": [9],
-        }
+    pipeline.settings = pipeline.settings.replace(
+        delivery_queue_url=queue_url,
+        delivery_dlq_url=dlq_url,
+        allow_loopback_receivers=True,
+        loopback_receiver_ports=[9],
     )
     overrides = Overrides(**{**vars(pipeline.overrides), "resolver": LoopbackResolver()})
     pipeline.api_services = api.build_services(pipeline.settings, overrides)

@@ -311,7 +311,7 @@ def test_the_defaults_are_what_the_stack_deploys() -> None:
     assert config.memory("api") == FUNCTION_MEMORY_MB["api"]
     assert config.memory("worker") == FUNCTION_MEMORY_MB["worker"]
     assert config.memory("enqueue") == FUNCTION_MEMORY_MB["enqueue"]
-    assert config.retention_days == Settings.model_validate({"table_name": "t"}).retention_days
+    assert config.retention_days == Settings(table_name="t").retention_days
     assert config.queue_classes == len(REGISTRY.queues)
 
 

@@ -46,8 +46,8 @@ def test_per_job_type_metrics_are_opt_in_and_grow_with_the_job_types() -> None:
 def test_the_setting_reaches_the_functions_metrics(monkeypatch: Any) -> None:
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     base = {"table_name": "t", "queue_urls": {"default": "q"}, "dlq_urls": {"default": "d"}, "queue_class": "default"}
-    default = build_worker_ports(Settings.model_validate(base)).metrics
-    opted = build_worker_ports(Settings.model_validate({**base, "metrics_by_job_type": "1"})).metrics
+    default = build_worker_ports(Settings(**base)).metrics
+    opted = build_worker_ports(Settings(**{**base, "metrics_by_job_type": "1"})).metrics
     assert isinstance(default, EmfMetrics) and isinstance(opted, EmfMetrics)
     assert default.dimensions == [["queue"], []]
     assert opted.dimensions == [["queue", "job_type"], ["queue"], []]

@@ -70,7 +70,7 @@ def test_a_quota_written_wrongly_is_refused_with_its_reason(text: str, says: str
 
 def test_a_function_refuses_a_wrong_quota_setting_at_start() -> None:
     with pytest.raises(ValueError, match="open_jobs must be"):
-        Settings.model_validate({"table_name": "t", "quotas": "acme:open_jobs=many"})
+        Settings(table_name="t", quotas="acme:open_jobs=many")
 
 
 def test_offpath_local_refuses_a_wrong_quota_option_with_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:

@@ -6,9 +6,8 @@ import json
 from datetime import timedelta
 
 import pytest
-from pydantic import ValidationError
 
-from offpath.settings import Settings
+from offpath.settings import Settings, SettingsError
 
 QUEUES = {"default": "https://sqs.example/offpath-default"}
 DLQS = {"default": "https://sqs.example/offpath-default-dlq"}
@@ -57,23 +56,73 @@ def test_variables_without_the_prefix_are_ignored() -> None:
 
 
 def test_a_missing_table_name_is_refused() -> None:
-    with pytest.raises(ValidationError, match="table_name"):
+    with pytest.raises(SettingsError, match=r"^OFFPATH_TABLE_NAME is required"):
         Settings.from_env({"OFFPATH_QUEUE_URLS": json.dumps(QUEUES)})
 
 
 @pytest.mark.parametrize(
-    "extra",
+    ("extra", "message"),
     [
-        {"OFFPATH_PAYLOAD_LIMIT_BYTES": "0"},
-        {"OFFPATH_PAYLOAD_LIMIT_BYTES": str(256 * 1024 + 1)},
-        {"OFFPATH_RETENTION_DAYS": "0"},
-        {"OFFPATH_RETENTION_DAYS": "many"},
-        {"OFFPATH_QUEUE_URLS": "not json"},
+        ({"OFFPATH_PAYLOAD_LIMIT_BYTES": "0"}, "OFFPATH_PAYLOAD_LIMIT_BYTES must be from 1 to 262144, not 0"),
+        ({"OFFPATH_PAYLOAD_LIMIT_BYTES": str(256 * 1024 + 1)}, "must be from 1 to 262144, not 262145"),
+        ({"OFFPATH_RETENTION_DAYS": "0"}, "OFFPATH_RETENTION_DAYS must be from 1 to 365, not 0"),
+        ({"OFFPATH_RETENTION_DAYS": "many"}, "OFFPATH_RETENTION_DAYS must be an integer from 1 to 365"),
+        ({"OFFPATH_RETENTION_DAYS": "1.5"}, "OFFPATH_RETENTION_DAYS must be an integer from 1 to 365"),
+        ({"OFFPATH_QUEUE_URLS": "not json"}, "OFFPATH_QUEUE_URLS must be a JSON object of names to text"),
+        ({"OFFPATH_QUEUE_URLS": "[1]"}, "OFFPATH_QUEUE_URLS must be a JSON object of names to text"),
+        ({"OFFPATH_REDRIVE_MODE": "MOVE"}, "OFFPATH_REDRIVE_MODE must be one of move_task, copy"),
+        ({"OFFPATH_DEMO_JOBS": "maybe"}, "OFFPATH_DEMO_JOBS must be one of 1, on, t, true, y, yes or 0, f"),
+        ({"OFFPATH_TENANT_CLAIMS": " , "}, "OFFPATH_TENANT_CLAIMS must name at least one claim"),
+        ({"OFFPATH_TENANT_CLAIMS": "tenant,a b"}, "OFFPATH_TENANT_CLAIMS tenant claim 'a b' must be 1 to 64 of"),
+        ({"OFFPATH_LOOPBACK_RECEIVER_PORTS": "80,x"}, "OFFPATH_LOOPBACK_RECEIVER_PORTS must be comma-separated port"),
+        ({"OFFPATH_LOOPBACK_RECEIVER_PORTS": "0"}, "OFFPATH_LOOPBACK_RECEIVER_PORTS must be port numbers from 1"),
+        ({"OFFPATH_WEBHOOK_RETRY_SCALE": "0"}, "OFFPATH_WEBHOOK_RETRY_SCALE must be more than 0 to 1, not 0"),
+        ({"OFFPATH_WEBHOOK_DEADLINE_S": "31"}, "OFFPATH_WEBHOOK_DEADLINE_S must be more than 0 to 30, not 31"),
+        ({"OFFPATH_QUOTAS": "acme:nonsense=1"}, "OFFPATH_QUOTAS "),
     ],
 )
-def test_a_value_out_of_bounds_or_malformed_is_refused(extra: dict[str, str]) -> None:
-    with pytest.raises((ValidationError, ValueError)):
+def test_a_value_out_of_bounds_or_malformed_is_refused_naming_the_variable(extra: dict[str, str], message: str) -> None:
+    with pytest.raises(SettingsError) as refused:
         Settings.from_env(environment(**extra))
+
+    assert message in str(refused.value)
+
+
+def test_every_refused_variable_is_named_at_once() -> None:
+    with pytest.raises(SettingsError) as refused:
+        Settings.from_env(environment(OFFPATH_RETENTION_DAYS="0", OFFPATH_SWEEP_GRACE_S="x"))
+
+    assert str(refused.value).startswith("OFFPATH_RETENTION_DAYS must be")
+    assert "; OFFPATH_SWEEP_GRACE_S must be an integer from 1 to 3600" in str(refused.value)
+
+
+def test_flags_lists_and_ports_are_read_from_text_and_unknown_variables_ignored() -> None:
+    settings = Settings.from_env(
+        environment(
+            OFFPATH_DEMO_JOBS="Yes",
+            OFFPATH_ALLOW_LOOPBACK_RECEIVERS="0",
+            OFFPATH_TENANT_CLAIMS="org_id, tenant",
+            OFFPATH_ADMIN_PRINCIPALS="arn:aws:iam::1:role/a,arn:aws:iam::1:role/b",
+            OFFPATH_LOOPBACK_RECEIVER_PORTS="47001, 47002",
+            OFFPATH_WEBHOOK_DEADLINE_S="2.5",
+            OFFPATH_NOT_A_SETTING="x",
+        )
+    )
+
+    assert (settings.demo_jobs, settings.allow_loopback_receivers) == (True, False)
+    assert settings.tenant_claims == ("org_id", "tenant")
+    assert settings.admin_principals == ("arn:aws:iam::1:role/a", "arn:aws:iam::1:role/b")
+    assert settings.loopback_receiver_ports == frozenset({47001, 47002})
+    assert settings.webhook_deadline_s == 2.5
+
+
+def test_values_given_in_code_are_checked_as_those_read_from_text() -> None:
+    settings = Settings(table_name="jobs", retention_days=30, loopback_receiver_ports=[47001])
+
+    assert (settings.retention_days, settings.loopback_receiver_ports) == (30, frozenset({47001}))
+    assert settings.replace(queue_class="bulk").queue_class == "bulk"
+    with pytest.raises(SettingsError, match="OFFPATH_RETENTION_DAYS must be from 1 to 365, not 400"):
+        settings.replace(retention_days=400)
 
 
 def test_the_process_environment_is_read_when_none_is_given(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -27,10 +27,10 @@ def test_the_apis_port_or_no_port_is_refused_as_a_receiver_port(
 
 
 def test_the_named_ports_reach_the_functions_settings() -> None:
-    settings = Settings.model_validate({"table_name": "t", "loopback_receiver_ports": "9000,9001"})
+    settings = Settings(table_name="t", loopback_receiver_ports="9000,9001")
 
     assert settings.loopback_receiver_ports == frozenset({9000, 9001})
-    assert Settings.model_validate({"table_name": "t", "loopback_receiver_ports": ""}).loopback_receiver_ports == set()
+    assert Settings(table_name="t", loopback_receiver_ports="").loopback_receiver_ports == set()
 
 
 def test_the_emulators_port_can_never_be_named_for_receivers(tmp_path: Path) -> None:

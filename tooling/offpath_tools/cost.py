@@ -311,7 +311,9 @@ class Config(BaseModel):
     # OpenTelemetry through the ADOT layer (the stack's `otel` option, off): its spans go to X-Ray, so it is
     # priced as X-Ray traces, only when on (the layer's own run time per invocation is not priced).
     otel: bool = False
-    retention_days: int = Field(default=Settings.model_fields["retention_days"].default, ge=1)  # finished jobs (TTL)
+    retention_days: int = Field(
+        default=Settings.__dataclass_fields__["retention_days"].default, ge=1
+    )  # finished jobs (TTL)
     log_retention_days: int = Field(default=LOG_RETENTION_DAYS, ge=1)
     job_types: int = Field(default=1, ge=1)  # job types in use (EMF metrics per job type)
     queue_classes: int = Field(default=len(REGISTRY.queues), ge=1)  # queue classes deployed (alarms) ...

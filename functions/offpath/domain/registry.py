@@ -12,14 +12,16 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args
 
-from pydantic import BaseModel
-
 from offpath.domain.backoff import Backoff
 from offpath.domain.cron import CronExpression, RateExpression, load_zone, parse_cron, parse_rate
 from offpath.domain.errors import RegistryError
 from offpath.domain.limits import KeyFunction, Limits, LimitSpecError, limits_of
 
 if TYPE_CHECKING:
+    # Payload models are pydantic's; the registry only names them, so a function that reads it without validating
+    # a payload (the notifier, the delivery function) does not import pydantic.
+    from pydantic import BaseModel
+
     from offpath.domain.context import JobContext
 
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_.-]{0,62}$")

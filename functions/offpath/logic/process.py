@@ -42,8 +42,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from pydantic import ValidationError
-
 from offpath.domain.backoff import Backoff
 from offpath.domain.batch import BatchStore
 from offpath.domain.clock import Clock
@@ -531,6 +529,8 @@ def _redrive_and_claim(
 
 
 def _run(job: Job, job_type: JobType, ports: WorkerPorts, remaining_ms: Callable[[], int]) -> Any:
+    from pydantic import ValidationError  # loaded with the payload model's module already (logic/submit.py)
+
     try:
         payload = job_type.parse_payload(job.payload)
     except ValidationError as error:

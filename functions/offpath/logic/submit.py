@@ -12,9 +12,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING, Any
 
 from offpath import contract
 from offpath.domain.chain import MAX_CHAIN_STEPS, MAX_THEN_BYTES
@@ -53,6 +51,9 @@ EARLIEST_RUN_AT = datetime(1970, 1, 1, tzinfo=UTC)
 RFC3339_DATE_TIME = re.compile(
     r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?([Zz]|[+-][0-9]{2}:[0-9]{2})?"
 )
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 
 @dataclass(frozen=True)
@@ -196,6 +197,9 @@ def build_job(
 def checked_payload(job_type: JobType, payload: Any, field: str) -> dict[str, Any]:
     """A payload validated strictly, as JSON, against its type's model (the document's schema is what is accepted:
     no `true` for an integer, no "5" for a number; a date or time field still reads its ISO 8601 text)."""
+    # Loaded with the payload model's module already: a function that validates no payload never imports pydantic.
+    from pydantic import ValidationError
+
     try:
         model = job_type.payload_model.model_validate_json(payload_json(payload), strict=True)
         checked: dict[str, Any] = model.model_dump(mode="json")
