@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from offpath.domain.job import AttemptRecord, Job, JobStatus, Progress
 from offpath.handlers.api_models import Dumped, JobView
 from offpath.handlers.http import dump_json
+from offpath.handlers.job_json import job_document
 
 times = st.datetimes(
     min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1), timezones=st.just(UTC)
@@ -97,3 +98,10 @@ def test_the_lease_end_is_shown_while_running_and_not_after() -> None:
     assert JobView.of(running).lease_until == at + timedelta(minutes=12)
     assert dump_json(JobView.dumped(running)).count('"lease_until":"2026-12-02T10:12:00') == 1
     assert JobView.of(done).lease_until is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(job=jobs, with_payload=st.booleans())
+def test_a_job_as_events_and_webhooks_show_it_is_the_models_own_json(job: Job, with_payload: bool) -> None:
+    """The notifier renders jobs without building JobView when their values are plain JSON."""
+    assert job_document(job, with_payload) == JobView.of(job, with_payload=with_payload).model_dump(mode="json")

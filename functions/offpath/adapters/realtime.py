@@ -22,7 +22,7 @@ from typing import Any
 
 from offpath.domain.errors import OffpathError
 from offpath.domain.events import JobEvent
-from offpath.handlers.api_models import JobView
+from offpath.handlers.job_json import job_document
 from offpath.naming import REALTIME_NAMESPACE
 
 logger = logging.getLogger(__name__)
@@ -52,7 +52,7 @@ def event_document(event: JobEvent) -> dict[str, Any]:
         "type": str(event.type),
         "time": event.time.isoformat().replace("+00:00", "Z"),
         "tenant": event.tenant,
-        "job": JobView.of(event.job).model_dump(mode="json"),
+        "job": job_document(event.job),
     }
 
 

@@ -6,7 +6,6 @@ the first time it is used (`defer_build`), so an invocation pays only for the mo
 
 from __future__ import annotations
 
-import math
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
@@ -26,6 +25,9 @@ from offpath.domain.chain import chain_state
 from offpath.domain.errors import InvalidRequestError
 from offpath.domain.job import AttemptRecord, Job, JobStatus
 from offpath.domain.tags import MAX_TAGS, TAG_KEY_PATTERN, TAG_VALUE_PATTERN
+from offpath.handlers.job_json import attempt_error as _attempt_error
+from offpath.handlers.job_json import iso, job_json
+from offpath.handlers.job_json import lease_until as _lease_until
 from offpath.logic.debounce import DEBOUNCE_KEY_PATTERN, MAX_DEBOUNCE_KEY_LENGTH, MAX_DEBOUNCE_S, MIN_DEBOUNCE_S
 from offpath.logic.submit import validation_error
 
@@ -103,10 +105,6 @@ _DONE_EXAMPLE = {
     ],
 }
 _REDRIVE_EXAMPLE = {"queue": "default", "status": "RUNNING", "moved": 0, "to_move": 12, "task_id": "a1b2c3"}
-
-
-def iso(when: datetime) -> str:
-    return when.isoformat().replace("+00:00", "Z")
 
 
 # A time in UTC, written as ISO 8601 with a Z.
@@ -214,24 +212,6 @@ class Dumped:
         return self.data
 
 
-def _plain_json(value: Any) -> bool:
-    """Whether a value is already what pydantic's JSON mode makes of it (strings, whole numbers, finite
-    floats, booleans, None, and lists and string-keyed objects of these)."""
-    if value is None or isinstance(value, str | bool | int):
-        return True
-    if isinstance(value, float):
-        return math.isfinite(value)
-    if isinstance(value, list):
-        return all(_plain_json(item) for item in value)
-    if isinstance(value, dict):
-        return all(isinstance(key, str) and _plain_json(item) for key, item in value.items())
-    return False
-
-
-def _iso_or_none(when: datetime | None) -> str | None:
-    return iso(when) if when is not None else None
-
-
 class ProgressView(BaseModel):
     model_config = _LAZY
 
@@ -283,12 +263,6 @@ class AttemptView(BaseModel):
             outcome=record.outcome,
             error=AttemptErrorView(**error) if (error := _attempt_error(record)) is not None else None,
         )
-
-
-def _attempt_error(record: AttemptRecord) -> dict[str, Any] | None:
-    if record.error is None:
-        return None
-    return {"type": record.error_type, "message": record.error, "traceback": record.traceback}
 
 
 class HoldupView(BaseModel):
@@ -425,61 +399,8 @@ class JobView(BaseModel):
     def dumped(cls, job: Job, *, with_payload: bool = False) -> JobView | Dumped:
         """`JobView.of(job)`'s JSON form, written directly; the model itself when a value needs pydantic's
         conversion (a result or payload that is not plain JSON)."""
-        payload = job.payload if with_payload else None
-        if not (_plain_json(job.result) and _plain_json(payload)):
-            return cls.of(job, with_payload=with_payload)
-        progress = job.progress
-        data: dict[str, Any] = {
-            "job_id": job.job_id,
-            "type": job.type,
-            "queue": job.queue,
-            "status": JobStatus(job.status).value,
-            "attempts": int(job.attempt),
-            "max_attempts": int(job.max_attempts),
-            "progress": {"fraction": float(progress.fraction), "message": progress.message} if progress else None,
-            "result": job.result,
-            "error": job.error,
-            "idempotency_key": job.idempotency_key,
-            "run_at": _iso_or_none(job.run_at),
-            "created_at": iso(job.created_at),
-            "updated_at": iso(job.updated_at),
-            "started_at": _iso_or_none(job.started_at),
-            "finished_at": _iso_or_none(job.finished_at),
-            "next_attempt_at": _iso_or_none(job.next_attempt_at),
-            "lease_until": _iso_or_none(_lease_until(job)),
-            "redrives": int(job.redrives),
-            "retries": int(job.retries),
-            "retried_at": _iso_or_none(job.retried_at),
-            "payload": payload,
-            "attempt_history": [
-                {
-                    "attempt": int(record.attempt),
-                    "started_at": _iso_or_none(record.started_at),
-                    "finished_at": iso(record.finished_at),
-                    "outcome": record.outcome,
-                    "error": _attempt_error(record),
-                }
-                for record in job.attempt_history
-            ],
-            "tags": dict(job.tags) if job.tags else None,
-            "trace_id": job.trace_id,
-            "discarded_at": _iso_or_none(job.discarded_at),
-            "batch_id": job.batch_id,
-            "callback_of": job.callback_of,
-            "parent_job_id": job.parent_job_id,
-            "next_job_id": job.next_job_id,
-            "chain": chain_state(job),
-            "expires_at": _iso_or_none(job.start_by),
-            "cancel_reason": job.cancel_reason,
-            "superseded_by": job.superseded_by,
-            "waiting_on": None,
-        }
-        return Dumped(cls, data)
-
-
-def _lease_until(job: Job) -> datetime | None:
-    """The lease of the attempt running; none once the job is not RUNNING (the item may keep an old one)."""
-    return job.lease_until if job.status is JobStatus.RUNNING else None
+        data = job_json(job, with_payload=with_payload)
+        return cls.of(job, with_payload=with_payload) if data is None else Dumped(cls, data)
 
 
 class JobPageView(BaseModel):

@@ -21,6 +21,7 @@ from offpath.domain.clock import Clock, SystemClock
 from offpath.domain.job import Job
 from offpath.domain.ports import JobScheduler, JobStore, Metrics, Ports
 from offpath.domain.registry import Registry
+from offpath.handlers.job_json import job_document as render_job
 from offpath.jobs import load_job_types
 from offpath.observability import EmfMetrics
 from offpath.settings import Settings
@@ -311,14 +312,6 @@ class WebhookServices:
     queue: DeliveryQueue | None
     # The token buckets that limit each tenant's test deliveries (None: not limited).
     test_rate: QuotaCounters | None = None
-
-
-def render_job(job: Job, with_payload: bool) -> dict[str, Any]:
-    """A job as a delivery or an event shows it: the API's job view (the payload only when asked for)."""
-    from offpath.handlers.api_models import JobView
-
-    view: dict[str, Any] = JobView.of(job, with_payload=with_payload).model_dump(mode="json")
-    return view
 
 
 def receiver_policy(settings: Settings) -> ReceiverPolicy:
