@@ -15,8 +15,8 @@ through AWS_ENDPOINT_URL.
 
 The floor creates only the clients its calls need. Each process also reports its init alone (for a handler:
 import + `default_services()`; for the floor: import boto3 + the clients); those "import-only" numbers are
-printed beside the first-request ones, and the enqueue and sweeper handlers are measured that way only
-(against `import boto3` and the clients their init creates on AWS). A last import-only row, `pydantic`, is no
+printed beside the first-request ones, and the enqueue, sweeper, notifier and delivery handlers are measured that
+way only (against `import boto3` and the clients their init creates on AWS). A last import-only row, `pydantic`, is no
 handler: the api's import-only floor plus importing the asset's pydantic and validating one model, with no
 offpath code at all, the least any handler that validates a payload with a pydantic model pays.
 
@@ -163,8 +163,22 @@ for service in {clients!r}:
 print(json.dumps([time.perf_counter() - t, time.process_time() - c]))
 """
 
-# The clients enqueue's and sweeper's init create on AWS (import-only rows).
-IMPORT_ONLY = {"enqueue": ["dynamodb", "sqs", "scheduler"], "sweeper": ["dynamodb", "sqs", "scheduler"]}
+# The clients each import-only row's init creates on AWS, and what the stack gives that function beside
+# STACK_ENVIRONMENT (infra/notices.py: the notifier puts events on the default bus; the delivery function opens
+# sealed secrets with the stack's key).
+DELIVERY_QUEUES = {
+    "OFFPATH_DELIVERY_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/offpath-deliveries",
+    "OFFPATH_DELIVERY_DLQ_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/offpath-deliveries-dlq",
+}
+IMPORT_ONLY: dict[str, tuple[list[str], dict[str, str]]] = {
+    "enqueue": (["dynamodb", "sqs", "scheduler"], {}),
+    "sweeper": (["dynamodb", "sqs", "scheduler"], {}),
+    "notifier": (["events", "dynamodb"], {**DELIVERY_QUEUES, "OFFPATH_EVENT_BUS_NAME": "default"}),
+    "delivery": (
+        ["dynamodb", "kms"],
+        {**DELIVERY_QUEUES, "OFFPATH_WEBHOOK_SECRETS_KEY": "arn:aws:kms:us-east-1:123456789012:key/offpath"},
+    ),
+}
 
 # Not a handler: the api's import-only floor plus pydantic (the asset's) and one model validated, and no offpath
 # code. The least any handler that validates a payload with a pydantic model pays over the floor.
@@ -242,9 +256,14 @@ class Bench:
         }
         self.sqs = emulator.client("sqs")
 
-    def run(self, program: str, stdin: str = "") -> list[float]:
+    def run(self, program: str, stdin: str = "", env: dict[str, str] | None = None) -> list[float]:
         out = subprocess.run(
-            [str(self.python), "-c", program], env=self.env, input=stdin, capture_output=True, text=True, check=False
+            [str(self.python), "-c", program],
+            env={**self.env, **(env or {})},
+            input=stdin,
+            capture_output=True,
+            text=True,
+            check=False,
         )
         if out.returncode != 0:
             raise RuntimeError(f"a measured process failed:\n{out.stderr[-3000:]}")
@@ -311,12 +330,14 @@ class Bench:
                 handlers.append(handler)
         return Row(name, _medians(floors), _medians(handlers))
 
-    def import_only(self, name: str, clients: list[str], runs: int, program: str = IMPORT_PROGRAM) -> Row:
+    def import_only(
+        self, name: str, clients: list[str], runs: int, program: str = IMPORT_PROGRAM, env: dict[str, str] | None = None
+    ) -> Row:
         handler_program = program.format(name=name, clients=clients)
         floor_program = IMPORT_FLOOR.format(clients=clients)
         floors, handlers = [], []
         for index in range(runs + 1):
-            floor, handler = self.run(floor_program), self.run(handler_program)
+            floor, handler = self.run(floor_program, env=env), self.run(handler_program, env=env)
             if index:
                 floors.append(floor)
                 handlers.append(handler)
@@ -411,7 +432,7 @@ def _measure(runs: int, asset: Path, python: Path) -> dict[str, Any]:
         bench = Bench(emulator, resources, asset, python)
         load_before = os.getloadavg()
         rows = [bench.pair("api", runs), bench.pair("worker", runs)]
-        rows += [bench.import_only(name, clients, runs) for name, clients in IMPORT_ONLY.items()]
+        rows += [bench.import_only(name, clients, runs, env=env) for name, (clients, env) in IMPORT_ONLY.items()]
         rows.append(bench.import_only(PYDANTIC_ROW, PYDANTIC_CLIENTS, runs, PYDANTIC_PROGRAM))
         load_after = os.getloadavg()
     finally:
