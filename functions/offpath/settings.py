@@ -43,6 +43,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
+from functools import cached_property
 from typing import Any
 
 from offpath.domain.quotas import QuotaBook
@@ -89,7 +90,7 @@ def _number(kind: type[int] | type[float], low: float, high: float, *, low_open:
             number = kind(number)
         except (TypeError, ValueError):
             raise ValueError(f"must be {'an integer' if kind is int else 'a number'} {above} to {high:g}") from None
-        if number < low or (low_open and number == low) or number > high:
+        if not ((number > low if low_open else number >= low) and number <= high):  # NaN fails both
             raise ValueError(f"must be {above} to {high:g}, not {number:g}")
         return number
 
@@ -220,7 +221,7 @@ class Settings:
         if problems:
             raise SettingsError("; ".join(problems))
 
-    @property
+    @cached_property
     def quota_book(self) -> QuotaBook:
         return quota_book(self.quotas)
 

@@ -77,6 +77,7 @@ def test_a_missing_table_name_is_refused() -> None:
         ({"OFFPATH_LOOPBACK_RECEIVER_PORTS": "80,x"}, "OFFPATH_LOOPBACK_RECEIVER_PORTS must be comma-separated port"),
         ({"OFFPATH_LOOPBACK_RECEIVER_PORTS": "0"}, "OFFPATH_LOOPBACK_RECEIVER_PORTS must be port numbers from 1"),
         ({"OFFPATH_WEBHOOK_RETRY_SCALE": "0"}, "OFFPATH_WEBHOOK_RETRY_SCALE must be more than 0 to 1, not 0"),
+        ({"OFFPATH_WEBHOOK_RETRY_SCALE": "nan"}, "OFFPATH_WEBHOOK_RETRY_SCALE must be more than 0 to 1, not nan"),
         ({"OFFPATH_WEBHOOK_DEADLINE_S": "31"}, "OFFPATH_WEBHOOK_DEADLINE_S must be more than 0 to 30, not 31"),
         ({"OFFPATH_QUOTAS": "acme:nonsense=1"}, "OFFPATH_QUOTAS "),
     ],

@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from offpath.adapters.webhook_http import PinnedSender
+from offpath.domain.clock import iso
 from offpath.domain.errors import InvalidRequestError
 from offpath.domain.events import EventType, JobEvent
 from offpath.domain.job import JobStatus
@@ -35,7 +36,6 @@ from offpath.domain.webhooks import (
     body_of,
     disabled,
     is_success,
-    iso_z,
     new_secret,
     parse_retry_after,
     refusal_of,
@@ -348,7 +348,7 @@ def test_the_signed_body_and_headers() -> None:
     assert headers["webhook-signature"].startswith("v1,")
     two = signed_headers(["whsec_" + base64.b64encode(b"k" * 32).decode()] * 2, "msg_1", FRACTIONAL_NOW, body)
     assert two["webhook-signature"].count(" ") == 1
-    assert iso_z(datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)) == "2026-01-02T03:04:05Z"
+    assert iso(datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)) == "2026-01-02T03:04:05Z"
 
 
 @pytest.mark.parametrize(("status", "success"), [(None, False), (199, False), (200, True), (299, True), (300, False)])

@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING, Any
 from offpath.adapters.sqs_queue import REASON_ATTRIBUTE, SEND_BATCH_LIMIT, _call
 from offpath.adapters.sqs_queue import default_client as default_sqs_client
 from offpath.domain.batch import batch_summary
+from offpath.domain.clock import iso
 from offpath.domain.errors import QueueUnavailableError
 from offpath.domain.events import JobEvent
-from offpath.domain.webhooks import SQS_BATCH_BYTES, SQS_MESSAGE_BYTES, Delivery, iso_z, utf8_bytes
+from offpath.domain.webhooks import SQS_BATCH_BYTES, SQS_MESSAGE_BYTES, Delivery, utf8_bytes
 from offpath.naming import EVENT_DETAIL_TYPE, EVENT_SOURCE
 
 if TYPE_CHECKING:
@@ -103,7 +104,7 @@ def event_detail(event: JobEvent, job_view: dict[str, Any]) -> dict[str, Any]:
     detail = {
         "id": event.id,
         "type": event.type.value,
-        "time": iso_z(event.time),
+        "time": iso(event.time),
         "tenant": event.tenant,
         "job": job_view,
     }

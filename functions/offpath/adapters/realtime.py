@@ -20,6 +20,7 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from offpath.domain.clock import iso
 from offpath.domain.errors import OffpathError
 from offpath.domain.events import JobEvent
 from offpath.handlers.job_json import job_document
@@ -50,7 +51,7 @@ def event_document(event: JobEvent) -> dict[str, Any]:
     return {
         "id": event.id,
         "type": str(event.type),
-        "time": event.time.isoformat().replace("+00:00", "Z"),
+        "time": iso(event.time),
         "tenant": event.tenant,
         "job": job_document(event.job),
     }

@@ -6,6 +6,11 @@ from datetime import UTC, datetime
 from typing import Protocol
 
 
+def iso(when: datetime) -> str:
+    """A time as the api, events and webhooks write it: ISO 8601, UTC as `Z`."""
+    return when.isoformat().replace("+00:00", "Z")
+
+
 class Clock(Protocol):
     def now(self) -> datetime: ...
 

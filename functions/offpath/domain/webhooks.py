@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 from urllib.parse import SplitResult, urlsplit
 
+from offpath.domain.clock import iso
 from offpath.domain.events import EventType, JobEvent
 
 # -- endpoints ---------------------------------------------------------------------------------
@@ -93,7 +94,7 @@ def disabled(endpoint: Endpoint, reason: str, now: datetime) -> Endpoint:
 
 def body_of(kind: str, timestamp: datetime, data: dict[str, Any]) -> str:
     """The delivery's body: `{"type", "timestamp", "data"}`."""
-    return json.dumps({"type": kind, "timestamp": iso_z(timestamp), "data": data}, separators=(",", ":"))
+    return json.dumps({"type": kind, "timestamp": iso(timestamp), "data": data}, separators=(",", ":"))
 
 
 def signature(secrets_: Sequence[str], message_id: str, timestamp: datetime, body: str) -> str:
@@ -111,10 +112,6 @@ def signed_headers(secrets_: Sequence[str], message_id: str, timestamp: datetime
         "webhook-signature": signature(secrets_, message_id, timestamp, body),
         "content-type": "application/json",
     }
-
-
-def iso_z(moment: datetime) -> str:
-    return moment.isoformat().replace("+00:00", "Z")
 
 
 # -- deliveries: retries and disabling ---------------------------------------------------------
@@ -260,10 +257,10 @@ class Delivery:
                 "endpoint": self.endpoint,
                 "event_id": self.event_id,
                 "type": self.type,
-                "timestamp": iso_z(self.timestamp),
+                "timestamp": iso(self.timestamp),
                 "data": self.data,
                 "attempt": self.attempt,
-                "not_before": iso_z(self.not_before) if self.not_before else None,
+                "not_before": iso(self.not_before) if self.not_before else None,
             }
         )
 

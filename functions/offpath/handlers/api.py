@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from offpath import collector, contract
 from offpath.adapters.cloudwatch import CloudWatchAlarms, CloudWatchStats
+from offpath.domain.clock import iso
 from offpath.domain.errors import (
     BatchConflictError,
     BatchKeyConflictError,
@@ -612,7 +613,7 @@ def _muted_alarms(alarms: list[AlarmState], services: ApiServices) -> dict[str, 
     for name, pause in _pauses(services).queues.items():
         alarm = by_name.get(alarm_name(services.settings.stack_prefix, oldest_age_alarm_id(name)))
         if alarm is not None:
-            since = pause.paused_at.isoformat().replace("+00:00", "Z")
+            since = iso(pause.paused_at)
             reason = f"queue {name} is paused since {since}; its alarm pages nobody until it is resumed"
             shown[alarm.name] = AlarmView.of(alarm).model_copy(update={"state": "PAUSED", "reason": reason})
     return shown

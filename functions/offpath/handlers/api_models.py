@@ -22,11 +22,12 @@ from pydantic import (
 )
 
 from offpath.domain.chain import chain_state
+from offpath.domain.clock import iso
 from offpath.domain.errors import InvalidRequestError
 from offpath.domain.job import AttemptRecord, Job, JobStatus
 from offpath.domain.tags import MAX_TAGS, TAG_KEY_PATTERN, TAG_VALUE_PATTERN
 from offpath.handlers.job_json import attempt_error as _attempt_error
-from offpath.handlers.job_json import iso, job_json
+from offpath.handlers.job_json import job_json
 from offpath.handlers.job_json import lease_until as _lease_until
 from offpath.logic.debounce import DEBOUNCE_KEY_PATTERN, MAX_DEBOUNCE_KEY_LENGTH, MAX_DEBOUNCE_S, MIN_DEBOUNCE_S
 from offpath.logic.submit import validation_error

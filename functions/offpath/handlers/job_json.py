@@ -13,11 +13,8 @@ from datetime import datetime
 from typing import Any
 
 from offpath.domain.chain import chain_state
+from offpath.domain.clock import iso
 from offpath.domain.job import AttemptRecord, Job, JobStatus
-
-
-def iso(when: datetime) -> str:
-    return when.isoformat().replace("+00:00", "Z")
 
 
 def iso_or_none(when: datetime | None) -> str | None:

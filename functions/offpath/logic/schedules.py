@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from offpath.domain.clock import iso
 from offpath.domain.errors import JobConflictError, JobNotFoundError, UnknownScheduleError
 from offpath.domain.job import Job
 from offpath.domain.ports import Firing, JobMessage, Ports
@@ -125,7 +126,7 @@ def describe_schedules(ports: Ports, now: datetime) -> list[dict[str, Any]]:
                 "last_firings": [
                     {
                         "slot": f.slot,
-                        "fired_at": f.fired_at.isoformat().replace("+00:00", "Z"),
+                        "fired_at": iso(f.fired_at),
                         "job_id": f.job_id,
                         "skipped_reason": f.skipped_reason,
                     }
