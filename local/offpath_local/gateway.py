@@ -12,9 +12,10 @@ claims are those a JWT authorizer passes on (`sub`, `tenant`, `iss`, `aud`, `iat
 A missing or unknown token is answered 401 and the function is not called; `GET /health` has no
 authorizer; the admin routes need the `offpath/admin` scope (403 otherwise), as the stack's
 route-level authorization scopes do. The token is checked before the body is read (a request refused
-before its body is answered and its connection closed). Requests larger than 10 MB are refused (413), and a
-function that takes more than 30 s is answered 503, as API Gateway does; a request still waiting for the
-function when it is answered 503 never runs (api functions' `invoke`). A client that sends nothing for
+before its body is answered and its connection closed, once what the client is still sending has been read
+and dropped: a lingering close, so that a reset never destroys the answer). Requests larger than 10 MB are
+refused (413), and a function that takes more than 30 s is answered 503, as API Gateway does; a request still
+waiting for the function when it is answered 503 never runs (api functions' `invoke`). A client that sends nothing for
 CLIENT_TIMEOUT_S is disconnected. Every error the gateway or http.server answers (a malformed request line, an
 oversized header, an unknown method) is in the JSON envelope, and every answer carries
 `X-Content-Type-Options: nosniff`. The runtime's own pages (/metrics, the console), which need no token, are
@@ -28,12 +29,14 @@ function, as API Gateway answers (an HTTP API without a `$default` route).
 from __future__ import annotations
 
 import base64
+import contextlib
 import hmac
 import ipaddress
 import json
 import logging
 import re
 import secrets
+import socket
 import sys
 import threading
 import time
@@ -56,6 +59,10 @@ logger = logging.getLogger("offpath.local.gateway")
 MAX_BODY_BYTES = 10 * 1024 * 1024
 INTEGRATION_TIMEOUT_S = 30.0
 CLIENT_TIMEOUT_S = 20.0  # a client silent this long (mid-request, or idle between keep-alive requests) is let go
+# After an answer given without reading the request's body (413, 401, ...): how long, and how much, of what the
+# client is still sending is read and dropped before the connection is closed (a lingering close).
+LINGER_S = 2.0
+LINGER_BYTES = 4 * MAX_BODY_BYTES
 AUDIENCE = "offpath"
 TOKEN_LIFETIME_S = 3600
 TEXT_TYPES = re.compile(
@@ -324,6 +331,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "offpath-local"
     sys_version = ""
+    _unread_body = False  # answered without reading a body the request declares: linger before closing
 
     if not TYPE_CHECKING:  # (so that the type checker still checks every other attribute)
 
@@ -544,12 +552,18 @@ class _RequestHandler(BaseHTTPRequestHandler):
         if not getattr(self, "_body_read", True) and self._declares_body():
             # Answered without reading the body: the connection cannot carry another request.
             self.close_connection = True
+            self._unread_body = True
             self.send_header("connection", "close")
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
         if self.gateway.on_response:
             self.gateway.on_response(status)
+
+    def finish(self) -> None:
+        super().finish()
+        if self._unread_body:
+            linger(self.connection)
 
     def _declares_body(self) -> bool:
         headers = getattr(self, "headers", None)
@@ -573,6 +587,21 @@ def _local_host(host: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def linger(conn: socket.socket) -> None:
+    """Stop writing, then read and drop what the client is still sending (for at most LINGER_S and LINGER_BYTES)
+    before the connection is closed. Closed with unread bytes in it, a connection is reset, and a reset can
+    destroy the answer before the client reads it: the client of a 413 would see a broken pipe instead."""
+    with contextlib.suppress(OSError):
+        conn.shutdown(socket.SHUT_WR)
+        deadline, left = time.monotonic() + LINGER_S, LINGER_BYTES
+        while left > 0 and (remaining := deadline - time.monotonic()) > 0:
+            conn.settimeout(remaining)
+            data = conn.recv(min(65536, left))
+            if not data:
+                return
+            left -= len(data)
 
 
 class _TooLarge(Exception):

@@ -263,6 +263,27 @@ def test_a_body_over_10_mb_is_refused_with_413_in_the_envelope(gateway: tuple[Ga
     assert invoked == []
 
 
+@pytest.mark.parametrize(
+    ("token", "status", "code"),
+    [(TOKEN_A, 413, "payload_too_large"), ("not-a-token", 401, "unauthorized")],
+    ids=["over-10-mb", "unknown-token"],
+)
+def test_a_client_still_sending_the_body_of_a_refused_request_reads_the_answer_not_a_broken_pipe(
+    gateway: tuple[Gateway, list[dict[str, Any]]], token: str, status: int, code: str
+) -> None:
+    """Refused before its body is read, a request's 11 MB body is more than the sockets between client and gateway
+    buffer: the client is still sending when the answer is written. The gateway reads and drops the rest before it
+    closes; closed with the body unread, the connection would be reset and the client see a broken pipe."""
+    server, invoked = gateway
+    size = 11 * 1024 * 1024
+    request = headers_of("POST", "/jobs", f"Content-Length: {size}").replace(TOKEN_A.encode(), token.encode())
+
+    answer = raw_exchange(server, request, body=b"x" * size)
+
+    assert (answer[0], json.loads(answer[1])["error"]["code"]) == (status, code)
+    assert invoked == []
+
+
 def test_a_function_that_raises_is_answered_500_in_the_envelope() -> None:
     def invoke(event: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         raise RuntimeError("boom")
