@@ -45,8 +45,9 @@ test: lint typecheck imports checkov browser-deps compose-deps iam-check
 # tests on 3.13 too, in a small environment inside the venv holding what the asset bundles (the pinned
 # infra/lambda-requirements.txt), boto3 and the test tools (tests/lambda-python.txt). Left out there, by name:
 # the tests of code that never runs in Lambda (the local runtime's console, data directory, fault injector,
-# fair-queue stand-in, Prometheus endpoint and clock; the cost model and its CLI), and tests/infra, tests/e2e,
-# tests/browser (the CDK, the local runtime and Chromium: the synth's and the runtime's Python, 3.11+).
+# fair-queue stand-in, Prometheus endpoint and clock; the cost model and its CLI; the test suite's grouping), and
+# tests/infra, tests/e2e, tests/browser (the CDK, the local runtime and Chromium: the synth's and the runtime's
+# Python, 3.11+).
 LAMBDA_PY := $(VENV)/lambda-python
 LAMBDA_PY_STAMP := $(LAMBDA_PY)/.installed
 PYTHON313 ?= $(firstword $(wildcard $(shell pyenv root 2>/dev/null)/versions/3.13*/bin/python3.13 \
@@ -60,7 +61,7 @@ $(LAMBDA_PY_STAMP): infra/lambda-requirements.txt tests/lambda-python.txt
 
 .PHONY: test-lambda-python lambda-wheels
 LAMBDA_PY_LEFT_OUT := console_site cost cost_cli cost_quotas cost_waiting notices_cost fair_queues local_state \
-	prometheus faults deployed_clock
+	prometheus faults deployed_clock suite_groups
 test-lambda-python: $(LAMBDA_PY_STAMP)
 	$(LAMBDA_PY)/bin/python -m pytest -n auto --dist loadgroup tests/unit tests/integration \
 		$(foreach name,$(LAMBDA_PY_LEFT_OUT),--ignore=tests/unit/test_$(name).py)

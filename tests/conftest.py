@@ -39,14 +39,23 @@ if OWNS_RECORD:
 aws_calls.install_from_environment()
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Groups for `pytest -n auto --dist loadgroup` (`make test`): tests that share an expensive session or module
     fixture run on one worker, so it is made once; every other test goes wherever a worker is free.
 
     - tests/infra: the synthesized stacks (session fixtures, several seconds each);
-    - tests/e2e using `local`: the session's `offpath local`;
-    - every other e2e module: the runtime it starts for itself.
+    - tests/e2e using `local`, or `target` (which is `local` unless a URL is given): the session's `offpath local`;
+    - every other e2e module: the runtime it starts for itself;
+    - tests/browser: the package's `offpath local` and Chromium.
+
+    A group is the `@group` suffix of a test's node id, which pytest-xdist's scheduler splits off. pytest-xdist
+    writes it from the `xdist_group` mark by assigning `item._nodeid`, which pytest 9 no longer reads (a node id is
+    a structured `_id`): the mark alone groups nothing, and each test would be scheduled alone, every worker making
+    its own session runtime and stacks and a module's fixtures made again on each worker its tests reach. So the
+    suffix is written here (`_rename`), once.
     """
+    # In a worker pytest-xdist sets `dist` to "no" and `loadgroup` to whether the run is `--dist loadgroup`.
+    grouped = bool(getattr(config.option, "loadgroup", False))
     for item in items:
         label = getattr(item, "operation_label", None)
         if label and not item.nodeid.endswith("]"):
@@ -55,10 +64,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if path.startswith("tests/infra/"):
             group = "cdk"
         elif path.startswith("tests/e2e/"):
-            group = "e2e-local" if "local" in getattr(item, "fixturenames", ()) else f"e2e-{Path(path).stem}"
+            session_runtime = {"local", "target"} & set(getattr(item, "fixturenames", ()))
+            group = "e2e-local" if session_runtime else f"e2e-{Path(path).stem}"
+        elif path.startswith("tests/browser/"):
+            group = "browser"
         else:
             continue
-        item.add_marker(pytest.mark.xdist_group(group))
+        if grouped and not item.nodeid.endswith(f"@{group}"):
+            _rename(item, f"{item.nodeid}@{group}")
     twice = [nodeid for nodeid, count in Counter(item.nodeid for item in items).items() if count > 1]
     if twice:
         raise pytest.UsageError(f"tests share a node id, so pytest-xdist would run only the first: {twice}")

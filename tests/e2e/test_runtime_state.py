@@ -31,7 +31,7 @@ from tests.e2e.conftest import ROOT, Local, wait_for
 
 TENANT, TOKEN = "state", "state-token-0123456789"
 FINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
-# The fault ledger's test timings: an interrupted 60 s job holds a 9 s lease and its message an 11 s visibility.
+# Test timings: an interrupted 60 s job holds a 9 s lease and its message an 11 s visibility.
 TEST_TIMINGS = ("--timeout-scale", "0.1", "--visibility-scale", "0.025")
 
 

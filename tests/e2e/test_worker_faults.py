@@ -27,17 +27,19 @@ BURST = 150
 WELCOME_KEY = "crash-after-the-e-mail"
 BATCH_KEYS = [f"mid-batch-{n}" for n in range(5)]
 CRASHED_IN_BATCH = 2  # the middle one: two records finished before it, two not started
-# A dead worker's batch comes back when its invocation's lease has passed (the hold, logic/process.py): 74 s
+# A dead worker's batch comes back when its invocation's lease has passed (the hold, logic/process.py): about 23 s
 # after the invocation started on `default` (its worker's 700 s timeout, a full batch of its slowest job type,
-# scaled by 0.1, + the lease margin + 1 s), 24 s on `e2e-batch` (200 s scaled). Its queue's visibility timeout
-# would take 420 s and 120 s (VISIBILITY_TIMEOUT_S): the tests check that the second attempt started before it.
+# scaled by 0.03, + the scaled lease margin + 1 s), about 8 s on `e2e-batch` (200 s scaled). Its queue's
+# visibility timeout would take 126 s and 36 s (VISIBILITY_TIMEOUT_S): the tests check that the second attempt
+# started before it.
 WAIT_S = 180
 BATCH_WAIT_S = 100
 # The queue class offpath_tools/ledger_jobs.py declares in the runtime (not imported here: it would register its
 # job types in this process's registry, which the infra tests synthesize the stack from).
 BATCH_QUEUE = "e2e-batch"
-# The queues' visibility timeouts in this runtime (TestTiming with both scales at 0.1: 6 x the scaled worker timeout).
-VISIBILITY_TIMEOUT_S = {"default": 420, BATCH_QUEUE: 120}
+# The queues' visibility timeouts in this runtime (TestTiming with both scales at offpath_tools.ledger's
+# TIMEOUT_SCALE, 0.03: the stack's 6 x the worker timeout, scaled).
+VISIBILITY_TIMEOUT_S = {"default": 126, BATCH_QUEUE: 36}
 
 
 @dataclass

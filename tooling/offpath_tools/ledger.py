@@ -45,22 +45,24 @@ EFFECTS_FILE = "effects.jsonl"
 # declares a queue class in the registry) write the side effects the ledger counts.
 EFFECTS_ENV = "LEDGER_EFFECTS_FILE"
 LEDGER_JOBS = "offpath_tools.ledger_jobs"
-# Test timings: a worker's crash is recovered within a minute or two. The default queue's worker timeout becomes
-# 70 s, so a lease at most 73 s: a crashed worker's batch, held until the lease ends (logic/process.py), comes
-# back 74 s after its invocation started. The ledger keeps the queues' visibility timeouts at the least
-# TestTiming allows (the worker's timeout: 70 s on default), so that a record the hold missed (its request
-# failed: the ledger injects faults into it too) is not kept longer; `STACK_VISIBILITY_SCALE` keeps the stack's
-# ratio instead (6 x the worker's timeout: 420 s on default), where a test shows that the hold, not the
-# visibility timeout, brings a dead worker's job back. The sweeper runs every second (its schedule at 60x) with
-# a short grace.
-TIMEOUT_SCALE = 0.1
-VISIBILITY_SCALE = 0.01
+# Test timings: a worker's crash is recovered within half a minute. The default queue's worker timeout becomes
+# 21 s (700 s x 0.03), so a lease at most 22 s (the 30 s lease margin x 0.03 on top): a crashed worker's batch,
+# held until the lease ends (logic/process.py), comes back about 23 s after its invocation started. The ledger
+# keeps the queues' visibility timeouts at the least TestTiming allows (the worker's timeout: 21 s on default,
+# 5 s on critical), so that a record the hold missed (its request failed: the ledger injects faults into it too)
+# is not kept longer; `STACK_VISIBILITY_SCALE` keeps the stack's ratio instead (6 x the worker's timeout: 126 s
+# on default), where a test shows that the hold, not the visibility timeout, brings a dead worker's job back.
+# The sweeper runs every second (its schedule at 60x) with a short grace. At 0.1 (a 70 s worker timeout) the
+# ledgers of `make test` waited out 73 s leases (docs/decisions.md, 2026-12-03). The job types' own timeouts are
+# 1 s at either scale for 10 s jobs; the welcome e-mail's is 1 s (3 s at 0.1).
+TIMEOUT_SCALE = 0.03
+VISIBILITY_SCALE = 0.005
 STACK_VISIBILITY_SCALE = TIMEOUT_SCALE
 # How long a job may take, at the test timings, to reach its final state once it was accepted, at the most: the
-# slowest recovery is a record's return at its invocation's lease end (74 s after the invocation started, on
-# default), after a crash or a store outage (on its claim, or through its outcome write's retries); one job met
-# two in a row (146 s from its submit, seed 7), a third is allowed for, and a retry's backoff. A bound, not a
-# wait: a run takes as long as its slowest job.
+# slowest recovery is a record's return at its invocation's lease end (about 23 s after the invocation started,
+# on default), after a crash or a store outage (on its claim, or through its outcome write's retries); one job
+# met two in a row at the earlier timings (146 s from its submit at 0.1, seed 7), a third is allowed for, and a
+# retry's backoff. A bound, not a wait: a run takes as long as its slowest job.
 FINAL_WITHIN_S = 240
 SWEEP_GRACE_S = 5
 UNAVAILABLE = frozenset({429, 500, 502, 503, 504})
