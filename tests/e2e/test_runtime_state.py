@@ -294,13 +294,12 @@ def test_sigkill_under_load_loses_no_accepted_job_runs_no_finished_job_again_and
     """A 202 means durable, a crash included: 4 clients submit 60 jobs (half record each run, half send an e-mail
     guarded by `ctx.once`); SIGKILL when half are accepted; the restart on the same data directory finds every
     accepted job and finishes it, runs none that had finished again, and sends no e-mail twice."""
-    from offpath_tools.ledger import EFFECTS_ENV, EFFECTS_FILE, TIMEOUT_SCALE, VISIBILITY_SCALE
+    from offpath_tools.ledger import EFFECTS_ENV, EFFECTS_FILE, timing_options
 
     data_dir = tmp_path / "data"
     env = environment(**{EFFECTS_ENV: str(data_dir / EFFECTS_FILE), "OFFPATH_SWEEP_GRACE_S": "2"})
     # The fault ledger's timings: a batch the kill left in flight comes back after ~23 s (default), not 74 s.
-    timings = ("--timeout-scale", str(TIMEOUT_SCALE), "--visibility-scale", str(VISIBILITY_SCALE))
-    load = ("--load", "offpath_tools.ledger_jobs", *timings, "--quiet")
+    load = ("--load", "offpath_tools.ledger_jobs", *timing_options(), "--quiet")
     first = start(data_dir, tmp_path / "console-1.txt", *load, env=env)
     instances.append(first)
     accepted: dict[str, str] = {}  # job id -> the tag or e-mail address its effect names

@@ -58,6 +58,13 @@ LEDGER_JOBS = "offpath_tools.ledger_jobs"
 TIMEOUT_SCALE = 0.03
 VISIBILITY_SCALE = 0.005
 STACK_VISIBILITY_SCALE = TIMEOUT_SCALE
+
+
+def timing_options(visibility_scale: float = VISIBILITY_SCALE) -> tuple[str, ...]:
+    """`offpath local`'s options for the ledger's test timings."""
+    return ("--timeout-scale", str(TIMEOUT_SCALE), "--visibility-scale", str(visibility_scale))
+
+
 # How long a job may take, at the test timings, to reach its final state once it was accepted, at the most: the
 # slowest recovery is a record's return at its invocation's lease end (about 23 s after the invocation started,
 # on default), after a crash or a store outage (on its claim, or through its outcome write's retries); one job
@@ -115,7 +122,7 @@ class LedgerRuntime(OffpathLocal):
         `visibility_scale`: the queues' visibility timeouts at the test timings (see VISIBILITY_SCALE)."""
         args = ["--clock-speed", str(clock_speed), "--clock-tick", "0.2", "--alarm-interval", str(alarm_interval_s)]
         if test_timing:
-            args += ["--timeout-scale", str(TIMEOUT_SCALE), "--visibility-scale", str(visibility_scale)]
+            args += timing_options(visibility_scale)
         if quiet:
             args.append("--quiet")
         if seed is not None:
